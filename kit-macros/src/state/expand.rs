@@ -1,0 +1,223 @@
+//! Code generation for `#[derive(State)]`.
+
+use proc_macro2::TokenStream;
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use super::model::{Merge, StateModel};
+use crate::common::{fnv1a, kit_path};
+
+pub fn expand(model: &StateModel) -> TokenStream {
+    let kit = kit_path(model.krate.as_ref());
+    let p = quote!(#kit::__private);
+    let ident = &model.ident;
+    let vis = &model.vis;
+    let update_ident = format_ident!("{}Update", ident);
+    let serde_crate = format!("{}::__private::serde", kit.to_string().replace(' ', ""));
+
+    let schema_ty = if model.dynamic {
+        quote!(#kit::state::DynSchema)
+    } else {
+        quote!(())
+    };
+
+    let mut update_fields = Vec::new();
+    let mut builders = Vec::new();
+    let mut channel_infos = Vec::new();
+    let mut checks = Vec::new();
+    let mut applies = Vec::new();
+    let mut saves = Vec::new();
+    let mut restores = Vec::new();
+    let mut written = Vec::new();
+    let mut into_update = Vec::new();
+    let mut field_impls = Vec::new();
+
+    for (index, channel) in model.channels.iter().enumerate() {
+        let f = &channel.ident;
+        let ty = &channel.ty;
+        let name = f.to_string();
+        let update_ty = match &channel.merge {
+            Merge::LastValue => quote!(#ty),
+            Merge::Reduced { update, .. } => quote!(#update),
+            Merge::Dynamic => quote!(#kit::state::DynUpdate),
+        };
+        let doc = format!("Writes the `{name}` channel (or replaces it, given `Overwrite`).");
+        update_fields.push(quote! {
+            #[serde(default, skip_serializing_if = "::core::option::Option::is_none")]
+            #[doc = #doc]
+            pub #f: ::core::option::Option<#p::Write<#update_ty>>,
+        });
+        builders.push(quote! {
+            #[doc = #doc]
+            #[must_use]
+            pub fn #f(mut self, value: impl #p::IntoWrite<#update_ty>) -> Self {
+                self.#f = ::core::option::Option::Some(#p::IntoWrite::into_write(value));
+                self
+            }
+        });
+        let reducer_text = match &channel.merge {
+            Merge::LastValue => quote!(::core::option::Option::None),
+            Merge::Reduced { reducer, .. } => {
+                let text = quote!(#reducer).to_string().replace(' ', "");
+                quote!(::core::option::Option::Some(#text))
+            }
+            Merge::Dynamic => quote!(::core::option::Option::Some("dynamic")),
+        };
+        channel_infos.push(quote!(#p::ChannelInfo { name: #name, reducer: #reducer_text }));
+        let at = format_ident!("__at_{}", index);
+        let reduced = !matches!(channel.merge, Merge::LastValue);
+        checks.push(quote! {
+            let #at = #p::check(updates, |u: &#update_ident| u.#f.as_ref(), #name, #reduced)?;
+        });
+        let reducer_closure = match &channel.merge {
+            Merge::LastValue => quote!(),
+            Merge::Reduced { reducer, update } => quote_spanned! {reducer.span()=>
+                |current: &mut #ty, value: #update| #reducer(current, value)
+            },
+            Merge::Dynamic => quote! {
+                |current: &mut #ty, value: #kit::state::DynUpdate| current.reduce(schema, value)
+            },
+        };
+        match &channel.merge {
+            Merge::LastValue => {
+                applies.push(quote! {
+                    #p::apply_last_value(&mut self.#f, updates, |u: &mut #update_ident| &mut u.#f, #at, #index, changes);
+                });
+                restores.push(quote! {
+                    #index => #p::restore_last_value(&mut self.#f, full, deltas, #name),
+                });
+            }
+            Merge::Reduced { .. } | Merge::Dynamic => {
+                if matches!(channel.merge, Merge::Dynamic) {
+                    checks.push(quote! {
+                        #kit::state::DynState::check(
+                            schema,
+                            updates.iter().filter_map(|u: &#update_ident| match &u.#f {
+                                ::core::option::Option::Some(#p::Write::Value(v)) => ::core::option::Option::Some(v),
+                                _ => ::core::option::Option::None,
+                            }),
+                        )?;
+                    });
+                }
+                applies.push(quote! {
+                    #p::apply_reduced(&mut self.#f, updates, |u: &mut #update_ident| &mut u.#f, #reducer_closure, #at, #index, #name, changes, record)?;
+                });
+                restores.push(quote! {
+                    #index => #p::restore_reduced(&mut self.#f, full, deltas, #reducer_closure, #name),
+                });
+            }
+        }
+        saves.push(quote!(#index => #p::save(&self.#f, #name),));
+        written.push(quote! {
+            if update.#f.is_some() { out.push(#index); }
+        });
+        if channel.same_update_type && !matches!(channel.merge, Merge::Dynamic) {
+            into_update.push(quote!(#f: ::core::option::Option::Some(#p::Write::Value(self.#f)),));
+        } else if matches!(channel.merge, Merge::Dynamic) {
+            into_update.push(quote!(#f: ::core::option::Option::Some(#p::Write::Value(#kit::state::State::into_update(self.#f))),));
+        }
+        let hash = fnv1a(name.as_bytes());
+        field_impls.push(quote! {
+            impl #p::Field<#hash> for #ident {
+                type Type = #ty;
+                #[inline]
+                fn get(&self) -> &#ty { &self.#f }
+            }
+        });
+    }
+
+    let update_doc = format!(
+        "A partial update of [`{ident}`]: set only the channels a node writes. Generated by \
+         `#[derive(State)]`."
+    );
+    let schema_binding = if model.dynamic {
+        quote!()
+    } else {
+        quote!(let _ = schema;)
+    };
+
+    quote! {
+        #[doc = #update_doc]
+        #[derive(::core::default::Default, #p::serde::Serialize, #p::serde::Deserialize)]
+        #[serde(crate = #serde_crate, default)]
+        #vis struct #update_ident {
+            #(#update_fields)*
+        }
+
+        impl #update_ident {
+            /// An update that writes nothing.
+            #[must_use]
+            pub fn new() -> Self {
+                ::core::default::Default::default()
+            }
+            #(#builders)*
+        }
+
+        impl #kit::graph::IntoNodeOutput<#ident> for #update_ident {
+            fn into_output(self) -> ::core::result::Result<#kit::graph::NodeOutput<#ident>, #kit::graph::NodeError> {
+                ::core::result::Result::Ok(#kit::graph::NodeOutput::update(self))
+            }
+        }
+
+        impl #p::State for #ident {
+            type Update = #update_ident;
+            type Schema = #schema_ty;
+
+            fn channels() -> &'static [#p::ChannelInfo] {
+                const CHANNELS: &[#p::ChannelInfo] = &[#(#channel_infos),*];
+                CHANNELS
+            }
+
+            #[allow(clippy::redundant_closure)]
+            fn apply(
+                &mut self,
+                schema: &Self::Schema,
+                updates: &mut ::std::vec::Vec<#update_ident>,
+                changes: &mut ::std::vec::Vec<#p::ChannelChange>,
+                record: bool,
+            ) -> ::core::result::Result<(), #p::StateError> {
+                #schema_binding
+                #(#checks)*
+                #(#applies)*
+                updates.clear();
+                ::core::result::Result::Ok(())
+            }
+
+            fn save_channel(&self, channel: usize) -> ::core::result::Result<::std::vec::Vec<u8>, #p::StateError> {
+                match channel {
+                    #(#saves)*
+                    other => ::core::result::Result::Err(#p::StateError::UnknownChannel(other.to_string())),
+                }
+            }
+
+            #[allow(clippy::redundant_closure)]
+            fn restore_channel(
+                &mut self,
+                schema: &Self::Schema,
+                channel: usize,
+                full: ::core::option::Option<&[u8]>,
+                deltas: &[&[u8]],
+            ) -> ::core::result::Result<(), #p::StateError> {
+                #schema_binding
+                match channel {
+                    #(#restores)*
+                    other => ::core::result::Result::Err(#p::StateError::UnknownChannel(other.to_string())),
+                }
+            }
+
+            fn written_channels(update: &#update_ident, out: &mut ::std::vec::Vec<usize>) {
+                #(#written)*
+            }
+
+            #[allow(clippy::needless_update)]
+            fn into_update(self) -> #update_ident {
+                #update_ident {
+                    #(#into_update)*
+                    ..::core::default::Default::default()
+                }
+            }
+        }
+
+        #(#field_impls)*
+    }
+}

@@ -1,0 +1,503 @@
+//! Building graphs at run time.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use super::error::GraphError;
+use super::node::{IntoNodeOutput, NodeContext, NodeFn, Send};
+use super::{CompiledNode, END, Graph, GraphInner, Join, START, Target, WhenEdge};
+use crate::checkpoint::Checkpointer;
+use crate::state::{DynReducer, DynSchema, State};
+
+/// Where a routing function sends the run.
+#[derive(Debug, Clone)]
+pub enum Route {
+    /// These nodes run next ([`END`] ends this branch).
+    To(Vec<String>),
+    /// Fan out: each `Send` runs its node with its own input.
+    Sends(Vec<Send>),
+}
+
+impl Route {
+    /// Route to one node.
+    pub fn to(node: impl Into<String>) -> Self {
+        Route::To(vec![node.into()])
+    }
+
+    /// Route to several nodes (they run in the same superstep).
+    pub fn to_all<I: IntoIterator<Item = S>, S: Into<String>>(nodes: I) -> Self {
+        Route::To(nodes.into_iter().map(Into::into).collect())
+    }
+
+    /// End this branch.
+    pub fn end() -> Self {
+        Route::To(vec![END.to_string()])
+    }
+}
+
+impl From<&str> for Route {
+    fn from(node: &str) -> Self {
+        Route::to(node)
+    }
+}
+
+impl From<String> for Route {
+    fn from(node: String) -> Self {
+        Route::To(vec![node])
+    }
+}
+
+impl From<Vec<Send>> for Route {
+    fn from(sends: Vec<Send>) -> Self {
+        Route::Sends(sends)
+    }
+}
+
+impl From<Vec<&str>> for Route {
+    fn from(nodes: Vec<&str>) -> Self {
+        Route::to_all(nodes)
+    }
+}
+
+pub(crate) type Condition<S> = Arc<dyn Fn(&S) -> bool + std::marker::Send + Sync>;
+pub(crate) type Router<S> = Arc<dyn Fn(&S) -> Route + std::marker::Send + Sync>;
+
+enum EdgeDef<S> {
+    Static {
+        from: String,
+        to: String,
+    },
+    When {
+        from: String,
+        to: String,
+        label: String,
+        cond: Condition<S>,
+    },
+    Route {
+        from: String,
+        router: Router<S>,
+        destinations: Vec<String>,
+    },
+    Join {
+        from: Vec<String>,
+        to: String,
+    },
+}
+
+/// Builds a [`Graph`] node by node and edge by edge.
+///
+/// ```
+/// use kit::graph::{GraphBuilder, NodeContext, START, END};
+/// use kit::{RunOptions, State};
+/// use std::sync::Arc;
+///
+/// #[derive(State, Clone, Default, Debug, serde::Serialize, serde::Deserialize)]
+/// struct Count { n: i64 }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let graph = GraphBuilder::<Count>::new("counter")
+///     .node("inc", |s: Arc<Count>, _ctx: NodeContext| async move { CountUpdate::new().n(s.n + 1) })
+///     .edge(START, "inc")
+///     .edge("inc", END)
+///     .compile()
+///     .unwrap();
+/// let out = graph.invoke(CountUpdate::new().n(41), &RunOptions::new()).await.unwrap();
+/// assert_eq!(out.state().n, 42);
+/// # }
+/// ```
+#[must_use = "a builder does nothing until compiled"]
+pub struct GraphBuilder<S: State> {
+    name: String,
+    nodes: Vec<(String, NodeFn<S>)>,
+    destinations: HashMap<String, Vec<String>>,
+    edges: Vec<EdgeDef<S>>,
+    schema: S::Schema,
+    checkpointer: Option<Arc<dyn Checkpointer>>,
+    interrupt_before: Vec<String>,
+    interrupt_after: Vec<String>,
+}
+
+impl<S: State> GraphBuilder<S> {
+    /// An empty graph with a name (used in events, traces and errors).
+    pub fn new(name: impl Into<String>) -> Self {
+        GraphBuilder {
+            name: name.into(),
+            nodes: Vec::new(),
+            destinations: HashMap::new(),
+            edges: Vec::new(),
+            schema: S::Schema::default(),
+            checkpointer: None,
+            interrupt_before: Vec::new(),
+            interrupt_after: Vec::new(),
+        }
+    }
+
+    /// Adds an async node: `|state: Arc<S>, ctx: NodeContext| async move { ... }`.
+    ///
+    /// The node sees the snapshot of the state at the start of its superstep and returns an
+    /// update (or anything [`IntoNodeOutput`]).
+    pub fn node<F, Fut, R>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(Arc<S>, NodeContext) -> Fut + std::marker::Send + Sync + 'static,
+        Fut: Future<Output = R> + std::marker::Send + 'static,
+        R: IntoNodeOutput<S> + 'static,
+    {
+        let f = Arc::new(f);
+        let node: NodeFn<S> = Arc::new(move |state, ctx| {
+            let fut = f(state, ctx);
+            Box::pin(async move { fut.await.into_output() })
+        });
+        self.nodes.push((name.into(), node));
+        self
+    }
+
+    /// Adds a synchronous node: `|state: &S, ctx: &NodeContext| update`.
+    pub fn sync_node<F, R>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(&S, &NodeContext) -> R + std::marker::Send + Sync + 'static,
+        R: IntoNodeOutput<S> + 'static,
+    {
+        let f = Arc::new(f);
+        let node: NodeFn<S> = Arc::new(move |state, ctx| {
+            let f = f.clone();
+            // Called inside the future so a panic is caught like an async node's.
+            Box::pin(async move { f(&state, &ctx).into_output() })
+        });
+        self.nodes.push((name.into(), node));
+        self
+    }
+
+    /// Adds a node from an already type-erased function (used by `graph!` and agents).
+    #[doc(hidden)]
+    pub fn node_fn(mut self, name: impl Into<String>, f: NodeFn<S>) -> Self {
+        self.nodes.push((name.into(), f));
+        self
+    }
+
+    /// Declares the nodes a node may reach with `goto` (for validation and drawing).
+    pub fn destinations<I, T>(mut self, node: impl Into<String>, targets: I) -> Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.destinations
+            .entry(node.into())
+            .or_default()
+            .extend(targets.into_iter().map(Into::into));
+        self
+    }
+
+    /// A fixed edge: after `from` runs, `to` runs in the next superstep. Use [`START`] and
+    /// [`END`] for the entry and the exit.
+    pub fn edge(mut self, from: impl Into<String>, to: impl Into<String>) -> Self {
+        self.edges.push(EdgeDef::Static {
+            from: from.into(),
+            to: to.into(),
+        });
+        self
+    }
+
+    /// A conditional edge: `to` runs if `cond` holds on the state after `from`'s superstep.
+    /// `label` describes the condition in drawings.
+    pub fn edge_when<F>(
+        mut self,
+        from: impl Into<String>,
+        to: impl Into<String>,
+        label: impl Into<String>,
+        cond: F,
+    ) -> Self
+    where
+        F: Fn(&S) -> bool + std::marker::Send + Sync + 'static,
+    {
+        self.edges.push(EdgeDef::When {
+            from: from.into(),
+            to: to.into(),
+            label: label.into(),
+            cond: Arc::new(cond),
+        });
+        self
+    }
+
+    /// A routing function: after `from`'s superstep, `router` picks the next nodes (or
+    /// [`Send`]s). `destinations` lists the nodes it may return, for validation and drawing; a
+    /// router returning another name fails the run with a clear error.
+    pub fn route<F, R, I, T>(mut self, from: impl Into<String>, destinations: I, router: F) -> Self
+    where
+        F: Fn(&S) -> R + std::marker::Send + Sync + 'static,
+        R: Into<Route>,
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.edges.push(EdgeDef::Route {
+            from: from.into(),
+            router: Arc::new(move |s| router(s).into()),
+            destinations: destinations.into_iter().map(Into::into).collect(),
+        });
+        self
+    }
+
+    /// A fan-in edge: `to` runs once every node in `from` has run (in any supersteps).
+    pub fn join<I, T>(mut self, from: I, to: impl Into<String>) -> Self
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<String>,
+    {
+        self.edges.push(EdgeDef::Join {
+            from: from.into_iter().map(Into::into).collect(),
+            to: to.into(),
+        });
+        self
+    }
+
+    /// The default checkpointer of the graph's runs.
+    pub fn checkpointer(mut self, checkpointer: Arc<dyn Checkpointer>) -> Self {
+        self.checkpointer = Some(checkpointer);
+        self
+    }
+
+    /// Pause before these nodes run (static interrupt).
+    pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
+        mut self,
+        nodes: I,
+    ) -> Self {
+        self.interrupt_before
+            .extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Pause after these nodes ran (static interrupt).
+    pub fn interrupt_after<I: IntoIterator<Item = T>, T: Into<String>>(mut self, nodes: I) -> Self {
+        self.interrupt_after
+            .extend(nodes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets the reducer schema directly.
+    pub fn schema(mut self, schema: S::Schema) -> Self {
+        self.schema = schema;
+        self
+    }
+
+    /// Validates the definition and builds the runnable graph.
+    pub fn compile(self) -> Result<Graph<S>, GraphError> {
+        let invalid = |message: String| GraphError::Invalid {
+            graph: self.name.clone(),
+            message,
+        };
+        let mut index: HashMap<String, usize> = HashMap::new();
+        for (i, (name, _)) in self.nodes.iter().enumerate() {
+            if name == START || name == END {
+                return Err(invalid(format!(
+                    "`{name}` is reserved and cannot be a node name"
+                )));
+            }
+            if name.is_empty() || name.contains('|') || name.contains(':') {
+                return Err(invalid(format!(
+                    "node name `{name}` is invalid: names must be non-empty and must not contain \
+                     `|` or `:`"
+                )));
+            }
+            if index.insert(name.clone(), i).is_some() {
+                return Err(invalid(format!("node `{name}` is declared twice")));
+            }
+        }
+        let known = || {
+            let mut names: Vec<&str> = self.nodes.iter().map(|(n, _)| n.as_str()).collect();
+            names.sort_unstable();
+            names.join(", ")
+        };
+        let resolve_from = |name: &str| -> Result<Option<usize>, GraphError> {
+            if name == START {
+                return Ok(None);
+            }
+            if name == END {
+                return Err(invalid("an edge cannot start at END".to_string()));
+            }
+            index.get(name).copied().map(Some).ok_or_else(|| {
+                invalid(format!(
+                    "edge from unknown node `{name}`; nodes are: {}",
+                    known()
+                ))
+            })
+        };
+        let resolve_to = |name: &str| -> Result<Target, GraphError> {
+            if name == END {
+                return Ok(Target::End);
+            }
+            if name == START {
+                return Err(invalid("an edge cannot lead to START".to_string()));
+            }
+            index.get(name).copied().map(Target::Node).ok_or_else(|| {
+                invalid(format!(
+                    "edge to unknown node `{name}`; nodes are: {}",
+                    known()
+                ))
+            })
+        };
+
+        let mut nodes: Vec<CompiledNode<S>> = self
+            .nodes
+            .iter()
+            .map(|(name, f)| CompiledNode {
+                name: Arc::from(name.as_str()),
+                func: f.clone(),
+                out: Default::default(),
+                joins: Vec::new(),
+                interrupt_before: false,
+                interrupt_after: false,
+                destinations: Vec::new(),
+            })
+            .collect();
+        let mut start = super::Outgoing::default();
+        let mut joins = Vec::new();
+
+        for edge in &self.edges {
+            match edge {
+                EdgeDef::Static { from, to } => {
+                    let to = resolve_to(to)?;
+                    match resolve_from(from)? {
+                        None => start.statics.push(to),
+                        Some(i) => nodes[i].out.statics.push(to),
+                    }
+                }
+                EdgeDef::When {
+                    from,
+                    to,
+                    label,
+                    cond,
+                } => {
+                    let edge = WhenEdge {
+                        target: resolve_to(to)?,
+                        label: label.clone(),
+                        cond: cond.clone(),
+                    };
+                    match resolve_from(from)? {
+                        None => start.whens.push(edge),
+                        Some(i) => nodes[i].out.whens.push(edge),
+                    }
+                }
+                EdgeDef::Route {
+                    from,
+                    router,
+                    destinations,
+                } => {
+                    let mut targets = Vec::new();
+                    for d in destinations {
+                        targets.push(resolve_to(d)?);
+                    }
+                    let route = super::RouteEdge {
+                        router: router.clone(),
+                        destinations: targets,
+                    };
+                    match resolve_from(from)? {
+                        None => start.routes.push(route),
+                        Some(i) => nodes[i].out.routes.push(route),
+                    }
+                }
+                EdgeDef::Join { from, to } => {
+                    if from.len() > 64 {
+                        return Err(invalid(format!(
+                            "a join waits for at most 64 nodes, this one lists {}",
+                            from.len()
+                        )));
+                    }
+                    if from.is_empty() {
+                        return Err(invalid("a join needs at least one source node".into()));
+                    }
+                    let target = resolve_to(to)?;
+                    let id = joins.len();
+                    let mut sources = Vec::new();
+                    for (bit, f) in from.iter().enumerate() {
+                        let Some(i) = resolve_from(f)? else {
+                            return Err(invalid("START cannot be part of a join".into()));
+                        };
+                        nodes[i].joins.push((id, bit as u32));
+                        sources.push(i);
+                    }
+                    joins.push(Join {
+                        sources,
+                        target,
+                        all: if from.len() == 64 {
+                            u64::MAX
+                        } else {
+                            (1u64 << from.len()) - 1
+                        },
+                    });
+                }
+            }
+        }
+        for (node, targets) in &self.destinations {
+            let Some(&i) = index.get(node) else {
+                return Err(invalid(format!(
+                    "destinations declared for unknown node `{node}`; nodes are: {}",
+                    known()
+                )));
+            };
+            for t in targets {
+                let t = resolve_to(t)?;
+                nodes[i].destinations.push(t);
+            }
+        }
+        if start.is_empty() {
+            return Err(invalid(
+                "nothing runs first: add an edge from START, e.g. `.edge(START, \"first_node\")`"
+                    .to_string(),
+            ));
+        }
+        for node in &nodes {
+            if node.out.is_empty() && node.joins.is_empty() && node.destinations.is_empty() {
+                return Err(invalid(format!(
+                    "node `{}` has no way out: add an edge from it (to END if it is the last \
+                     step), a route, or declare its goto destinations",
+                    node.name
+                )));
+            }
+        }
+        for (names, before) in [
+            (&self.interrupt_before, true),
+            (&self.interrupt_after, false),
+        ] {
+            for name in names {
+                let Some(&i) = index.get(name) else {
+                    return Err(invalid(format!(
+                        "interrupt_{} names unknown node `{name}`",
+                        if before { "before" } else { "after" }
+                    )));
+                };
+                if before {
+                    nodes[i].interrupt_before = true;
+                } else {
+                    nodes[i].interrupt_after = true;
+                }
+            }
+        }
+        let index = index
+            .into_iter()
+            .map(|(k, v)| (Arc::from(k.as_str()), v))
+            .collect();
+        Ok(Graph {
+            inner: Arc::new(GraphInner {
+                name: Arc::from(self.name.as_str()),
+                nodes,
+                index,
+                start,
+                joins,
+                schema: self.schema,
+            }),
+            checkpointer: self.checkpointer,
+        })
+    }
+}
+
+impl<S: State<Schema = DynSchema>> GraphBuilder<S> {
+    /// Registers the reducer of a dynamic key: `fun(existing, update)` merges in place.
+    pub fn add_reducer<F>(mut self, key: impl Into<String>, fun: F) -> Self
+    where
+        F: Fn(&mut serde_json::Value, serde_json::Value) + std::marker::Send + Sync + 'static,
+    {
+        let reducer: DynReducer = Arc::new(fun);
+        self.schema.add_reducer(key, reducer);
+        self
+    }
+}

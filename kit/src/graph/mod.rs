@@ -1,0 +1,307 @@
+//! Graphs: nodes, edges, supersteps, checkpoints, interrupts and streaming.
+//!
+//! A graph runs in **supersteps** (bulk-synchronous, like LangGraph's Pregel loop):
+//!
+//! 1. the nodes triggered for a step run concurrently, all reading the *same* snapshot of the
+//!    state (a node never sees a sibling's writes);
+//! 2. at the barrier, their updates are applied through the reducers in a deterministic order —
+//!    the order of the tasks, which is node declaration order, then `Send`s in the order they
+//!    were made — never in completion order;
+//! 3. a checkpoint is taken (with a checkpointer and a thread id);
+//! 4. edges are evaluated on the new state to pick the next step's nodes.
+//!
+//! Edges are fixed ([`GraphBuilder::edge`]), conditional ([`GraphBuilder::edge_when`], `when`
+//! in [`graph!`](crate::graph!)), routing functions ([`GraphBuilder::route`]), fan-in joins
+//! ([`GraphBuilder::join`]: wait for all sources), dynamic fan-out ([`Send`]) and routing from
+//! inside a node ([`NodeOutput::goto`], LangGraph's `Command`). A node triggered by several
+//! edges in one step runs once.
+//!
+//! A node that fails ends the run with [`GraphError::NodeFailed`]; with a checkpointer, the
+//! writes of its siblings that succeeded are kept as pending writes, and
+//! [`Graph::resume`] with [`Resume::Continue`] re-runs only the failed node.
+//!
+//! Nodes run concurrently on the calling task (not spawned), so a step of many small nodes costs
+//! no thread hops; a node doing heavy CPU work should use `tokio::task::spawn_blocking`.
+
+mod builder;
+mod error;
+mod interrupt;
+mod mermaid;
+mod node;
+mod options;
+mod run;
+
+pub use builder::{GraphBuilder, Route};
+pub use error::{BoxError, GraphError};
+pub use interrupt::{Interrupt, Interrupted, Outcome, Resume};
+pub use node::{
+    Command, Goto, IntoNodeOutput, NodeContext, NodeError, NodeFuture, NodeOutput, Send,
+};
+pub use options::{DEFAULT_RECURSION_LIMIT, Durability, RunOptions};
+
+pub(crate) use node::NodeFn;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use builder::{Condition, Router};
+use run::{Exec, RunInput};
+
+use crate::checkpoint::{CheckpointMeta, Checkpointer};
+use crate::event::{EventSink, EventStream};
+use crate::state::State;
+
+/// The name of the entry point in edges.
+pub const START: &str = "__start__";
+/// The name of the exit in edges.
+pub const END: &str = "__end__";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    Node(usize),
+    End,
+}
+
+pub(crate) struct WhenEdge<S> {
+    pub(crate) target: Target,
+    pub(crate) label: String,
+    pub(crate) cond: Condition<S>,
+}
+
+pub(crate) struct RouteEdge<S> {
+    pub(crate) router: Router<S>,
+    pub(crate) destinations: Vec<Target>,
+}
+
+pub(crate) struct Outgoing<S> {
+    pub(crate) statics: Vec<Target>,
+    pub(crate) whens: Vec<WhenEdge<S>>,
+    pub(crate) routes: Vec<RouteEdge<S>>,
+}
+
+impl<S> Default for Outgoing<S> {
+    fn default() -> Self {
+        Outgoing {
+            statics: Vec::new(),
+            whens: Vec::new(),
+            routes: Vec::new(),
+        }
+    }
+}
+
+impl<S> Outgoing<S> {
+    fn is_empty(&self) -> bool {
+        self.statics.is_empty() && self.whens.is_empty() && self.routes.is_empty()
+    }
+}
+
+pub(crate) struct Join {
+    pub(crate) sources: Vec<usize>,
+    pub(crate) target: Target,
+    pub(crate) all: u64,
+}
+
+pub(crate) struct CompiledNode<S: State> {
+    pub(crate) name: Arc<str>,
+    pub(crate) func: NodeFn<S>,
+    pub(crate) out: Outgoing<S>,
+    /// (join id, bit) for every join this node feeds.
+    pub(crate) joins: Vec<(usize, u32)>,
+    pub(crate) interrupt_before: bool,
+    pub(crate) interrupt_after: bool,
+    pub(crate) destinations: Vec<Target>,
+}
+
+pub(crate) struct GraphInner<S: State> {
+    pub(crate) name: Arc<str>,
+    pub(crate) nodes: Vec<CompiledNode<S>>,
+    pub(crate) index: HashMap<Arc<str>, usize>,
+    pub(crate) start: Outgoing<S>,
+    pub(crate) joins: Vec<Join>,
+    pub(crate) schema: S::Schema,
+}
+
+/// A compiled, runnable graph over the state `S`. Cheap to clone and to share between tasks.
+///
+/// Build one with [`GraphBuilder`] or the [`graph!`](crate::graph!) macro.
+pub struct Graph<S: State> {
+    pub(crate) inner: Arc<GraphInner<S>>,
+    pub(crate) checkpointer: Option<Arc<dyn Checkpointer>>,
+}
+
+impl<S: State> Clone for Graph<S> {
+    fn clone(&self) -> Self {
+        Graph {
+            inner: self.inner.clone(),
+            checkpointer: self.checkpointer.clone(),
+        }
+    }
+}
+
+impl<S: State> std::fmt::Debug for Graph<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph")
+            .field("name", &self.inner.name)
+            .field(
+                "nodes",
+                &self
+                    .inner
+                    .nodes
+                    .iter()
+                    .map(|n| &*n.name)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// The state of a thread at a checkpoint.
+#[derive(Debug, Clone)]
+pub struct StateSnapshot<S> {
+    /// The state values.
+    pub values: S,
+    /// The nodes due to run next (empty when the run finished).
+    pub next: Vec<String>,
+    /// The checkpoint.
+    pub checkpoint: CheckpointMeta,
+    /// Interrupts pending at this checkpoint.
+    pub interrupts: Vec<Interrupt>,
+    /// Errors recorded at this checkpoint, by node (a failed step).
+    pub errors: Vec<(String, String)>,
+}
+
+impl<S: State> Graph<S> {
+    /// The graph's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The node names, in declaration order.
+    pub fn node_names(&self) -> Vec<&str> {
+        self.inner.nodes.iter().map(|n| &*n.name).collect()
+    }
+
+    /// The same graph with a different default checkpointer.
+    pub fn with_checkpointer(&self, checkpointer: Arc<dyn Checkpointer>) -> Graph<S> {
+        Graph {
+            inner: self.inner.clone(),
+            checkpointer: Some(checkpointer),
+        }
+    }
+
+    /// The graph's default checkpointer.
+    pub fn checkpointer(&self) -> Option<&Arc<dyn Checkpointer>> {
+        self.checkpointer.as_ref()
+    }
+
+    /// Runs the graph on `input` until it finishes or pauses.
+    ///
+    /// With a checkpointer and a thread id, the run continues the thread: `input` is applied on
+    /// top of its latest state (pending tasks of an earlier paused run are dropped; use
+    /// [`resume`](Self::resume) to continue those).
+    pub async fn invoke(
+        &self,
+        input: S::Update,
+        opts: &RunOptions,
+    ) -> Result<Outcome<S>, GraphError> {
+        Exec::start(self, opts)
+            .await?
+            .run(RunInput::Input(input))
+            .await
+    }
+
+    /// Continues a paused (or failed) thread: answers its interrupts with `resume` and runs on.
+    pub async fn resume(
+        &self,
+        resume: impl Into<Resume>,
+        opts: &RunOptions,
+    ) -> Result<Outcome<S>, GraphError> {
+        Exec::start(self, opts)
+            .await?
+            .run(RunInput::Resume(resume.into()))
+            .await
+    }
+
+    /// Runs the graph and streams its events. The stream ends after `run_end` (or `error`).
+    /// Dropping the stream cancels the run.
+    pub fn stream_events(&self, input: S::Update, opts: &RunOptions) -> EventStream {
+        self.stream_input(RunInput::Input(input), opts)
+    }
+
+    /// Resumes a thread and streams its events.
+    pub fn stream_resume(&self, resume: impl Into<Resume>, opts: &RunOptions) -> EventStream {
+        self.stream_input(RunInput::Resume(resume.into()), opts)
+    }
+
+    fn stream_input(&self, input: RunInput<S>, opts: &RunOptions) -> EventStream {
+        let (sink, rx) = EventSink::channel(256);
+        let sink = sink.with_thread_id(opts.thread_id.clone());
+        let opts = opts.clone().events(sink);
+        let graph = self.clone();
+        let handle = tokio::spawn(async move {
+            match Exec::start(&graph, &opts).await {
+                Ok(exec) => {
+                    // The run reports its own outcome (run_end or error) on the stream.
+                    let _ = exec.run(input).await;
+                }
+                Err(e) => run::emit_failure(&graph.inner.name, &opts, &e).await,
+            }
+        });
+        crate::event::stream_from(rx, handle)
+    }
+
+    /// The state of a thread at its head (or at `opts.checkpoint_id`); `None` for an unknown
+    /// thread.
+    pub async fn get_state(
+        &self,
+        opts: &RunOptions,
+    ) -> Result<Option<StateSnapshot<S>>, GraphError> {
+        run::get_state(self, opts).await
+    }
+
+    /// The thread's checkpoints, newest first, each with its state.
+    pub async fn state_history(
+        &self,
+        opts: &RunOptions,
+        limit: Option<usize>,
+    ) -> Result<Vec<StateSnapshot<S>>, GraphError> {
+        run::state_history(self, opts, limit).await
+    }
+
+    /// Edits a thread's state as if `as_node` had returned `update` (or, without `as_node`,
+    /// keeping the tasks that were due). Returns the new checkpoint id.
+    pub async fn update_state(
+        &self,
+        opts: &RunOptions,
+        update: S::Update,
+        as_node: Option<&str>,
+    ) -> Result<String, GraphError> {
+        run::update_state(self, opts, update, as_node).await
+    }
+
+    /// Forks a thread at `opts.checkpoint_id`: a new head with that checkpoint's state and due
+    /// tasks. Later runs continue from the fork. Returns the new checkpoint id.
+    pub async fn fork(&self, opts: &RunOptions) -> Result<String, GraphError> {
+        run::fork(self, opts).await
+    }
+
+    /// Deletes a thread from the checkpointer.
+    pub async fn delete_thread(&self, opts: &RunOptions) -> Result<(), GraphError> {
+        let cp = opts
+            .checkpointer
+            .clone()
+            .or_else(|| self.checkpointer.clone())
+            .ok_or(GraphError::MissingCheckpointer("delete_thread"))?;
+        let thread = opts
+            .thread_id
+            .as_deref()
+            .ok_or(GraphError::MissingThread("delete_thread"))?;
+        cp.delete_thread(thread).await?;
+        Ok(())
+    }
+
+    /// Renders the graph as a Mermaid flowchart.
+    pub fn draw_mermaid(&self) -> String {
+        mermaid::draw(&self.inner)
+    }
+}

@@ -1,0 +1,165 @@
+//! Per-run options: thread, checkpointer, limits, durability, streaming, tracing.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::checkpoint::Checkpointer;
+use crate::event::EventSink;
+use crate::trace::TraceOptions;
+
+/// The default recursion limit, in supersteps.
+///
+/// High enough that no legitimate graph meets it (an agent turn costs two to four supersteps,
+/// so this allows hundreds of model calls), low enough to stop a runaway loop before it burns
+/// real money. Override per run with [`RunOptions::recursion_limit`].
+pub const DEFAULT_RECURSION_LIMIT: usize = 1000;
+
+/// When checkpoints are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Each step's checkpoint is written before the next step starts.
+    Sync,
+    /// Each step's checkpoint is written while the next step runs; the run never reports
+    /// success (or an interrupt) before every checkpoint is durable. The default.
+    #[default]
+    Async,
+    /// Only the final checkpoint (with all channel data) is written, when the run ends or
+    /// pauses. Fastest; a crash mid-run loses the run.
+    Exit,
+}
+
+/// Options of one invocation. Cheap to clone.
+///
+/// ```
+/// use kit::RunOptions;
+/// let opts = RunOptions::new().thread_id("support-42").recursion_limit(50);
+/// assert_eq!(opts.thread_id.as_deref(), Some("support-42"));
+/// ```
+#[derive(Clone, Default)]
+pub struct RunOptions {
+    /// The conversation thread; with a checkpointer, state persists under it.
+    pub thread_id: Option<String>,
+    /// Start from this checkpoint instead of the thread's head (time travel; the run forks).
+    pub checkpoint_id: Option<String>,
+    /// Overrides the graph's checkpointer for this run.
+    pub checkpointer: Option<Arc<dyn Checkpointer>>,
+    /// Maximum supersteps (default [`DEFAULT_RECURSION_LIMIT`]).
+    pub recursion_limit: Option<usize>,
+    /// When checkpoints are written.
+    pub durability: Durability,
+    /// Also stream the whole state after each step (`values` events).
+    pub stream_values: bool,
+    /// Free-form metadata stored with checkpoints and traces.
+    pub metadata: Map<String, Value>,
+    /// Trace options (name, user, session, custom fields); `None` uses the defaults.
+    pub trace: Option<TraceOptions>,
+    /// Checkpoint namespace, set for subgraphs (`a|b`); empty at the top level.
+    pub(crate) namespace: String,
+    /// Where events go, when streaming.
+    pub(crate) events: Option<EventSink>,
+    /// Run ids of the enclosing runs (for event `parent_ids`).
+    pub(crate) parent_ids: Vec<String>,
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("thread_id", &self.thread_id)
+            .field("checkpoint_id", &self.checkpoint_id)
+            .field("checkpointer", &self.checkpointer.is_some())
+            .field("recursion_limit", &self.recursion_limit)
+            .field("durability", &self.durability)
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunOptions {
+    /// Default options: no thread, the graph's checkpointer, async durability.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Options from a LangGraph-style config: `{"configurable": {"thread_id": "..",
+    /// "checkpoint_id": ".."}, "recursion_limit": n}`.
+    pub fn from_config(config: &Value) -> Self {
+        let mut opts = Self::default();
+        if let Some(c) = config.get("configurable") {
+            opts.thread_id = c.get("thread_id").and_then(value_to_string);
+            opts.checkpoint_id = c.get("checkpoint_id").and_then(value_to_string);
+        }
+        opts.recursion_limit = config
+            .get("recursion_limit")
+            .and_then(Value::as_u64)
+            .map(|n| n as usize);
+        opts
+    }
+
+    /// Sets the thread id.
+    pub fn thread_id(mut self, thread_id: impl Into<String>) -> Self {
+        self.thread_id = Some(thread_id.into());
+        self
+    }
+
+    /// Starts from an earlier checkpoint (forks the thread).
+    pub fn checkpoint_id(mut self, checkpoint_id: impl Into<String>) -> Self {
+        self.checkpoint_id = Some(checkpoint_id.into());
+        self
+    }
+
+    /// Uses this checkpointer for the run.
+    pub fn checkpointer(mut self, checkpointer: Arc<dyn Checkpointer>) -> Self {
+        self.checkpointer = Some(checkpointer);
+        self
+    }
+
+    /// Sets the recursion limit in supersteps.
+    pub fn recursion_limit(mut self, limit: usize) -> Self {
+        self.recursion_limit = Some(limit);
+        self
+    }
+
+    /// Sets the durability mode.
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Also stream `values` events (the whole state after each step).
+    pub fn stream_values(mut self, on: bool) -> Self {
+        self.stream_values = on;
+        self
+    }
+
+    /// Adds a metadata entry.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets the trace options.
+    pub fn trace(mut self, trace: TraceOptions) -> Self {
+        self.trace = Some(trace);
+        self
+    }
+
+    /// Sends the run's events to `sink` (what `stream_events` does for you).
+    pub fn events(mut self, sink: EventSink) -> Self {
+        self.events = Some(sink);
+        self
+    }
+
+    /// The checkpoint namespace (empty at the top level).
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+}
+
+fn value_to_string(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}

@@ -1,0 +1,136 @@
+//! Identifiers: time-ordered UUIDv7 for checkpoints and runs, random ids for messages.
+
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Last (millisecond, counter) handed out, so ids made in the same millisecond still sort.
+static LAST: Mutex<(u64, u64)> = Mutex::new((0, 0));
+
+/// A new UUIDv7: time-ordered and strictly increasing within this process.
+///
+/// Checkpoint ids sort in creation order, both as strings and as UUIDs.
+pub fn time_ordered() -> String {
+    let now = now_millis();
+    let (ms, counter) = {
+        let mut last = LAST.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if now > last.0 {
+            // Start each millisecond at a random point in the lower half so ids stay unguessable
+            // while leaving room for many ids in the same millisecond.
+            *last = (now, fastrand::u64(0..(1 << 40)));
+        } else {
+            last.1 += 1;
+        }
+        *last
+    };
+    // 48 bits of milliseconds, version 7, then 74 bits: a 62-bit counter and 12 random bits.
+    let rand_a = ((counter >> 50) & 0x0fff) as u16;
+    let rand_b = ((counter & ((1 << 50) - 1)) << 12) | fastrand::u64(0..(1 << 12));
+    let value: u128 = ((ms as u128 & 0xffff_ffff_ffff) << 80)
+        | (0x7u128 << 76)
+        | ((rand_a as u128) << 64)
+        | (0b10u128 << 62)
+        | (rand_b as u128 & ((1u128 << 62) - 1));
+    uuid::Uuid::from_u128(value).to_string()
+}
+
+/// A new random id (UUIDv4 layout), for messages and tool calls.
+pub fn random() -> String {
+    let value = fastrand::u128(..);
+    uuid::Builder::from_random_bytes(value.to_le_bytes())
+        .into_uuid()
+        .to_string()
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The current UTC time as an RFC 3339 timestamp with second precision (`2026-11-21T09:48:00Z`).
+pub fn now_rfc3339() -> String {
+    rfc3339_from_millis(now_millis(), false)
+}
+
+/// The current UTC time as an RFC 3339 timestamp with millisecond precision.
+pub fn now_rfc3339_millis() -> String {
+    rfc3339_from_millis(now_millis(), true)
+}
+
+/// Formats milliseconds since the epoch as an RFC 3339 UTC timestamp.
+pub fn rfc3339_from_millis(ms: u64, with_millis: bool) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    let (hh, mm, ss) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    if with_millis {
+        format!(
+            "{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{:03}Z",
+            ms % 1000
+        )
+    } else {
+        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+    }
+}
+
+/// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// 64-bit FNV-1a hash; stable across processes and versions (used for interrupt ids).
+pub const fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < bytes.len() {
+        hash ^= bytes[i] as u64;
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+        i += 1;
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_ordered_ids_increase() {
+        let ids: Vec<String> = (0..1000).map(|_| time_ordered()).collect();
+        for pair in ids.windows(2) {
+            assert!(pair[0] < pair[1], "{} !< {}", pair[0], pair[1]);
+        }
+        assert_eq!(&ids[0][14..15], "7", "version nibble");
+    }
+
+    #[test]
+    fn formats_known_dates() {
+        assert_eq!(rfc3339_from_millis(0, false), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339_from_millis(1_795_252_080_123, true),
+            "2026-11-21T09:08:00.123Z"
+        );
+        assert_eq!(
+            rfc3339_from_millis(951_782_400_000, false),
+            "2000-02-29T00:00:00Z"
+        );
+    }
+
+    #[test]
+    fn random_ids_are_distinct() {
+        assert_ne!(random(), random());
+        assert_eq!(random().len(), 36);
+    }
+}

@@ -1,0 +1,346 @@
+//! The dynamic state form: string keys, JSON values, reducers added at run time.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{ChannelChange, ChannelInfo, State, StateError, Write};
+
+/// A reducer for one dynamic key: folds `update` into `current` in place.
+pub type DynReducer = Arc<dyn Fn(&mut Value, Value) + Send + Sync>;
+
+/// A state whose channels are string keys holding JSON values.
+///
+/// A key without a registered reducer keeps the last value written (two writes in one superstep
+/// are an error); a key with a reducer (see
+/// [`GraphBuilder::add_reducer`](crate::graph::GraphBuilder::add_reducer)) folds every write.
+///
+/// ```
+/// use kit::state::{DynSchema, DynState, DynUpdate};
+///
+/// let mut schema = DynSchema::default();
+/// schema.add_reducer("items", kit::state::DynSchema::append_reducer());
+/// let mut state = DynState::default();
+/// let mut updates = vec![
+///     DynUpdate::new().set("items", serde_json::json!(["a"])).set("last", 1),
+///     DynUpdate::new().set("items", serde_json::json!(["b"])),
+/// ];
+/// state.apply_updates(&schema, &mut updates).unwrap();
+/// assert_eq!(state.get("items"), Some(&serde_json::json!(["a", "b"])));
+/// assert_eq!(state.get("last"), Some(&serde_json::json!(1)));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DynState {
+    /// The channel values by key.
+    pub values: BTreeMap<String, Value>,
+}
+
+impl DynState {
+    /// The value of a key.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.values.get(key)
+    }
+
+    /// Checks the per-key rules for a step's updates without applying anything.
+    pub fn check<'a>(
+        schema: &DynSchema,
+        updates: impl Iterator<Item = &'a DynUpdate>,
+    ) -> Result<(), StateError> {
+        let mut counts: HashMap<&str, (usize, usize)> = HashMap::new();
+        for update in updates {
+            for (key, write) in &update.writes {
+                let entry = counts.entry(key.as_str()).or_default();
+                if write.is_overwrite() {
+                    entry.1 += 1;
+                } else {
+                    entry.0 += 1;
+                }
+            }
+        }
+        for (key, (values, overwrites)) in counts {
+            if overwrites > 1 {
+                return Err(StateError::DoubleOverwrite {
+                    channel: key.to_string(),
+                    count: overwrites,
+                });
+            }
+            if overwrites == 0 && values > 1 && !schema.reducers.contains_key(key) {
+                return Err(StateError::ConcurrentWrite {
+                    channel: key.to_string(),
+                    count: values,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks and applies a step's updates in order. Returns whether anything changed.
+    pub fn apply_updates(
+        &mut self,
+        schema: &DynSchema,
+        updates: &mut [DynUpdate],
+    ) -> Result<bool, StateError> {
+        Self::check(schema, updates.iter())?;
+        // Keys that get an Overwrite this step ignore normal writes.
+        let overwritten: Vec<String> = updates
+            .iter()
+            .flat_map(|u| u.writes.iter())
+            .filter(|(_, w)| w.is_overwrite())
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut changed = false;
+        for update in updates.iter_mut() {
+            for (key, write) in std::mem::take(&mut update.writes) {
+                let overwrite = write.is_overwrite();
+                if !overwrite && overwritten.contains(&key) {
+                    continue;
+                }
+                self.reduce_key(schema, key, write.into_value(), overwrite);
+                changed = true;
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Folds one already-checked update into the state (used when replaying deltas).
+    pub fn reduce(&mut self, schema: &DynSchema, update: DynUpdate) {
+        for (key, write) in update.writes {
+            let overwrite = write.is_overwrite();
+            self.reduce_key(schema, key, write.into_value(), overwrite);
+        }
+    }
+
+    fn reduce_key(&mut self, schema: &DynSchema, key: String, value: Value, overwrite: bool) {
+        match (schema.reducers.get(&key), overwrite) {
+            (Some(reducer), false) => {
+                let slot = self.values.entry(key).or_insert(Value::Null);
+                reducer(slot, value);
+            }
+            _ => {
+                self.values.insert(key, value);
+            }
+        }
+    }
+}
+
+/// A partial update of a [`DynState`]: key → value (or [`Overwrite`](super::Overwrite)).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DynUpdate {
+    /// The writes by key.
+    pub writes: BTreeMap<String, Write<Value>>,
+}
+
+impl DynUpdate {
+    /// An empty update.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Writes `value` to `key` (reduced if the key has a reducer).
+    pub fn set(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.writes.insert(key.into(), Write::Value(value.into()));
+        self
+    }
+
+    /// Replaces the value of `key`, bypassing its reducer.
+    pub fn overwrite(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.writes
+            .insert(key.into(), Write::Overwrite(value.into()));
+        self
+    }
+
+    /// True when the update writes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty()
+    }
+}
+
+/// The run-time reducers of a dynamic state.
+#[derive(Clone, Default)]
+pub struct DynSchema {
+    reducers: HashMap<String, DynReducer>,
+}
+
+impl std::fmt::Debug for DynSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut keys: Vec<&String> = self.reducers.keys().collect();
+        keys.sort();
+        f.debug_struct("DynSchema")
+            .field("reducers", &keys)
+            .finish()
+    }
+}
+
+impl DynSchema {
+    /// Registers the reducer of a key (replacing any earlier one).
+    pub fn add_reducer(&mut self, key: impl Into<String>, reducer: DynReducer) {
+        self.reducers.insert(key.into(), reducer);
+    }
+
+    /// True when the key has a reducer.
+    pub fn has_reducer(&self, key: &str) -> bool {
+        self.reducers.contains_key(key)
+    }
+
+    /// A reducer that appends arrays (a non-array update is appended as one element).
+    pub fn append_reducer() -> DynReducer {
+        Arc::new(|current: &mut Value, update: Value| {
+            if !current.is_array() {
+                *current = match std::mem::take(current) {
+                    Value::Null => Value::Array(Vec::new()),
+                    other => Value::Array(vec![other]),
+                };
+            }
+            if let Value::Array(items) = current {
+                match update {
+                    Value::Array(more) => items.extend(more),
+                    other => items.push(other),
+                }
+            }
+        })
+    }
+
+    /// A reducer that merges objects key by key (right-biased).
+    pub fn merge_reducer() -> DynReducer {
+        Arc::new(
+            |current: &mut Value, update: Value| match (current, update) {
+                (Value::Object(map), Value::Object(more)) => map.extend(more),
+                (slot, other) => *slot = other,
+            },
+        )
+    }
+}
+
+const CHANNELS: &[ChannelInfo] = &[ChannelInfo {
+    name: "values",
+    reducer: Some("per-key"),
+}];
+
+impl State for DynState {
+    type Update = DynUpdate;
+    type Schema = DynSchema;
+
+    fn channels() -> &'static [ChannelInfo] {
+        CHANNELS
+    }
+
+    fn apply(
+        &mut self,
+        schema: &DynSchema,
+        updates: &mut Vec<DynUpdate>,
+        changes: &mut Vec<ChannelChange>,
+        record: bool,
+    ) -> Result<(), StateError> {
+        let delta = if record {
+            Some(serde_json::to_vec(&updates).map_err(|e| StateError::serde("values", e))?)
+        } else {
+            None
+        };
+        let changed = self.apply_updates(schema, updates)?;
+        updates.clear();
+        if changed {
+            changes.push(ChannelChange { channel: 0, delta });
+        }
+        Ok(())
+    }
+
+    fn save_channel(&self, _channel: usize) -> Result<Vec<u8>, StateError> {
+        serde_json::to_vec(&self.values).map_err(|e| StateError::serde("values", e))
+    }
+
+    fn restore_channel(
+        &mut self,
+        schema: &DynSchema,
+        _channel: usize,
+        full: Option<&[u8]>,
+        deltas: &[&[u8]],
+    ) -> Result<(), StateError> {
+        self.values = match full {
+            Some(bytes) => {
+                serde_json::from_slice(bytes).map_err(|e| StateError::serde("values", e))?
+            }
+            None => BTreeMap::new(),
+        };
+        for bytes in deltas {
+            let updates: Vec<DynUpdate> =
+                serde_json::from_slice(bytes).map_err(|e| StateError::serde("values", e))?;
+            for update in updates {
+                self.reduce(schema, update);
+            }
+        }
+        Ok(())
+    }
+
+    fn written_channels(update: &DynUpdate, out: &mut Vec<usize>) {
+        if !update.is_empty() {
+            out.push(0);
+        }
+    }
+
+    fn into_update(self) -> DynUpdate {
+        DynUpdate {
+            writes: self
+                .values
+                .into_iter()
+                .map(|(k, v)| (k, Write::Value(v)))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn last_value_conflict_and_overwrite_precedence() {
+        let mut schema = DynSchema::default();
+        schema.add_reducer("list", DynSchema::append_reducer());
+        let mut state = DynState::default();
+        let err = state
+            .apply_updates(
+                &schema,
+                &mut [DynUpdate::new().set("x", 1), DynUpdate::new().set("x", 2)],
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("`x`"), "{err}");
+        state
+            .apply_updates(
+                &schema,
+                &mut [
+                    DynUpdate::new().set("list", json!([1])),
+                    DynUpdate::new().overwrite("list", json!([9])),
+                ],
+            )
+            .unwrap();
+        assert_eq!(state.get("list"), Some(&json!([9])));
+    }
+
+    #[test]
+    fn deltas_replay_through_reducers() {
+        let mut schema = DynSchema::default();
+        schema.add_reducer("list", DynSchema::append_reducer());
+        let mut state = DynState::default();
+        let mut changes = Vec::new();
+        let mut updates = vec![DynUpdate::new().set("list", json!(["a"]))];
+        state
+            .apply(&schema, &mut updates, &mut changes, true)
+            .unwrap();
+        let mut updates = vec![DynUpdate::new().set("list", json!(["b"]))];
+        state
+            .apply(&schema, &mut updates, &mut changes, true)
+            .unwrap();
+        let deltas: Vec<&[u8]> = changes
+            .iter()
+            .map(|c| c.delta.as_deref().unwrap())
+            .collect();
+        let mut restored = DynState::default();
+        restored.restore_channel(&schema, 0, None, &deltas).unwrap();
+        assert_eq!(restored, state);
+    }
+}

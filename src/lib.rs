@@ -1,0 +1,1 @@
+//! Shared support code for the examples, integration tests and the benchmark program.
