@@ -23,6 +23,11 @@ impl Errors {
         self.push(syn::Error::new(span, message));
     }
 
+    /// True when no error was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.errors.is_none()
+    }
+
     /// The collected errors as `compile_error!` invocations, if any.
     pub fn into_result(self) -> Result<(), syn::Error> {
         match self.errors {
@@ -30,16 +35,6 @@ impl Errors {
             None => Ok(()),
         }
     }
-}
-
-/// 64-bit FNV-1a, identical to `kit::ids::fnv1a`: names state fields in generated trait impls.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        hash ^= *b as u64;
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
 }
 
 /// The path to the `kit` crate in generated code.

@@ -22,7 +22,7 @@ pub use graph::{
     END, Graph, GraphBuilder, GraphError, Interrupt, NodeContext, NodeOutput, Outcome, Resume,
     RunOptions, START, Send,
 };
-pub use kit_macros::State;
+pub use kit_macros::{State, graph};
 pub use message::{Content, ContentPart, Message, Role, ToolCall, ToolStatus, Usage};
 pub use state::{Overwrite, State, reducers};
 
@@ -33,4 +33,51 @@ pub mod __private {
     pub use crate::state::{ChannelChange, ChannelInfo, IntoWrite, State, StateError, Write};
     pub use serde;
     pub use serde_json;
+
+    use crate::graph::{GraphBuilder, IntoNodeOutput, NodeContext, NodeFn, Route};
+    use std::future::Future;
+    use std::sync::Arc;
+
+    /// Coerces a node closure into the erased node type.
+    pub fn node_fn<S: State, F>(f: F) -> NodeFn<S>
+    where
+        F: Fn(Arc<S>, NodeContext) -> crate::graph::NodeFuture<S> + Send + Sync + 'static,
+    {
+        Arc::new(f)
+    }
+
+    /// Erases an async node closure `(Arc<S>, NodeContext) -> impl Future`.
+    pub fn async_node<S: State, F, Fut, R>(f: F) -> NodeFn<S>
+    where
+        F: Fn(Arc<S>, NodeContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoNodeOutput<S> + 'static,
+    {
+        crate::graph::builder_support::async_node(f)
+    }
+
+    /// Checks a routing function's type where the user wrote it.
+    pub fn router<S: State, F, R>(f: F) -> F
+    where
+        F: Fn(&S) -> R + Send + Sync + 'static,
+        R: Into<Route>,
+    {
+        f
+    }
+
+    /// Compiles a graph that `graph!` already validated.
+    #[allow(clippy::panic)]
+    pub fn compile_checked<S: State>(builder: GraphBuilder<S>) -> crate::Graph<S> {
+        match builder.compile() {
+            Ok(graph) => graph,
+            // graph! checks every rule compile() checks, at compile time.
+            Err(e) => panic!("graph! accepted a graph that does not compile; please report: {e}"),
+        }
+    }
+
+    /// Placeholder value emitted after a `graph!` error so no follow-on errors appear.
+    #[allow(clippy::panic)]
+    pub fn unreachable_graph<S: State>() -> crate::Graph<S> {
+        panic!("this graph! invocation has compile errors")
+    }
 }

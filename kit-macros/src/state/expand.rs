@@ -5,7 +5,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::model::{Merge, StateModel};
-use crate::common::{fnv1a, kit_path};
+use crate::common::kit_path;
 
 pub fn expand(model: &StateModel) -> TokenStream {
     let kit = kit_path(model.krate.as_ref());
@@ -30,7 +30,6 @@ pub fn expand(model: &StateModel) -> TokenStream {
     let mut restores = Vec::new();
     let mut written = Vec::new();
     let mut into_update = Vec::new();
-    let mut field_impls = Vec::new();
 
     for (index, channel) in model.channels.iter().enumerate() {
         let f = &channel.ident;
@@ -116,14 +115,6 @@ pub fn expand(model: &StateModel) -> TokenStream {
         } else if matches!(channel.merge, Merge::Dynamic) {
             into_update.push(quote!(#f: ::core::option::Option::Some(#p::Write::Value(#kit::state::State::into_update(self.#f))),));
         }
-        let hash = fnv1a(name.as_bytes());
-        field_impls.push(quote! {
-            impl #p::Field<#hash> for #ident {
-                type Type = #ty;
-                #[inline]
-                fn get(&self) -> &#ty { &self.#f }
-            }
-        });
     }
 
     let update_doc = format!(
@@ -218,6 +209,5 @@ pub fn expand(model: &StateModel) -> TokenStream {
             }
         }
 
-        #(#field_impls)*
     }
 }

@@ -1,34 +1,12 @@
 //! The model of a state struct, built from its attributes and validated.
 
-use darling::{FromDeriveInput, FromField, util::Flag};
 use syn::spanned::Spanned;
 
-use crate::common::Errors;
+use crate::common::{Errors, closest};
 
 /// Names the generated update type uses for methods; a field cannot take them.
 const RESERVED: &[&str] = &["new", "default", "into_output"];
-
-#[derive(FromDeriveInput)]
-#[darling(attributes(state), supports(struct_named))]
-struct StateOpts {
-    ident: syn::Ident,
-    vis: syn::Visibility,
-    generics: syn::Generics,
-    data: darling::ast::Data<(), FieldOpts>,
-    /// Path to the kit crate, for renamed dependencies.
-    #[darling(rename = "crate")]
-    krate: Option<syn::Path>,
-}
-
-#[derive(FromField)]
-#[darling(attributes(state))]
-struct FieldOpts {
-    ident: Option<syn::Ident>,
-    ty: syn::Type,
-    reducer: Option<syn::Path>,
-    update: Option<syn::Type>,
-    dynamic: Flag,
-}
+const FIELD_KEYS: &[&str] = &["reducer", "update", "dynamic"];
 
 /// How a channel merges writes.
 pub enum Merge {
@@ -61,25 +39,98 @@ pub struct StateModel {
     pub dynamic: bool,
 }
 
+/// The raw `#[state(...)]` options of a field.
+#[derive(Default)]
+struct FieldAttrs {
+    reducer: Option<syn::Path>,
+    update: Option<syn::Type>,
+    dynamic: Option<proc_macro2::Span>,
+}
+
+fn parse_field_attrs(field: &syn::Field, errors: &mut Errors) -> FieldAttrs {
+    let mut attrs = FieldAttrs::default();
+    for attr in field.attrs.iter().filter(|a| a.path().is_ident("state")) {
+        let result = attr.parse_nested_meta(|meta| {
+            let key = meta
+                .path
+                .get_ident()
+                .map(|i| i.to_string())
+                .unwrap_or_default();
+            match key.as_str() {
+                "reducer" => {
+                    if attrs.reducer.is_some() {
+                        return Err(meta.error("`reducer` is given twice"));
+                    }
+                    attrs.reducer = Some(meta.value()?.parse()?);
+                }
+                "update" => {
+                    if attrs.update.is_some() {
+                        return Err(meta.error("`update` is given twice"));
+                    }
+                    attrs.update = Some(meta.value()?.parse()?);
+                }
+                "dynamic" => attrs.dynamic = Some(meta.path.span()),
+                _ => {
+                    let hint = match closest(&key, FIELD_KEYS.iter().copied()) {
+                        Some(c) => format!("; did you mean `{c}`?"),
+                        None => format!("; expected one of: {}", FIELD_KEYS.join(", ")),
+                    };
+                    return Err(meta.error(format!("unknown state attribute `{key}`{hint}")));
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            errors.push(e);
+        }
+    }
+    attrs
+}
+
+fn parse_struct_attrs(input: &syn::DeriveInput, errors: &mut Errors) -> Option<syn::Path> {
+    let mut krate = None;
+    for attr in input.attrs.iter().filter(|a| a.path().is_ident("state")) {
+        let result = attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("crate") {
+                krate = Some(meta.value()?.parse()?);
+                Ok(())
+            } else {
+                Err(meta.error("unknown state attribute on the struct; expected `crate = path`"))
+            }
+        });
+        if let Err(e) = result {
+            errors.push(e);
+        }
+    }
+    krate
+}
+
 impl StateModel {
     pub fn from_input(input: &syn::DeriveInput) -> Result<Self, syn::Error> {
-        let opts = StateOpts::from_derive_input(input).map_err(syn::Error::from)?;
         let mut errors = Errors::default();
-        if !opts.generics.params.is_empty() {
+        let fields = match &input.data {
+            syn::Data::Struct(syn::DataStruct {
+                fields: syn::Fields::Named(named),
+                ..
+            }) => named.named.iter().collect::<Vec<_>>(),
+            _ => {
+                return Err(syn::Error::new(
+                    input.ident.span(),
+                    "#[derive(State)] needs a struct with named fields: each field is a channel",
+                ));
+            }
+        };
+        let krate = parse_struct_attrs(input, &mut errors);
+        if !input.generics.params.is_empty() {
             errors.at(
-                opts.generics.span(),
+                input.generics.span(),
                 "a State struct cannot be generic: its channels are stored and restored by name, \
                  so their types must be concrete",
             );
         }
-        let fields = opts
-            .data
-            .take_struct()
-            .map(|f| f.fields)
-            .unwrap_or_default();
         if fields.is_empty() {
             errors.at(
-                opts.ident.span(),
+                input.ident.span(),
                 "a State struct needs at least one field: every field is a channel",
             );
         }
@@ -89,6 +140,7 @@ impl StateModel {
             let Some(ident) = field.ident.clone() else {
                 continue;
             };
+            let attrs = parse_field_attrs(field, &mut errors);
             let name = ident.to_string();
             if RESERVED.contains(&name.as_str()) {
                 errors.at(
@@ -105,7 +157,7 @@ impl StateModel {
                     "state field names starting with `__` are reserved for kit",
                 );
             }
-            let merge = match (field.reducer, field.update, field.dynamic.is_present()) {
+            let merge = match (attrs.reducer, attrs.update, attrs.dynamic) {
                 (None, Some(update), _) => {
                     errors.at(
                         update.span(),
@@ -113,7 +165,7 @@ impl StateModel {
                     );
                     Merge::LastValue
                 }
-                (Some(reducer), _, true) => {
+                (Some(reducer), _, Some(_)) => {
                     errors.at(
                         reducer.span(),
                         "a `dynamic` field uses the reducers registered at run time; remove \
@@ -121,21 +173,18 @@ impl StateModel {
                     );
                     Merge::Dynamic
                 }
-                (None, None, true) => {
+                (None, None, Some(span)) => {
                     dynamic_fields += 1;
                     if dynamic_fields > 1 {
-                        errors.at(
-                            ident.span(),
-                            "only one field of a State struct can be `dynamic`",
-                        );
+                        errors.at(span, "only one field of a State struct can be `dynamic`");
                     }
                     Merge::Dynamic
                 }
-                (Some(reducer), update, false) => Merge::Reduced {
-                    update: update.clone().unwrap_or_else(|| field.ty.clone()),
+                (Some(reducer), update, None) => Merge::Reduced {
+                    update: update.unwrap_or_else(|| field.ty.clone()),
                     reducer,
                 },
-                (None, None, false) => Merge::LastValue,
+                (None, None, None) => Merge::LastValue,
             };
             let same_update_type = match &merge {
                 Merge::Reduced { update, .. } => update == &field.ty,
@@ -143,16 +192,16 @@ impl StateModel {
             };
             channels.push(Channel {
                 ident,
-                ty: field.ty,
+                ty: field.ty.clone(),
                 merge,
                 same_update_type,
             });
         }
         errors.into_result()?;
         Ok(StateModel {
-            ident: opts.ident,
-            vis: opts.vis,
-            krate: opts.krate,
+            ident: input.ident.clone(),
+            vis: input.vis.clone(),
+            krate,
             dynamic: dynamic_fields > 0,
             channels,
         })

@@ -26,7 +26,7 @@ mod memory;
 
 pub use memory::MemoryCheckpointer;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -362,12 +362,4 @@ pub(crate) fn upsert_writes(existing: &mut Vec<PendingWrite>, writes: Vec<Pendin
             None => existing.push(write),
         }
     }
-}
-
-/// Groups blobs by channel for [`resolve_channels`].
-pub(crate) fn index_blobs(blobs: &[ChannelBlob]) -> HashMap<(&str, &str), &ChannelBlob> {
-    blobs
-        .iter()
-        .map(|b| ((b.channel.as_str(), b.version.as_str()), b))
-        .collect()
 }

@@ -60,6 +60,20 @@ impl From<Vec<&str>> for Route {
     }
 }
 
+/// Erases an async node closure.
+pub(crate) fn async_node<S, F, Fut, R>(f: F) -> NodeFn<S>
+where
+    S: State,
+    F: Fn(Arc<S>, NodeContext) -> Fut + std::marker::Send + Sync + 'static,
+    Fut: Future<Output = R> + std::marker::Send + 'static,
+    R: IntoNodeOutput<S> + 'static,
+{
+    Arc::new(move |state, ctx| {
+        let fut = f(state, ctx);
+        Box::pin(async move { fut.await.into_output() })
+    })
+}
+
 pub(crate) type Condition<S> = Arc<dyn Fn(&S) -> bool + std::marker::Send + Sync>;
 pub(crate) type Router<S> = Arc<dyn Fn(&S) -> Route + std::marker::Send + Sync>;
 
@@ -143,12 +157,7 @@ impl<S: State> GraphBuilder<S> {
         Fut: Future<Output = R> + std::marker::Send + 'static,
         R: IntoNodeOutput<S> + 'static,
     {
-        let f = Arc::new(f);
-        let node: NodeFn<S> = Arc::new(move |state, ctx| {
-            let fut = f(state, ctx);
-            Box::pin(async move { fut.await.into_output() })
-        });
-        self.nodes.push((name.into(), node));
+        self.nodes.push((name.into(), async_node(f)));
         self
     }
 

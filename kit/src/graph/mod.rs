@@ -39,7 +39,12 @@ pub use node::{
 };
 pub use options::{DEFAULT_RECURSION_LIMIT, Durability, RunOptions};
 
-pub(crate) use node::NodeFn;
+pub use node::NodeFn;
+
+#[doc(hidden)]
+pub mod builder_support {
+    pub(crate) use super::builder::async_node;
+}
 
 use std::collections::HashMap;
 use std::sync::Arc;

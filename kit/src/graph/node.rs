@@ -21,8 +21,7 @@ use crate::state::State;
 pub type NodeFuture<S> = BoxFuture<'static, Result<NodeOutput<S>, NodeError>>;
 
 /// A node's function, type-erased.
-pub(crate) type NodeFn<S> =
-    Arc<dyn Fn(Arc<S>, NodeContext) -> NodeFuture<S> + std::marker::Send + Sync>;
+pub type NodeFn<S> = Arc<dyn Fn(Arc<S>, NodeContext) -> NodeFuture<S> + std::marker::Send + Sync>;
 
 /// What a node produces: state updates, and optionally where to go next.
 ///

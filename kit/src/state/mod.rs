@@ -462,17 +462,50 @@ pub mod derive_support {
         Ok(())
     }
 
-    /// Field accessor used by `graph!` to check `when` conditions against the state type.
+    /// A value a `when` condition of `graph!` can compare a state field of type `T` with.
     #[diagnostic::on_unimplemented(
-        message = "`{Self}` has no state field with this name",
-        label = "no such field in the state",
-        note = "`when` conditions name fields of the graph's `#[derive(State)]` struct"
+        message = "a `when` condition compares a field of type `{T}` with a value of type `{Self}`",
+        label = "expected a value comparable with `{T}`",
+        note = "`when` values must have the field's type (a `&str` also works for `String` \
+                fields, and a plain value for `Option` fields)"
     )]
-    pub trait Field<const NAME: u64> {
-        /// The field's type.
-        type Type;
-        /// Reads the field.
-        fn get(&self) -> &Self::Type;
+    pub trait WhenValue<T> {
+        /// True when the field holds this value.
+        fn matches(&self, field: &T) -> bool;
+    }
+
+    #[diagnostic::do_not_recommend]
+    impl<T: PartialEq> WhenValue<T> for T {
+        fn matches(&self, field: &T) -> bool {
+            field == self
+        }
+    }
+
+    #[diagnostic::do_not_recommend]
+    impl<T: PartialEq> WhenValue<Option<T>> for T {
+        fn matches(&self, field: &Option<T>) -> bool {
+            field.as_ref() == Some(self)
+        }
+    }
+
+    #[diagnostic::do_not_recommend]
+    impl WhenValue<String> for &str {
+        fn matches(&self, field: &String) -> bool {
+            field == self
+        }
+    }
+
+    #[diagnostic::do_not_recommend]
+    impl WhenValue<Option<String>> for &str {
+        fn matches(&self, field: &Option<String>) -> bool {
+            field.as_deref() == Some(*self)
+        }
+    }
+
+    /// Evaluates one `when` condition.
+    #[inline]
+    pub fn when_matches<T, V: WhenValue<T>>(field: &T, value: V) -> bool {
+        value.matches(field)
     }
 }
 
