@@ -640,6 +640,9 @@ impl<S: State> Exec<S> {
                 );
                 sink.send(event).await;
             }
+            // Let the consumer see this step's events now rather than after the whole run
+            // (on a single-threaded runtime the run would otherwise never yield).
+            tokio::task::yield_now().await;
         }
         Ok(())
     }

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Runs the offline examples and checks their output for the lines that prove they worked.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+expect() {
+  local example=$1; shift
+  local out
+  out=$(cargo run -q --all-features --example "$example" 2>&1) || {
+    echo "$out"; echo "example $example failed"; exit 1; }
+  for line in "$@"; do
+    if ! grep -qF -- "$line" <<<"$out"; then
+      echo "$out"; echo "example $example: missing '$line'"; exit 1
+    fi
+  done
+  echo "example $example: ok"
+}
+
+expect graph "paused in \`refund\`" "resolution: refunded" "3 checkpoints"
