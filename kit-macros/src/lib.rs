@@ -8,6 +8,7 @@
 mod common;
 mod graph;
 mod state;
+mod tool;
 
 use proc_macro::TokenStream;
 
@@ -20,6 +21,18 @@ use proc_macro::TokenStream;
 pub fn derive_state(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
     state::derive(input).into()
+}
+
+/// Derives `kit::tool::ToolDefinition` for a tool's argument struct and adds `T::tool()`.
+///
+/// The description is the struct's doc comment (or `#[tool(description = "...")]`); the
+/// argument schema comes from `schemars::JsonSchema` (field doc comments become field
+/// descriptions); `#[tool(name = "...", max_result_chars = N)]` are optional. Implement
+/// `kit::tool::ToolHandler` for the struct to give the tool its body.
+#[proc_macro_derive(Tool, attributes(tool))]
+pub fn derive_tool(input: TokenStream) -> TokenStream {
+    let input = syn::parse_macro_input!(input as syn::DeriveInput);
+    tool::derive(input).into()
 }
 
 /// Declares a graph over a `#[derive(State)]` type; see `kit::graph!`.

@@ -8,23 +8,33 @@
 // Lets the derive macros refer to `::kit` from inside this crate too.
 extern crate self as kit;
 
+pub mod agent;
 pub mod checkpoint;
+pub mod config;
 pub mod event;
 pub mod graph;
 pub mod ids;
 pub mod message;
+pub mod model;
 pub mod state;
+pub mod testing;
+pub mod tool;
 pub mod trace;
 
+pub use agent::{Agent, AgentError, AgentState, Middleware};
 pub use checkpoint::{Checkpointer, MemoryCheckpointer};
+pub use config::Config;
 pub use event::{Event, EventKind, EventStream};
 pub use graph::{
     END, Graph, GraphBuilder, GraphError, Interrupt, NodeContext, NodeOutput, Outcome, Resume,
     RunOptions, START, Send,
 };
-pub use kit_macros::{State, graph};
+pub use kit_macros::{State, Tool, graph};
 pub use message::{Content, ContentPart, Message, Role, ToolCall, ToolStatus, Usage};
+pub use model::ChatModel;
 pub use state::{Overwrite, State, reducers};
+pub use tool::Tool;
+
 
 /// Support code for the macros. Not a public API: it may change in any release.
 #[doc(hidden)]
@@ -73,6 +83,23 @@ pub mod __private {
             // graph! checks every rule compile() checks, at compile time.
             Err(e) => panic!("graph! accepted a graph that does not compile; please report: {e}"),
         }
+    }
+
+    /// The JSON Schema of a derived tool's arguments, as providers want it (no `$schema` or
+    /// `title`; the description travels separately).
+    pub fn tool_schema<T: schemars::JsonSchema>() -> serde_json::Value {
+        let schema = schemars::generate::SchemaSettings::draft2020_12()
+            .into_generator()
+            .into_root_schema_for::<T>();
+        let mut value = serde_json::to_value(schema).unwrap_or(serde_json::Value::Null);
+        if let Some(map) = value.as_object_mut() {
+            map.remove("$schema");
+            map.remove("title");
+            map.remove("description");
+            map.entry("properties")
+                .or_insert_with(|| serde_json::Value::Object(Default::default()));
+        }
+        value
     }
 
     /// Placeholder value emitted after a `graph!` error so no follow-on errors appear.

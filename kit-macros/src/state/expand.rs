@@ -144,6 +144,16 @@ pub fn expand(model: &StateModel) -> TokenStream {
             #(#builders)*
         }
 
+        impl ::core::fmt::Debug for #update_ident {
+            fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
+                // Shown as JSON: field types need not implement Debug.
+                match #p::serde_json::to_string(self) {
+                    ::core::result::Result::Ok(json) => write!(f, "{} {}", stringify!(#update_ident), json),
+                    ::core::result::Result::Err(_) => f.write_str(stringify!(#update_ident)),
+                }
+            }
+        }
+
         impl #kit::graph::IntoNodeOutput<#ident> for #update_ident {
             fn into_output(self) -> ::core::result::Result<#kit::graph::NodeOutput<#ident>, #kit::graph::NodeError> {
                 ::core::result::Result::Ok(#kit::graph::NodeOutput::update(self))

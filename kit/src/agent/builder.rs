@@ -1,0 +1,256 @@
+//! `Agent::builder()`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::compile::{AgentCore, build_graph};
+use super::middleware::Middleware;
+use super::{Agent, AgentError};
+use crate::checkpoint::Checkpointer;
+use crate::model::{ChatModel, ModelOptions, ResponseFormat};
+use crate::state::DynSchema;
+use crate::tool::Tool;
+
+/// A model given to the builder: a value, or a `provider:model` string resolved at build time.
+pub enum ModelSource {
+    /// A model value.
+    Model(Arc<dyn ChatModel>),
+    /// A `provider:model` string, e.g. `openai:gpt-4o-mini`.
+    Name(String),
+}
+
+impl std::fmt::Debug for ModelSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ModelSource::Model(m) => write!(f, "Model({}:{})", m.provider(), m.model_name()),
+            ModelSource::Name(n) => write!(f, "Name({n})"),
+        }
+    }
+}
+
+/// Anything the builder accepts as a model.
+pub trait IntoModelSource {
+    /// The conversion.
+    fn into_model_source(self) -> ModelSource;
+}
+
+impl<M: ChatModel> IntoModelSource for M {
+    fn into_model_source(self) -> ModelSource {
+        ModelSource::Model(Arc::new(self))
+    }
+}
+
+impl IntoModelSource for Arc<dyn ChatModel> {
+    fn into_model_source(self) -> ModelSource {
+        ModelSource::Model(self)
+    }
+}
+
+impl IntoModelSource for &str {
+    fn into_model_source(self) -> ModelSource {
+        ModelSource::Name(self.to_string())
+    }
+}
+
+impl IntoModelSource for String {
+    fn into_model_source(self) -> ModelSource {
+        ModelSource::Name(self)
+    }
+}
+
+/// Builds an [`Agent`]. Every option of the interface is a method; `build` checks the
+/// combination and reports what is wrong.
+#[derive(Default)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct AgentBuilder {
+    name: Option<String>,
+    model: Option<ModelSource>,
+    model_opts: ModelOptions,
+    tools: Vec<Tool>,
+    system_prompt: Option<String>,
+    middleware: Vec<Arc<dyn Middleware>>,
+    checkpointer: Option<Arc<dyn Checkpointer>>,
+    recursion_limit: Option<usize>,
+    response_format: Option<ResponseFormat>,
+    config: Option<crate::config::Config>,
+}
+
+impl AgentBuilder {
+    /// The agent's name (events, traces, the name of its answers). Default `agent`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The chat model: a value, or a `provider:model` string (`openai:gpt-4o-mini`,
+    /// `anthropic:claude-sonnet-4-5`, `ollama:llama3.1`).
+    pub fn model(mut self, model: impl IntoModelSource) -> Self {
+        self.model = Some(model.into_model_source());
+        self
+    }
+
+    /// Model options: temperature, max tokens, timeout, retries.
+    pub fn model_opts(mut self, opts: ModelOptions) -> Self {
+        self.model_opts = opts;
+        self
+    }
+
+    /// Credentials and endpoints used to resolve a `provider:model` string (default: from the
+    /// environment).
+    pub fn config(mut self, config: crate::config::Config) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Adds tools.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Tool>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Adds one tool.
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// The system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Adds a middleware (hooks run in the order middleware is added; see
+    /// [`middleware`](super::middleware) for the rules).
+    pub fn middleware(mut self, middleware: impl Middleware) -> Self {
+        self.middleware.push(Arc::new(middleware));
+        self
+    }
+
+    /// Adds an already shared middleware.
+    pub fn middleware_arc(mut self, middleware: Arc<dyn Middleware>) -> Self {
+        self.middleware.push(middleware);
+        self
+    }
+
+    /// The checkpointer: memory across invocations of a thread, and required for interrupts.
+    pub fn checkpointer(mut self, checkpointer: Arc<dyn Checkpointer>) -> Self {
+        self.checkpointer = Some(checkpointer);
+        self
+    }
+
+    /// The maximum supersteps per invocation (each model turn takes one superstep plus one
+    /// per middleware hook; tool calls of a turn share one). Default 1000.
+    pub fn recursion_limit(mut self, limit: usize) -> Self {
+        self.recursion_limit = Some(limit);
+        self
+    }
+
+    /// Asks for a structured final answer; it is parsed into `structured_response`.
+    pub fn response_format(mut self, format: ResponseFormat) -> Self {
+        self.response_format = Some(format);
+        self
+    }
+
+    /// Checks the definition and compiles the agent.
+    pub fn build(self) -> Result<Agent, AgentError> {
+        let name = self.name.unwrap_or_else(|| "agent".to_string());
+        let model: Arc<dyn ChatModel> = match self.model {
+            Some(ModelSource::Model(m)) => m,
+            Some(ModelSource::Name(spec)) => {
+                let config = self.config.unwrap_or_else(crate::config::Config::from_env);
+                crate::model::init(&spec, &config, self.model_opts.clone())?
+            }
+            None => {
+                return Err(AgentError::Build(format!(
+                    "agent `{name}` has no model: call `.model(..)` with a model value or a \
+                     `provider:model` string"
+                )));
+            }
+        };
+
+        let mut names: HashMap<String, usize> = HashMap::new();
+        for (i, m) in self.middleware.iter().enumerate() {
+            if names.insert(m.name().to_string(), i).is_some() {
+                return Err(AgentError::Build(format!(
+                    "two middleware are named `{}`; middleware names must be unique",
+                    m.name()
+                )));
+            }
+            if m.name().is_empty() || m.name().contains(['|', ':']) {
+                return Err(AgentError::Build(format!(
+                    "middleware name `{}` is invalid: it must be non-empty and free of `|` and `:`",
+                    m.name()
+                )));
+            }
+        }
+
+        let mut tools = self.tools;
+        for m in &self.middleware {
+            tools.extend(m.tools());
+        }
+        let mut tool_index = HashMap::new();
+        for (i, t) in tools.iter().enumerate() {
+            if let Some(first) = tool_index.insert(t.name().to_string(), i) {
+                let _ = first;
+                return Err(AgentError::Build(format!(
+                    "two tools are named `{}`; the model could not tell them apart — rename one \
+                     (middleware may add tools too)",
+                    t.name()
+                )));
+            }
+        }
+        if !tools.is_empty() && !model.profile().tool_calling {
+            return Err(AgentError::Build(format!(
+                "model `{}:{}` cannot call tools, but the agent has {} tool(s); choose a model \
+                 with tool calling",
+                model.provider(),
+                model.model_name(),
+                tools.len()
+            )));
+        }
+        if self.checkpointer.is_none() {
+            if let Some(m) = self.middleware.iter().find(|m| m.requires_checkpointer()) {
+                return Err(AgentError::Build(format!(
+                    "middleware `{}` pauses the run for human input, which needs a checkpointer \
+                     to resume from: add `.checkpointer(..)` (MemoryCheckpointer for tests, \
+                     SqliteCheckpointer or PostgresCheckpointer for real use)",
+                    m.name()
+                )));
+            }
+        }
+
+        let mut system = self.system_prompt.unwrap_or_default();
+        for m in &self.middleware {
+            if let Some(fragment) = m.system_prompt() {
+                if !system.is_empty() {
+                    system.push_str("\n\n");
+                }
+                system.push_str(&fragment);
+            }
+        }
+
+        let mut schema = DynSchema::default();
+        for m in &self.middleware {
+            for (key, reducer) in m.state_channels() {
+                if let Some(reducer) = reducer {
+                    schema.add_reducer(key, reducer);
+                }
+            }
+        }
+
+        let core = Arc::new(AgentCore {
+            name: Arc::from(name.as_str()),
+            model,
+            tools,
+            tool_index,
+            middleware: self.middleware,
+            system_prompt: (!system.is_empty()).then_some(system),
+            model_opts: self.model_opts,
+            response_format: self.response_format,
+            recursion_limit: self.recursion_limit,
+        });
+        let graph = build_graph(core.clone(), schema, self.checkpointer)?;
+        Ok(Agent { inner: core, graph })
+    }
+}

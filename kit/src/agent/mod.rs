@@ -1,0 +1,301 @@
+//! Agents: a chat model calling tools in a loop, compiled to a graph.
+//!
+//! ```
+//! use kit::agent::Agent;
+//! use kit::testing::ScriptedModel;
+//! use kit::{Message, RunOptions};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kit::agent::AgentError> {
+//! let model = ScriptedModel::new([Message::assistant("Hello!")]);
+//! let agent = Agent::builder().name("greeter").model(model).build()?;
+//! let out = agent.invoke("Hi", &RunOptions::new()).await?;
+//! assert_eq!(out.state().final_text(), "Hello!");
+//! # Ok(()) }
+//! ```
+//!
+//! The agent is a graph (see [`middleware`] for its shape) run by the same executor as user
+//! graphs: with a checkpointer and a thread id, a second `invoke` continues the conversation,
+//! interrupts pause it, and `stream_events` streams model tokens, tool calls and middleware
+//! events in the same envelopes as graphs.
+
+mod builder;
+mod compile;
+pub mod middleware;
+mod state;
+
+pub use builder::AgentBuilder;
+pub use middleware::{
+    Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelNext, Runtime, ToolNext,
+};
+pub use state::{AgentState, AgentStateUpdate, AsyncTask, FileData, Todo, TodoStatus};
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::event::EventStream;
+use crate::graph::{Graph, GraphError, Outcome, Resume, RunOptions};
+use crate::message::Message;
+use crate::model::ModelError;
+
+/// An agent run failed.
+///
+/// Middleware errors keep their type: match [`AgentError::PiiDetected`] or
+/// [`AgentError::ModerationViolation`] to react to a guardrail.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The agent definition is invalid.
+    #[error("invalid agent: {0}")]
+    Build(String),
+    /// The model call failed.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The graph run failed (a checkpoint conflict, the recursion limit, ...).
+    #[error(transparent)]
+    Graph(GraphError),
+    /// A PII middleware with the `block` strategy found personal data.
+    #[error("detected {count} instance(s) of {pii_type} in {location}; the input was blocked")]
+    PiiDetected {
+        /// The PII type.
+        pii_type: String,
+        /// How many instances.
+        count: usize,
+        /// Where (input, output, tool result).
+        location: String,
+    },
+    /// The moderation middleware flagged content (with `exit_behavior: error`).
+    #[error("content flagged by moderation at the {stage} stage: {}", .categories.join(", "))]
+    ModerationViolation {
+        /// `input`, `output` or `tool`.
+        stage: String,
+        /// The flagged categories.
+        categories: Vec<String>,
+        /// The message that would have been shown.
+        message: String,
+    },
+    /// A hook jumped somewhere it did not declare in `can_jump_to`.
+    #[error(
+        "middleware `{middleware}` jumped to `{target}` from {hook} without declaring it; list it \
+         in `can_jump_to`"
+    )]
+    UndeclaredJump {
+        /// The middleware.
+        middleware: String,
+        /// The hook.
+        hook: String,
+        /// The target.
+        target: String,
+    },
+    /// The model's structured answer did not parse.
+    #[error("the model's structured answer is not valid: {0}")]
+    StructuredOutput(String),
+    /// A middleware failed.
+    #[error("middleware `{middleware}` failed: {message}")]
+    Middleware {
+        /// The middleware.
+        middleware: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+impl AgentError {
+    /// A middleware failure.
+    pub fn middleware(middleware: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        AgentError::Middleware {
+            middleware: middleware.into(),
+            message: message.to_string(),
+        }
+    }
+
+    /// The underlying graph error, if any.
+    pub fn graph_error(&self) -> Option<&GraphError> {
+        match self {
+            AgentError::Graph(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// A short machine-readable kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentError::Build(_) => "build",
+            AgentError::Model(e) => e.kind(),
+            AgentError::Graph(e) => e.kind(),
+            AgentError::PiiDetected { .. } => "pii_detected",
+            AgentError::ModerationViolation { .. } => "vendor_moderation_violation",
+            AgentError::UndeclaredJump { .. } => "undeclared_jump",
+            AgentError::StructuredOutput(_) => "structured_output",
+            AgentError::Middleware { .. } => "middleware",
+        }
+    }
+}
+
+impl From<GraphError> for AgentError {
+    /// Unwraps agent errors raised inside nodes so callers can match on them.
+    fn from(e: GraphError) -> Self {
+        match e {
+            GraphError::NodeFailed { source, node, step } => match source.downcast::<AgentError>()
+            {
+                Ok(agent_error) => *agent_error,
+                Err(source) => AgentError::Graph(GraphError::NodeFailed { node, step, source }),
+            },
+            other => AgentError::Graph(other),
+        }
+    }
+}
+
+/// The result of an agent run: the final state, or a pause for human input.
+pub type AgentOutcome = Outcome<AgentState>;
+
+/// What an agent is invoked with: converts from a user text, a message, messages, a JSON
+/// `{"messages": [...]}` map, or a state update.
+pub struct AgentInput(pub AgentStateUpdate);
+
+impl From<&str> for AgentInput {
+    fn from(text: &str) -> Self {
+        AgentInput(AgentStateUpdate::new().messages(vec![Message::user(text)]))
+    }
+}
+
+impl From<String> for AgentInput {
+    fn from(text: String) -> Self {
+        AgentInput(AgentStateUpdate::new().messages(vec![Message::user(text)]))
+    }
+}
+
+impl From<Message> for AgentInput {
+    fn from(m: Message) -> Self {
+        AgentInput(AgentStateUpdate::new().messages(vec![m]))
+    }
+}
+
+impl From<Vec<Message>> for AgentInput {
+    fn from(messages: Vec<Message>) -> Self {
+        AgentInput(AgentStateUpdate::new().messages(messages))
+    }
+}
+
+impl From<AgentStateUpdate> for AgentInput {
+    fn from(update: AgentStateUpdate) -> Self {
+        AgentInput(update)
+    }
+}
+
+impl TryFrom<Value> for AgentInput {
+    type Error = AgentError;
+
+    /// Accepts `{"messages": [...]}` with full messages or `{role, content}` objects.
+    fn try_from(value: Value) -> Result<Self, AgentError> {
+        let Some(list) = value.get("messages").and_then(Value::as_array) else {
+            return Err(AgentError::Build(
+                "agent input must be an object with a `messages` list".into(),
+            ));
+        };
+        let mut messages = Vec::with_capacity(list.len());
+        for (i, m) in list.iter().enumerate() {
+            let message = match serde_json::from_value::<Message>(m.clone()) {
+                Ok(full) => full,
+                Err(_) => {
+                    let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
+                    let content = m.get("content").and_then(Value::as_str).ok_or_else(|| {
+                        AgentError::Build(format!("input message {i} has no text `content`"))
+                    })?;
+                    match role {
+                        "user" | "human" => Message::user(content),
+                        "assistant" | "ai" => Message::assistant(content),
+                        "system" => Message::system(content),
+                        other => {
+                            return Err(AgentError::Build(format!(
+                                "input message {i} has unknown role `{other}`"
+                            )));
+                        }
+                    }
+                }
+            };
+            messages.push(message);
+        }
+        Ok(AgentInput::from(messages))
+    }
+}
+
+/// A compiled agent. Cheap to clone and to share between tasks.
+#[derive(Clone)]
+pub struct Agent {
+    pub(crate) inner: Arc<compile::AgentCore>,
+    pub(crate) graph: Graph<AgentState>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("name", &self.inner.name)
+            .field("nodes", &self.graph.node_names())
+            .finish()
+    }
+}
+
+impl Agent {
+    /// Starts building an agent.
+    pub fn builder() -> AgentBuilder {
+        AgentBuilder::default()
+    }
+
+    /// The agent's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The graph the agent compiles to.
+    pub fn graph(&self) -> &Graph<AgentState> {
+        &self.graph
+    }
+
+    /// The names of the tools the model sees.
+    pub fn tool_names(&self) -> Vec<&str> {
+        self.inner.tools.iter().map(|t| t.name()).collect()
+    }
+
+    fn options(&self, opts: &RunOptions) -> RunOptions {
+        let mut opts = opts.clone();
+        if opts.recursion_limit.is_none() {
+            opts.recursion_limit = self.inner.recursion_limit;
+        }
+        opts
+    }
+
+    /// Runs the agent on `input` until it answers or pauses.
+    ///
+    /// With a checkpointer and `opts.thread_id`, the input continues that conversation.
+    pub async fn invoke(
+        &self,
+        input: impl Into<AgentInput>,
+        opts: &RunOptions,
+    ) -> Result<AgentOutcome, AgentError> {
+        let AgentInput(update) = input.into();
+        Ok(self.graph.invoke(update, &self.options(opts)).await?)
+    }
+
+    /// Continues a paused run: `payload` answers its interrupts (for human review, see
+    /// `kit::guardrails::resume_review`).
+    pub async fn resume(
+        &self,
+        payload: impl Into<Resume>,
+        opts: &RunOptions,
+    ) -> Result<AgentOutcome, AgentError> {
+        Ok(self.graph.resume(payload, &self.options(opts)).await?)
+    }
+
+    /// Runs the agent and streams its events (model tokens, tool calls, middleware, state
+    /// updates, interrupts, errors, completion).
+    pub fn stream_events(&self, input: impl Into<AgentInput>, opts: &RunOptions) -> EventStream {
+        let AgentInput(update) = input.into();
+        self.graph.stream_events(update, &self.options(opts))
+    }
+
+    /// Resumes a paused run and streams its events.
+    pub fn stream_resume(&self, payload: impl Into<Resume>, opts: &RunOptions) -> EventStream {
+        self.graph.stream_resume(payload, &self.options(opts))
+    }
+}

@@ -1,0 +1,180 @@
+//! The state every agent runs on.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::message::{Message, Role};
+use crate::state::DynState;
+
+/// The agent's state: one channel per capability.
+///
+/// * `messages` — the conversation (`add_messages`: upsert by id, remove, append);
+/// * `todos` — the plan written by `write_todos` (each call replaces it);
+/// * `files` — the virtual filesystem (merge; a `None` in an update deletes the file);
+/// * `async_tasks` — async subagent task records (merge by task id);
+/// * `structured_response` — the parsed final answer, when a response format is set;
+/// * `custom` — channels that custom middleware adds, with their reducers.
+///
+/// `todos`, `files` and `async_tasks` live outside `messages`, so compacting the conversation
+/// never loses them.
+#[derive(crate::State, Clone, Default, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentState {
+    /// The conversation.
+    #[state(reducer = crate::reducers::add_messages)]
+    pub messages: Vec<Message>,
+    /// The current plan.
+    pub todos: Vec<Todo>,
+    /// The virtual filesystem, by absolute path.
+    #[state(
+        reducer = crate::reducers::merge_or_remove,
+        update = BTreeMap<String, Option<FileData>>
+    )]
+    pub files: BTreeMap<String, FileData>,
+    /// Async subagent tasks, by task id.
+    #[state(reducer = crate::reducers::merge)]
+    pub async_tasks: BTreeMap<String, AsyncTask>,
+    /// The structured final answer.
+    pub structured_response: Option<Value>,
+    /// Channels added by custom middleware.
+    #[state(dynamic)]
+    pub custom: DynState,
+}
+
+impl AgentState {
+    /// The last message, if any.
+    pub fn last_message(&self) -> Option<&Message> {
+        self.messages.last()
+    }
+
+    /// The text of the last assistant message with text (the agent's answer).
+    pub fn final_text(&self) -> String {
+        self.messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::Assistant && !m.content.is_empty())
+            .map(Message::text)
+            .unwrap_or_default()
+    }
+
+    /// The index of the last assistant message.
+    pub fn last_ai_index(&self) -> Option<usize> {
+        self.messages.iter().rposition(|m| m.role == Role::Assistant)
+    }
+
+    /// Tool calls of the last assistant message that no tool message answers yet.
+    pub fn pending_tool_calls(&self) -> Vec<&crate::message::ToolCall> {
+        let Some(i) = self.last_ai_index() else {
+            return Vec::new();
+        };
+        let answered: Vec<&str> = self.messages[i + 1..]
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .filter_map(|m| m.tool_call_id.as_deref())
+            .collect();
+        self.messages[i]
+            .tool_calls
+            .iter()
+            .filter(|c| !answered.contains(&c.id.as_str()))
+            .collect()
+    }
+}
+
+/// Status of a todo item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on.
+    InProgress,
+    /// Done.
+    Completed,
+}
+
+/// One item of the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Todo {
+    /// What to do.
+    pub content: String,
+    /// Its status.
+    pub status: TodoStatus,
+}
+
+/// A file in the virtual filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileData {
+    /// The content (UTF-8 text, or base64 when `encoding` says so).
+    pub content: String,
+    /// `utf-8` or `base64`.
+    #[serde(default = "utf8")]
+    pub encoding: String,
+    /// When it was created (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// When it was last written (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_at: Option<String>,
+}
+
+fn utf8() -> String {
+    "utf-8".to_string()
+}
+
+impl FileData {
+    /// A UTF-8 file with this content, stamped now.
+    pub fn text(content: impl Into<String>) -> Self {
+        let now = crate::ids::now_rfc3339();
+        FileData {
+            content: content.into(),
+            encoding: utf8(),
+            created_at: Some(now.clone()),
+            modified_at: Some(now),
+        }
+    }
+}
+
+/// An async subagent task record (spec §2.2), kept in the `async_tasks` channel.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct AsyncTask {
+    /// The stable task id (check, update, cancel and list use it).
+    pub task_id: String,
+    /// The async subagent's name.
+    pub subagent_name: String,
+    /// The remote graph / assistant id.
+    pub graph_id: String,
+    /// The worker's base URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The remote thread id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// The remote run id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The cached status.
+    pub status: String,
+    /// When the task was started (RFC 3339, seconds).
+    pub created_at: String,
+    /// When the status was last fetched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_checked_at: Option<String>,
+    /// When status or run changed last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated_at: Option<String>,
+    /// The task description.
+    pub description: String,
+    /// Follow-up messages sent with `update_async_task`.
+    #[serde(default)]
+    pub updates: Vec<String>,
+    /// The last raw remote response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<Value>,
+    /// The extracted result, when available.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// The last error talking to the worker, when the last attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}

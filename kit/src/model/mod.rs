@@ -1,0 +1,498 @@
+//! Chat models: the [`ChatModel`] trait, requests, responses, streaming and errors.
+//!
+//! Providers implement [`ChatModel`]; agents call it. Streaming providers yield
+//! [`ModelChunk`]s (text deltas and tool-call argument deltas); [`StreamAssembler`] turns them
+//! back into the complete assistant [`Message`], so a streamed call and a plain call produce
+//! the same result.
+
+mod assemble;
+
+pub use assemble::{StreamAssembler, parse_args};
+
+use std::sync::Arc;
+
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::message::{Message, Usage};
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema).
+    pub parameters: Value,
+}
+
+/// Whether and which tool the model must call.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// The model must not call tools.
+    None,
+    /// The model must call some tool.
+    Required,
+    /// The model must call this tool.
+    Tool(String),
+}
+
+/// Ask the model for JSON matching a schema (structured output).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseFormat {
+    /// A name for the schema.
+    pub name: String,
+    /// The JSON Schema the answer must match.
+    pub schema: Value,
+    /// Ask the provider to enforce the schema strictly, where supported.
+    pub strict: bool,
+}
+
+/// Per-call options (the spec's `model_opts`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelOptions {
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Maximum tokens to generate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Request timeout, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Retries on rate limits, server errors and connection failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    /// Extra provider-specific body fields, merged into the request as given.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
+}
+
+impl ModelOptions {
+    /// Sets the temperature.
+    pub fn temperature(mut self, t: f32) -> Self {
+        self.temperature = Some(t);
+        self
+    }
+
+    /// Sets the maximum output tokens.
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = Some(n);
+        self
+    }
+
+    /// Sets the timeout in milliseconds.
+    pub fn timeout_ms(mut self, ms: u64) -> Self {
+        self.timeout_ms = Some(ms);
+        self
+    }
+
+    /// Sets the number of retries.
+    pub fn retries(mut self, n: u32) -> Self {
+        self.retries = Some(n);
+        self
+    }
+
+    /// Options of `self`, with unset ones taken from `base`.
+    pub fn or(mut self, base: &ModelOptions) -> Self {
+        self.temperature = self.temperature.or(base.temperature);
+        self.max_tokens = self.max_tokens.or(base.max_tokens);
+        self.timeout_ms = self.timeout_ms.or(base.timeout_ms);
+        self.retries = self.retries.or(base.retries);
+        for (k, v) in &base.extra {
+            self.extra.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        self
+    }
+}
+
+/// One model call.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelRequest {
+    /// The system prompt (sent the way each provider expects it).
+    pub system: Option<String>,
+    /// The conversation, oldest first.
+    pub messages: Vec<Message>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolSpec>,
+    /// Tool choice.
+    pub tool_choice: ToolChoice,
+    /// Structured output.
+    pub response_format: Option<ResponseFormat>,
+    /// Sampling and transport options.
+    pub options: ModelOptions,
+}
+
+impl ModelRequest {
+    /// A request with these messages and nothing else.
+    pub fn new(messages: Vec<Message>) -> Self {
+        ModelRequest {
+            messages,
+            ..Self::default()
+        }
+    }
+
+    /// Sets the system prompt.
+    pub fn system(mut self, system: impl Into<String>) -> Self {
+        self.system = Some(system.into());
+        self
+    }
+
+    /// Binds tools.
+    pub fn tools(mut self, tools: Vec<ToolSpec>) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Sets the tool choice.
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = choice;
+        self
+    }
+
+    /// Asks for structured output.
+    pub fn response_format(mut self, format: ResponseFormat) -> Self {
+        self.response_format = Some(format);
+        self
+    }
+
+    /// Rough size of the request in tokens (about four characters per token), for budgets
+    /// and compaction when the provider has not reported usage yet.
+    pub fn estimate_tokens(&self) -> u64 {
+        let mut chars = self.system.as_ref().map_or(0, String::len);
+        for m in &self.messages {
+            chars += estimate_message_chars(m);
+        }
+        for t in &self.tools {
+            chars += t.name.len() + t.description.len() + t.parameters.to_string().len();
+        }
+        (chars as u64).div_ceil(4)
+    }
+}
+
+/// Characters a message contributes to a request (text, tool calls, overhead).
+pub fn estimate_message_chars(m: &Message) -> usize {
+    let mut chars = m.content.text_len() + 16;
+    for call in &m.tool_calls {
+        chars += call.name.len() + call.args.to_string().len() + 16;
+    }
+    chars
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// A natural end.
+    #[default]
+    Stop,
+    /// It called tools.
+    ToolCalls,
+    /// It hit the token limit.
+    Length,
+    /// The provider filtered the content.
+    ContentFilter,
+    /// Something else, as the provider said it.
+    Other(String),
+}
+
+/// A model's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    /// The assistant message (text and tool calls; `usage` is set when known).
+    pub message: Message,
+    /// Why it stopped.
+    pub finish_reason: FinishReason,
+}
+
+/// A piece of a streamed answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ModelChunk {
+    /// Text to append.
+    Text {
+        /// The text delta.
+        text: String,
+    },
+    /// Part of a tool call. The first chunk of a call carries its id and name; later ones carry
+    /// argument text to append. `index` identifies the call within the answer.
+    ToolCall {
+        /// Position of the call in the answer.
+        index: usize,
+        /// The call id, when this chunk starts the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        /// The tool name, when this chunk starts the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// Argument JSON text to append.
+        #[serde(default)]
+        args: String,
+    },
+    /// Token usage (usually at the end).
+    Usage {
+        /// The usage.
+        usage: Usage,
+    },
+    /// The answer ended.
+    Finish {
+        /// Why.
+        reason: FinishReason,
+    },
+}
+
+/// A stream of chunks.
+pub type ModelStream = BoxStream<'static, Result<ModelChunk, ModelError>>;
+
+/// What a model can do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelProfile {
+    /// It can call tools (agents need this).
+    pub tool_calling: bool,
+    /// It supports structured output natively.
+    pub structured_output: bool,
+    /// Its context window, when known.
+    pub max_input_tokens: Option<u64>,
+}
+
+impl Default for ModelProfile {
+    fn default() -> Self {
+        ModelProfile {
+            tool_calling: true,
+            structured_output: true,
+            max_input_tokens: None,
+        }
+    }
+}
+
+/// A chat model.
+///
+/// Implement [`generate`](ChatModel::generate); override [`stream`](ChatModel::stream) when the
+/// provider streams (the default yields the whole answer as one chunk sequence).
+#[async_trait::async_trait]
+pub trait ChatModel: Send + Sync + 'static {
+    /// The provider's name (`openai`, `anthropic`, `scripted`, ...).
+    fn provider(&self) -> &str;
+
+    /// The model's name.
+    fn model_name(&self) -> &str;
+
+    /// Capabilities.
+    fn profile(&self) -> ModelProfile {
+        ModelProfile::default()
+    }
+
+    /// Generates a complete answer.
+    async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError>;
+
+    /// Streams an answer.
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let response = self.generate(request).await?;
+        Ok(Box::pin(futures::stream::iter(
+            assemble::chunks_of(&response).into_iter().map(Ok),
+        )))
+    }
+}
+
+/// A model call failed. Match on the variant to react (retry later, compact and retry, fix
+/// credentials); every message says what was wrong and what to do.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The provider rejected the credentials (HTTP 401/403).
+    #[error("{provider}: authentication failed ({message}); check the API key")]
+    Authentication {
+        /// Provider name.
+        provider: String,
+        /// The provider's message.
+        message: String,
+    },
+    /// Too many requests (HTTP 429), after retries.
+    #[error("{provider}: rate limited ({message}){}", retry_hint(.retry_after))]
+    RateLimited {
+        /// Provider name.
+        provider: String,
+        /// How long the provider asked to wait.
+        retry_after: Option<Duration>,
+        /// The provider's message.
+        message: String,
+    },
+    /// The request does not fit the model's context window.
+    #[error(
+        "{provider}: the request exceeds the model's context window ({message}); shorten the \
+         conversation or enable compaction / overflow recovery"
+    )]
+    ContextLengthExceeded {
+        /// Provider name.
+        provider: String,
+        /// The provider's message.
+        message: String,
+    },
+    /// The provider refused the request (HTTP 4xx other than the above).
+    #[error("{provider}: bad request (HTTP {status}): {message}")]
+    BadRequest {
+        /// Provider name.
+        provider: String,
+        /// HTTP status.
+        status: u16,
+        /// The provider's message.
+        message: String,
+    },
+    /// The provider failed (HTTP 5xx), after retries.
+    #[error("{provider}: server error (HTTP {status}): {message}")]
+    Server {
+        /// Provider name.
+        provider: String,
+        /// HTTP status.
+        status: u16,
+        /// The provider's message.
+        message: String,
+    },
+    /// No answer in time.
+    #[error("{provider}: timed out after {after:?}; raise `timeout_ms` or try again")]
+    Timeout {
+        /// Provider name.
+        provider: String,
+        /// The timeout.
+        after: Duration,
+    },
+    /// The connection failed or broke (after retries).
+    #[error("{provider}: connection failed: {message}")]
+    Connection {
+        /// Provider name.
+        provider: String,
+        /// What happened.
+        message: String,
+    },
+    /// The provider's answer could not be understood.
+    #[error("{provider}: malformed response: {message}")]
+    MalformedResponse {
+        /// Provider name.
+        provider: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// No API key configured.
+    #[error(
+        "{provider}: no API key; set the environment variable {variable} or pass one in \
+         `kit::Config`"
+    )]
+    MissingCredentials {
+        /// Provider name.
+        provider: String,
+        /// The environment variable to set.
+        variable: String,
+    },
+    /// A `provider:model` string named an unknown provider.
+    #[error("unknown model provider `{name}`; known providers: {known}")]
+    UnknownProvider {
+        /// The name given.
+        name: String,
+        /// The known ones, comma separated.
+        known: String,
+    },
+    /// Anything else (a scripted model ran out of answers, an invalid model string, ...).
+    #[error("{0}")]
+    Other(String),
+}
+
+fn retry_hint(after: &Option<Duration>) -> String {
+    match after {
+        Some(d) => format!("; retry after {:.1}s", d.as_secs_f64()),
+        None => "; retry later".to_string(),
+    }
+}
+
+impl ModelError {
+    /// True when the request did not fit the context window (what overflow recovery keys on).
+    pub fn is_context_overflow(&self) -> bool {
+        matches!(self, ModelError::ContextLengthExceeded { .. })
+    }
+
+    /// True for errors worth retrying later (rate limits, server errors, timeouts, connection).
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ModelError::RateLimited { .. }
+                | ModelError::Server { .. }
+                | ModelError::Timeout { .. }
+                | ModelError::Connection { .. }
+        )
+    }
+
+    /// A short machine-readable kind, for events and traces.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ModelError::Authentication { .. } => "authentication",
+            ModelError::RateLimited { .. } => "rate_limited",
+            ModelError::ContextLengthExceeded { .. } => "context_length_exceeded",
+            ModelError::BadRequest { .. } => "bad_request",
+            ModelError::Server { .. } => "server",
+            ModelError::Timeout { .. } => "timeout",
+            ModelError::Connection { .. } => "connection",
+            ModelError::MalformedResponse { .. } => "malformed_response",
+            ModelError::MissingCredentials { .. } => "missing_credentials",
+            ModelError::UnknownProvider { .. } => "unknown_provider",
+            ModelError::Other(_) => "other",
+        }
+    }
+}
+
+/// The providers `init` knows.
+pub const PROVIDERS: &[&str] = &["openai", "anthropic", "ollama"];
+
+/// Resolves a `provider:model` string (`openai:gpt-4o-mini`, `anthropic:claude-…`,
+/// `ollama:llama3.1`) to a model, with credentials from `config`.
+pub fn init(
+    spec: &str,
+    config: &crate::config::Config,
+    options: ModelOptions,
+) -> Result<Arc<dyn ChatModel>, ModelError> {
+    let Some((provider, model)) = spec.split_once(':') else {
+        return Err(ModelError::Other(format!(
+            "model `{spec}` must be written `provider:model`, e.g. `openai:gpt-4o-mini`"
+        )));
+    };
+    let _ = (model, config, options);
+    Err(ModelError::UnknownProvider {
+        name: provider.to_string(),
+        known: PROVIDERS.join(", "),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_say_what_to_do() {
+        let e = ModelError::MissingCredentials {
+            provider: "openai".into(),
+            variable: "OPENAI_API_KEY".into(),
+        };
+        assert!(e.to_string().contains("OPENAI_API_KEY"));
+        let e = ModelError::RateLimited {
+            provider: "openai".into(),
+            retry_after: Some(Duration::from_secs(2)),
+            message: "slow down".into(),
+        };
+        assert!(e.to_string().contains("retry after 2.0s"), "{e}");
+        assert!(e.is_transient());
+    }
+
+    #[test]
+    fn options_fall_back_to_base() {
+        let base = ModelOptions::default().temperature(0.5).retries(3);
+        let opts = ModelOptions::default().temperature(0.1).or(&base);
+        assert_eq!(opts.temperature, Some(0.1));
+        assert_eq!(opts.retries, Some(3));
+    }
+}
