@@ -22,6 +22,9 @@ pub mod tool;
 pub mod trace;
 
 pub use agent::{Agent, AgentError, AgentState, Middleware};
+/// Re-exported so implementations of kit's async traits (`Middleware`, `Checkpointer`,
+/// `ChatModel`, ...) need no extra dependency: `#[kit::async_trait]`.
+pub use async_trait::async_trait;
 pub use checkpoint::{Checkpointer, MemoryCheckpointer};
 pub use config::Config;
 pub use event::{Event, EventKind, EventStream};

@@ -29,7 +29,7 @@
 //!
 //! struct TopicFilter;
 //!
-//! #[async_trait::async_trait]
+//! #[kit::async_trait]
 //! impl Middleware for TopicFilter {
 //!     fn name(&self) -> &str { "TopicFilter" }
 //!     fn hooks(&self) -> &[Hook] { &[Hook::BeforeAgent] }
@@ -245,7 +245,7 @@ impl<'a> ToolNext<'a> {
 /// A middleware: hooks around the agent loop, wrappers around model and tool calls, and the
 /// tools and state channels it contributes. Implement the methods you need; the rest do
 /// nothing.
-#[async_trait::async_trait]
+#[kit::async_trait]
 pub trait Middleware: Send + Sync + 'static {
     /// A unique name (shown in events, traces and node names).
     fn name(&self) -> &str;

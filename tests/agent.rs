@@ -1,0 +1,516 @@
+//! Agents with the scripted model: the loop, tool errors, malformed calls, hook order, jumps,
+//! wrappers, memory and streaming.
+
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kit::agent::{
+    Agent, AgentError, AgentState, Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelNext,
+    Runtime,
+};
+use kit::model::{ModelError, ModelRequest, ModelResponse};
+use kit::testing::{ScriptStep, ScriptedModel};
+use kit::tool::{Tool, ToolContext, ToolError, ToolHandler, ToolOutput};
+use kit::{EventKind, MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
+use serde::Deserialize;
+use serde_json::json;
+
+/// Adds two integers.
+#[derive(kit::Tool, Deserialize, schemars::JsonSchema)]
+struct Add {
+    /// First addend.
+    a: i64,
+    /// Second addend.
+    b: i64,
+}
+
+impl ToolHandler for Add {
+    type Output = i64;
+    async fn run(self, _ctx: ToolContext) -> Result<i64, ToolError> {
+        Ok(self.a + self.b)
+    }
+}
+
+/// Looks up the weather of a city.
+#[derive(kit::Tool, Deserialize, schemars::JsonSchema)]
+struct Weather {
+    city: String,
+}
+
+impl ToolHandler for Weather {
+    type Output = String;
+    async fn run(self, _ctx: ToolContext) -> Result<String, ToolError> {
+        if self.city == "Atlantis" {
+            return Err(ToolError::new("no weather station in Atlantis"));
+        }
+        Ok(format!("sunny in {}", self.city))
+    }
+}
+
+fn calls(list: &[(&str, &str, serde_json::Value)]) -> Message {
+    Message::assistant_with_tool_calls(
+        "",
+        list.iter()
+            .map(|(id, name, args)| ToolCall::with_id(*id, *name, args.clone()))
+            .collect(),
+    )
+}
+
+fn tool_messages(state: &AgentState) -> Vec<&Message> {
+    state
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .collect()
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_run_and_results_keep_call_order() {
+    let model = ScriptedModel::new([
+        calls(&[
+            ("c1", "weather", json!({"city": "Paris"})),
+            ("c2", "add", json!({"a": 2, "b": 3})),
+            ("c3", "weather", json!({"city": "Rome"})),
+        ]),
+        Message::assistant("Paris and Rome are sunny; 2+3=5."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tools([Add::tool(), Weather::tool()])
+        .build()
+        .unwrap();
+    let out = agent.invoke("weather and sums", &RunOptions::new()).await.unwrap();
+    let state = out.into_state();
+    let results: Vec<(String, String)> = tool_messages(&state)
+        .iter()
+        .map(|m| (m.tool_call_id.clone().unwrap(), m.text()))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("c1".to_string(), "sunny in Paris".to_string()),
+            ("c2".to_string(), "5".to_string()),
+            ("c3".to_string(), "sunny in Rome".to_string()),
+        ]
+    );
+    assert_eq!(state.final_text(), "Paris and Rome are sunny; 2+3=5.");
+    // The second model call saw all three results.
+    let second = &model.requests()[1];
+    assert_eq!(second.messages.len(), 5);
+    assert_eq!(second.tools.len(), 2);
+}
+
+#[tokio::test]
+async fn tool_errors_and_malformed_calls_reach_the_model_which_recovers() {
+    let model = ScriptedModel::new([
+        calls(&[
+            ("e1", "weather", json!({"city": "Atlantis"})),
+            ("e2", "add", json!({"a": "two", "b": 3})),
+            ("e3", "add", json!("{\"a\": 1,")),
+            ("e4", "teleport", json!({})),
+        ]),
+        calls(&[("ok", "add", json!({"a": 2, "b": 3}))]),
+        Message::assistant("Recovered: 5"),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tools([Add::tool(), Weather::tool()])
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("try things", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    let results = tool_messages(&state);
+    assert_eq!(results.len(), 5, "every call got exactly one result");
+    assert!(results[..4].iter().all(|m| m.is_error()));
+    assert_eq!(results[0].text(), "Error: no weather station in Atlantis");
+    assert!(results[1].text().contains("`a`: expected integer"), "{}", results[1].text());
+    assert!(results[2].text().contains("not valid JSON"), "{}", results[2].text());
+    assert!(
+        results[3]
+            .text()
+            .contains("teleport is not a valid tool, try one of [add, weather]"),
+        "{}",
+        results[3].text()
+    );
+    assert_eq!(results[4].text(), "5");
+    assert_eq!(state.final_text(), "Recovered: 5");
+    // The model saw the error results and their status.
+    let second = &model.requests()[1];
+    assert!(second.messages.iter().filter(|m| m.is_error()).count() == 4);
+}
+
+/// Records every hook call into a shared log.
+struct Recorder {
+    name: &'static str,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+#[kit::async_trait]
+impl Middleware for Recorder {
+    fn name(&self) -> &str {
+        self.name
+    }
+    async fn before_agent(&self, _s: &AgentState, _rt: &Runtime) -> HookResult {
+        self.log.lock().unwrap().push(format!("{}.before_agent", self.name));
+        Ok(None)
+    }
+    async fn before_model(&self, _s: &AgentState, _rt: &Runtime) -> HookResult {
+        self.log.lock().unwrap().push(format!("{}.before_model", self.name));
+        Ok(None)
+    }
+    async fn after_model(&self, _s: &AgentState, _rt: &Runtime) -> HookResult {
+        self.log.lock().unwrap().push(format!("{}.after_model", self.name));
+        Ok(None)
+    }
+    async fn after_agent(&self, _s: &AgentState, _rt: &Runtime) -> HookResult {
+        self.log.lock().unwrap().push(format!("{}.after_agent", self.name));
+        Ok(None)
+    }
+    async fn wrap_model_call(
+        &self,
+        request: ModelRequest,
+        _rt: &Runtime,
+        next: ModelNext<'_>,
+    ) -> Result<ModelResponse, AgentError> {
+        self.log.lock().unwrap().push(format!("{}.wrap_model>", self.name));
+        let r = next.call(request).await;
+        self.log.lock().unwrap().push(format!("{}.wrap_model<", self.name));
+        r
+    }
+}
+
+#[tokio::test]
+async fn hooks_fire_in_the_documented_order() {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let model = ScriptedModel::new([
+        calls(&[("c", "add", json!({"a": 1, "b": 1}))]),
+        Message::assistant("2"),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .tool(Add::tool())
+        .middleware(Recorder { name: "A", log: log.clone() })
+        .middleware(Recorder { name: "B", log: log.clone() })
+        .build()
+        .unwrap();
+    agent.invoke("1+1", &RunOptions::new()).await.unwrap();
+    let log = log.lock().unwrap().clone();
+    let turn = [
+        "A.before_model",
+        "B.before_model",
+        "A.wrap_model>",
+        "B.wrap_model>",
+        "B.wrap_model<",
+        "A.wrap_model<",
+        "B.after_model",
+        "A.after_model",
+    ];
+    let mut expected = vec!["A.before_agent", "B.before_agent"];
+    expected.extend(turn);
+    expected.extend(turn);
+    expected.extend(["B.after_agent", "A.after_agent"]);
+    assert_eq!(log, expected);
+}
+
+/// Ends the run from a hook with a message.
+struct Guard {
+    hook: Hook,
+    declared: bool,
+}
+
+#[kit::async_trait]
+impl Middleware for Guard {
+    fn name(&self) -> &str {
+        "Guard"
+    }
+    fn hooks(&self) -> &[Hook] {
+        std::slice::from_ref(&self.hook)
+    }
+    fn can_jump_to(&self, _hook: Hook) -> &[JumpTo] {
+        if self.declared { &[JumpTo::End] } else { &[] }
+    }
+    async fn before_agent(&self, s: &AgentState, _rt: &Runtime) -> HookResult {
+        let text = s.messages.last().map(Message::text).unwrap_or_default();
+        if text.contains("crypto") {
+            return Ok(Some(HookUpdate::end_with(Message::assistant(
+                "I only talk about cooking.",
+            ))));
+        }
+        Ok(None)
+    }
+    async fn after_agent(&self, s: &AgentState, _rt: &Runtime) -> HookResult {
+        if s.final_text().contains("secret") {
+            return Ok(Some(HookUpdate::end_with(Message::assistant(
+                "[answer withheld by policy]",
+            ))));
+        }
+        Ok(None)
+    }
+}
+
+#[tokio::test]
+async fn jump_to_end_from_before_agent_and_after_agent() {
+    let model = ScriptedModel::new(Vec::<Message>::new());
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(Guard {
+            hook: Hook::BeforeAgent,
+            declared: true,
+        })
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("tell me about crypto", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), "I only talk about cooking.");
+    assert_eq!(model.calls(), 0, "the model was never called");
+
+    let model = ScriptedModel::new([Message::assistant("the secret is 42")]);
+    let agent = Agent::builder()
+        .model(model)
+        .middleware(Guard {
+            hook: Hook::AfterAgent,
+            declared: true,
+        })
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("what is the secret?", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), "[answer withheld by policy]");
+
+    // A jump the middleware did not declare is an error naming it.
+    let agent = Agent::builder()
+        .model(ScriptedModel::new(Vec::<Message>::new()))
+        .middleware(Guard {
+            hook: Hook::BeforeAgent,
+            declared: false,
+        })
+        .build()
+        .unwrap();
+    let err = agent
+        .invoke("crypto", &RunOptions::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, AgentError::UndeclaredJump { .. }), "{err}");
+    assert!(err.to_string().contains("can_jump_to"));
+}
+
+/// Retries the model call once on a transient error.
+struct RetryOnce;
+
+#[kit::async_trait]
+impl Middleware for RetryOnce {
+    fn name(&self) -> &str {
+        "RetryOnce"
+    }
+    fn hooks(&self) -> &[Hook] {
+        &[]
+    }
+    async fn wrap_model_call(
+        &self,
+        request: ModelRequest,
+        _rt: &Runtime,
+        next: ModelNext<'_>,
+    ) -> Result<ModelResponse, AgentError> {
+        match next.call(request.clone()).await {
+            Err(AgentError::Model(e)) if e.is_transient() => next.call(request).await,
+            other => other,
+        }
+    }
+}
+
+#[tokio::test]
+async fn wrap_model_call_can_retry() {
+    let model = ScriptedModel::new([
+        ScriptStep::Fail(ModelError::Server {
+            provider: "scripted".into(),
+            status: 503,
+            message: "overloaded".into(),
+        }),
+        ScriptStep::Reply(Message::assistant("second time lucky")),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(RetryOnce)
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("hi", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), "second time lucky");
+    assert_eq!(model.calls(), 2);
+
+    // Without the wrapper the typed model error reaches the caller.
+    let model = ScriptedModel::new([ScriptStep::Fail(ModelError::Authentication {
+        provider: "scripted".into(),
+        message: "bad key".into(),
+    })]);
+    let agent = Agent::builder().model(model).build().unwrap();
+    let err = agent.invoke("hi", &RunOptions::new()).await.unwrap_err();
+    assert!(
+        matches!(err, AgentError::Model(ModelError::Authentication { .. })),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn memory_across_two_invokes_with_a_checkpointer() {
+    let model = ScriptedModel::new([
+        Message::assistant("Nice to meet you, Ada."),
+        Message::assistant("Your name is Ada."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("conversation-1");
+    agent.invoke("I am Ada.", &opts).await.unwrap();
+    let state = agent
+        .invoke("What is my name?", &opts)
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.messages.len(), 4);
+    assert_eq!(state.final_text(), "Your name is Ada.");
+    let second = &model.requests()[1];
+    let texts: Vec<String> = second.messages.iter().map(Message::text).collect();
+    assert_eq!(
+        texts,
+        ["I am Ada.", "Nice to meet you, Ada.", "What is my name?"]
+    );
+    // Another thread starts fresh.
+    let other = agent
+        .invoke("hi", &RunOptions::new().thread_id("conversation-2"))
+        .await;
+    assert!(other.is_err(), "the script has no third answer");
+}
+
+#[tokio::test]
+async fn streamed_event_sequence() {
+    let model = ScriptedModel::new([
+        Message::assistant_with_tool_calls(
+            "Let me add.",
+            vec![ToolCall::with_id("c1", "add", json!({"a": 20, "b": 22}))],
+        ),
+        Message::assistant("The answer is 42"),
+    ]);
+    let agent = Agent::builder()
+        .name("calc")
+        .model(model)
+        .tool(Add::tool())
+        .build()
+        .unwrap();
+    let events: Vec<kit::Event> = agent
+        .stream_events("20+22?", &RunOptions::new())
+        .collect()
+        .await;
+    let kinds: Vec<String> = events
+        .iter()
+        .filter(|e| e.event != EventKind::ModelDelta)
+        .map(|e| format!("{}:{}", e.event, e.name))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "run_start:calc",
+            "node_start:model",
+            "model_start:scripted",
+            "model_end:scripted",
+            "node_end:model",
+            "node_start:tools",
+            "tool_start:add",
+            "tool_end:add",
+            "node_end:tools",
+            "node_start:model",
+            "model_start:scripted",
+            "model_end:scripted",
+            "node_end:model",
+            "run_end:calc",
+        ]
+    );
+    let deltas: String = events
+        .iter()
+        .filter(|e| e.event == EventKind::ModelDelta)
+        .filter_map(|e| e.data["text"].as_str().map(String::from))
+        .collect::<Vec<_>>()
+        .join("");
+    assert_eq!(deltas, "Let me add.The answer is 42");
+    let tool_end = events.iter().find(|e| e.event == EventKind::ToolEnd).unwrap();
+    assert_eq!(tool_end.data["result"], "42");
+    assert_eq!(tool_end.metadata.tool_call_id.as_deref(), Some("c1"));
+    let arg_deltas: Vec<&kit::Event> = events
+        .iter()
+        .filter(|e| e.event == EventKind::ModelDelta && e.data.get("tool_call").is_some())
+        .collect();
+    assert_eq!(arg_deltas.len(), 2, "tool-call arguments arrive in chunks");
+    let end = events.last().unwrap();
+    assert_eq!(end.data["status"], "done");
+}
+
+#[tokio::test]
+async fn build_errors_are_clear() {
+    let err = Agent::builder().build().unwrap_err();
+    assert!(err.to_string().contains("has no model"), "{err}");
+    let err = Agent::builder()
+        .model(ScriptedModel::new(Vec::<Message>::new()))
+        .tools([Add::tool(), Add::tool()])
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("two tools are named `add`"), "{err}");
+    let no_tools = ScriptedModel::new(Vec::<Message>::new()).with_profile(kit::model::ModelProfile {
+        tool_calling: false,
+        ..Default::default()
+    });
+    let err = Agent::builder()
+        .model(no_tools)
+        .tool(Add::tool())
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot call tools"), "{err}");
+    let err = Agent::builder()
+        .model("nosuch:model")
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("unknown model provider `nosuch`"), "{err}");
+}
+
+#[tokio::test]
+async fn a_tool_can_update_state() {
+    let counter = Tool::from_fn(
+        "remember",
+        "Remembers a fact.",
+        json!({"type": "object", "properties": {"fact": {"type": "string"}}, "required": ["fact"]}),
+        |args, _ctx| async move {
+            let fact = args["fact"].as_str().unwrap_or_default().to_string();
+            Ok::<_, ToolError>(ToolOutput::text("noted").with_update(
+                kit::agent::AgentStateUpdate::new().todos(vec![kit::agent::Todo {
+                    content: fact,
+                    status: kit::agent::TodoStatus::Pending,
+                }]),
+            ))
+        },
+    );
+    let model = ScriptedModel::new([
+        calls(&[("r", "remember", json!({"fact": "buy milk"}))]),
+        Message::assistant("ok"),
+    ]);
+    let agent = Agent::builder().model(model).tool(counter).build().unwrap();
+    let state = agent
+        .invoke("remember milk", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.todos.len(), 1);
+    assert_eq!(state.todos[0].content, "buy milk");
+}
