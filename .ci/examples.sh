@@ -17,3 +17,4 @@ expect() {
 }
 
 expect graph "paused in \`refund\`" "resolution: refunded" "3 checkpoints"
+expect agent "← convert: \"108.00 USD\"" "follow-up answer: Together that is 171.50 USD." "guardrail: I can only help with currency questions."

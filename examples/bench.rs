@@ -11,6 +11,7 @@
 //! Output lines starting with `RESULT` have the anchor's format, so the two can be compared
 //! line by line.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
@@ -182,7 +183,11 @@ async fn w1(reps: usize) {
         std::hint::black_box(invoke_linear(&graph, &opts).await);
     })
     .await;
-    report("W1 invoke", &stats(times), &[("node_step", N_LINEAR as f64)]);
+    report(
+        "W1 invoke",
+        &stats(times),
+        &[("node_step", N_LINEAR as f64)],
+    );
 }
 
 async fn invoke_linear(graph: &Graph<Linear>, opts: &RunOptions) -> Linear {
@@ -264,7 +269,10 @@ fn check_fan(s: &Fan) {
         || middle != expected
         || s.joined != 51
     {
-        fail(&format!("W3 check failed: {:?} joined={}", s.items, s.joined));
+        fail(&format!(
+            "W3 check failed: {:?} joined={}",
+            s.items, s.joined
+        ));
     }
 }
 
@@ -350,13 +358,186 @@ async fn w6(reps: usize) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// W2 / W4: the agent loop (model + add tool, 10 rounds) with an in-memory checkpointer
+
+const ROUNDS: usize = 10;
+
+/// Adds two integers.
+#[derive(kit::Tool, Deserialize, schemars::JsonSchema)]
+struct Add {
+    a: i64,
+    b: i64,
+}
+
+impl kit::tool::ToolHandler for Add {
+    type Output = i64;
+    async fn run(self, _ctx: kit::tool::ToolContext) -> Result<i64, kit::tool::ToolError> {
+        Ok(self.a + self.b)
+    }
+}
+
+/// The workload's stateless fake model: k tool results after the last human message → call
+/// `add(k, 1)` while k < 10, else answer "done: <last tool result>".
+fn fake_model() -> kit::testing::ScriptedModel {
+    kit::testing::ScriptedModel::from_fn(|request| {
+        let last_human = request
+            .messages
+            .iter()
+            .rposition(|m| m.role == kit::Role::User)
+            .unwrap_or(0);
+        let tool_results: Vec<&kit::Message> = request.messages[last_human..]
+            .iter()
+            .filter(|m| m.role == kit::Role::Tool)
+            .collect();
+        let k = tool_results.len();
+        Ok(if k < ROUNDS {
+            kit::Message::assistant_with_tool_calls(
+                "",
+                vec![kit::ToolCall::with_id(
+                    format!("call_{k}"),
+                    "add",
+                    serde_json::json!({"a": k, "b": 1}),
+                )],
+            )
+        } else {
+            let last = tool_results.last().map(|m| m.text()).unwrap_or_default();
+            kit::Message::assistant(format!("done: {last}"))
+        })
+    })
+}
+
+fn w2_agent(checkpointer: Arc<dyn kit::Checkpointer>) -> kit::Agent {
+    match kit::Agent::builder()
+        .model(fake_model())
+        .tool(Add::tool())
+        .checkpointer(checkpointer)
+        .build()
+    {
+        Ok(a) => a,
+        Err(e) => fail(&format!("W2 agent: {e}")),
+    }
+}
+
+fn check_w2(state: &kit::AgentState) {
+    let tools = state
+        .messages
+        .iter()
+        .filter(|m| m.role == kit::Role::Tool)
+        .count();
+    if state.messages.len() != 22 || state.final_text() != "done: 10" || tools != ROUNDS {
+        fail(&format!(
+            "W2 check failed: {} messages, final {:?}, {tools} tool messages",
+            state.messages.len(),
+            state.final_text()
+        ));
+    }
+}
+
+async fn run_w2(agent: &kit::Agent, thread: String) -> kit::AgentState {
+    let mut opts = RunOptions::new().thread_id(thread);
+    if let Ok(d) = std::env::var("KIT_BENCH_DURABILITY") {
+        opts = opts.durability(match d.as_str() {
+            "sync" => kit::graph::Durability::Sync,
+            "exit" => kit::graph::Durability::Exit,
+            _ => kit::graph::Durability::Async,
+        });
+    }
+    match agent.invoke("Add things up.", &opts).await {
+        Ok(out) => out.into_state(),
+        Err(e) => fail(&format!("W2 invoke: {e}")),
+    }
+}
+
+async fn w2(reps: usize) {
+    header("W2 agent loop (10 tool rounds), MemoryCheckpointer, new thread per run");
+    let agent = w2_agent(Arc::new(kit::MemoryCheckpointer::new()));
+    check_w2(&run_w2(&agent, "check".into()).await);
+    let mut n = 0usize;
+    let times = time_async(20, reps, || {
+        n += 1;
+        let thread = format!("w2-{n}");
+        let agent = &agent;
+        async move {
+            std::hint::black_box(run_w2(agent, thread).await);
+        }
+    })
+    .await;
+    report(
+        "W2 ainvoke_sequential",
+        &stats(times),
+        &[("round", ROUNDS as f64), ("node_step", 21.0)],
+    );
+}
+
+async fn w4_round(runs: usize, round: usize) -> (f64, Vec<f64>, kit::AgentState, kit::AgentState) {
+    let agent = w2_agent(Arc::new(kit::MemoryCheckpointer::new()));
+    let start = Instant::now();
+    let mut handles = Vec::with_capacity(runs);
+    for i in 0..runs {
+        let agent = agent.clone();
+        handles.push(tokio::spawn(async move {
+            let t = Instant::now();
+            let state = run_w2(&agent, format!("r{round}-{i}")).await;
+            (t.elapsed().as_secs_f64() * 1e6, state)
+        }));
+    }
+    let mut latencies = Vec::with_capacity(runs);
+    let mut states = Vec::with_capacity(runs);
+    for h in handles {
+        match h.await {
+            Ok((us, state)) => {
+                latencies.push(us);
+                states.push(state);
+            }
+            Err(e) => fail(&format!("W4 run panicked: {e}")),
+        }
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let first = states.first().cloned().unwrap_or_default();
+    let last = states.last().cloned().unwrap_or_default();
+    (wall, latencies, first, last)
+}
+
+fn w4() {
+    let workers = 2;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(&format!("runtime: {e}")));
+    println!("# W4 1000 concurrent agent runs (W2's agent), fresh MemoryCheckpointer per round");
+    println!("# runtime: tokio multi_thread, {workers} workers; every run a spawned task");
+    println!("# maxrss before rounds: {:.1} MiB", maxrss_mib());
+    rt.block_on(async {
+        let _ = w4_round(50, 0).await;
+        for round in 1..=3 {
+            let (wall, latencies, first, last) = w4_round(1000, round).await;
+            check_w2(&first);
+            check_w2(&last);
+            let s = stats(latencies);
+            println!(
+                "RESULT W4 round={round} runs=1000 wall_s={wall:.3} runs_per_s={:.0} \
+                 latency_median_us={:.0} latency_p95_us={:.0} per_node_step_us={:.3} \
+                 rss_now_mib={:.1} maxrss_mib={:.1}",
+                1000.0 / wall,
+                s.median,
+                s.p95,
+                wall * 1e6 / (1000.0 * 21.0),
+                proc_status_kib("VmRSS:") / 1024.0,
+                maxrss_mib()
+            );
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
 
 fn fail(message: &str) -> ! {
     eprintln!("bench: {message}");
     std::process::exit(1)
 }
 
-const WORKLOADS: &[&str] = &["w1", "w3", "w6"];
+const WORKLOADS: &[&str] = &["w1", "w2", "w3", "w4", "w6"];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -384,6 +565,10 @@ fn main() {
         }
         return;
     }
+    if which == "w4" {
+        w4();
+        return;
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -391,6 +576,7 @@ fn main() {
     rt.block_on(async {
         match which.as_str() {
             "w1" => w1(reps).await,
+            "w2" => w2(reps).await,
             "w3" => w3(reps).await,
             "w6" => w6(reps).await,
             other => fail(&format!(

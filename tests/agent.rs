@@ -79,7 +79,10 @@ async fn parallel_tool_calls_run_and_results_keep_call_order() {
         .tools([Add::tool(), Weather::tool()])
         .build()
         .unwrap();
-    let out = agent.invoke("weather and sums", &RunOptions::new()).await.unwrap();
+    let out = agent
+        .invoke("weather and sums", &RunOptions::new())
+        .await
+        .unwrap();
     let state = out.into_state();
     let results: Vec<(String, String)> = tool_messages(&state)
         .iter()
@@ -126,8 +129,16 @@ async fn tool_errors_and_malformed_calls_reach_the_model_which_recovers() {
     assert_eq!(results.len(), 5, "every call got exactly one result");
     assert!(results[..4].iter().all(|m| m.is_error()));
     assert_eq!(results[0].text(), "Error: no weather station in Atlantis");
-    assert!(results[1].text().contains("`a`: expected integer"), "{}", results[1].text());
-    assert!(results[2].text().contains("not valid JSON"), "{}", results[2].text());
+    assert!(
+        results[1].text().contains("`a`: expected integer"),
+        "{}",
+        results[1].text()
+    );
+    assert!(
+        results[2].text().contains("not valid JSON"),
+        "{}",
+        results[2].text()
+    );
     assert!(
         results[3]
             .text()
@@ -154,19 +165,31 @@ impl Middleware for Recorder {
         self.name
     }
     async fn before_agent(&self, _s: &AgentState, _rt: &Runtime) -> HookResult {
-        self.log.lock().unwrap().push(format!("{}.before_agent", self.name));
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}.before_agent", self.name));
         Ok(None)
     }
     async fn before_model(&self, _s: &AgentState, _rt: &Runtime) -> HookResult {
-        self.log.lock().unwrap().push(format!("{}.before_model", self.name));
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}.before_model", self.name));
         Ok(None)
     }
     async fn after_model(&self, _s: &AgentState, _rt: &Runtime) -> HookResult {
-        self.log.lock().unwrap().push(format!("{}.after_model", self.name));
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}.after_model", self.name));
         Ok(None)
     }
     async fn after_agent(&self, _s: &AgentState, _rt: &Runtime) -> HookResult {
-        self.log.lock().unwrap().push(format!("{}.after_agent", self.name));
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}.after_agent", self.name));
         Ok(None)
     }
     async fn wrap_model_call(
@@ -175,9 +198,15 @@ impl Middleware for Recorder {
         _rt: &Runtime,
         next: ModelNext<'_>,
     ) -> Result<ModelResponse, AgentError> {
-        self.log.lock().unwrap().push(format!("{}.wrap_model>", self.name));
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}.wrap_model>", self.name));
         let r = next.call(request).await;
-        self.log.lock().unwrap().push(format!("{}.wrap_model<", self.name));
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}.wrap_model<", self.name));
         r
     }
 }
@@ -192,8 +221,14 @@ async fn hooks_fire_in_the_documented_order() {
     let agent = Agent::builder()
         .model(model)
         .tool(Add::tool())
-        .middleware(Recorder { name: "A", log: log.clone() })
-        .middleware(Recorder { name: "B", log: log.clone() })
+        .middleware(Recorder {
+            name: "A",
+            log: log.clone(),
+        })
+        .middleware(Recorder {
+            name: "B",
+            log: log.clone(),
+        })
         .build()
         .unwrap();
     agent.invoke("1+1", &RunOptions::new()).await.unwrap();
@@ -446,7 +481,10 @@ async fn streamed_event_sequence() {
         .collect::<Vec<_>>()
         .join("");
     assert_eq!(deltas, "Let me add.The answer is 42");
-    let tool_end = events.iter().find(|e| e.event == EventKind::ToolEnd).unwrap();
+    let tool_end = events
+        .iter()
+        .find(|e| e.event == EventKind::ToolEnd)
+        .unwrap();
     assert_eq!(tool_end.data["result"], "42");
     assert_eq!(tool_end.metadata.tool_call_id.as_deref(), Some("c1"));
     let arg_deltas: Vec<&kit::Event> = events
@@ -467,22 +505,26 @@ async fn build_errors_are_clear() {
         .tools([Add::tool(), Add::tool()])
         .build()
         .unwrap_err();
-    assert!(err.to_string().contains("two tools are named `add`"), "{err}");
-    let no_tools = ScriptedModel::new(Vec::<Message>::new()).with_profile(kit::model::ModelProfile {
-        tool_calling: false,
-        ..Default::default()
-    });
+    assert!(
+        err.to_string().contains("two tools are named `add`"),
+        "{err}"
+    );
+    let no_tools =
+        ScriptedModel::new(Vec::<Message>::new()).with_profile(kit::model::ModelProfile {
+            tool_calling: false,
+            ..Default::default()
+        });
     let err = Agent::builder()
         .model(no_tools)
         .tool(Add::tool())
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("cannot call tools"), "{err}");
-    let err = Agent::builder()
-        .model("nosuch:model")
-        .build()
-        .unwrap_err();
-    assert!(err.to_string().contains("unknown model provider `nosuch`"), "{err}");
+    let err = Agent::builder().model("nosuch:model").build().unwrap_err();
+    assert!(
+        err.to_string().contains("unknown model provider `nosuch`"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -38,7 +38,6 @@ pub use model::ChatModel;
 pub use state::{Overwrite, State, reducers};
 pub use tool::Tool;
 
-
 /// Support code for the macros. Not a public API: it may change in any release.
 #[doc(hidden)]
 pub mod __private {

@@ -118,10 +118,13 @@ pub(crate) fn build_graph(
                 name: Arc::from(name.as_str()),
             };
             let node = Arc::new(node);
-            g = g.node(name.clone(), move |state: Arc<AgentState>, ctx: NodeContext| {
-                let node = node.clone();
-                async move { node.run(state, ctx).await }
-            });
+            g = g.node(
+                name.clone(),
+                move |state: Arc<AgentState>, ctx: NodeContext| {
+                    let node = node.clone();
+                    async move { node.run(state, ctx).await }
+                },
+            );
             g = g.destinations(name.clone(), destinations(&layout));
         }
     }
@@ -331,7 +334,10 @@ fn patch_dangling_calls(messages: &[Message]) -> Option<Vec<Message>> {
         .filter_map(|m| m.tool_call_id.as_deref())
         .collect();
     let dangling = messages.iter().any(|m| {
-        m.role == Role::Assistant && m.tool_calls.iter().any(|c| !answered.contains(c.id.as_str()))
+        m.role == Role::Assistant
+            && m.tool_calls
+                .iter()
+                .any(|c| !answered.contains(c.id.as_str()))
     });
     if !dangling {
         return None;
@@ -578,7 +584,13 @@ mod tests {
         let roles: Vec<Role> = patched.iter().map(|m| m.role).collect();
         assert_eq!(
             roles,
-            [Role::User, Role::Assistant, Role::Tool, Role::Tool, Role::User]
+            [
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::Tool,
+                Role::User
+            ]
         );
         assert_eq!(patched[3].tool_call_id.as_deref(), Some("b"));
         assert!(patched[3].text().contains("did not complete"));

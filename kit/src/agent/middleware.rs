@@ -193,9 +193,9 @@ impl Runtime {
 #[derive(Clone, Copy)]
 pub struct ModelNext<'a> {
     pub(crate) chain: &'a [Arc<dyn Middleware>],
-    pub(crate) base: &'a (dyn Fn(ModelRequest) -> BoxFuture<'a, Result<ModelResponse, AgentError>>
-                 + Send
-                 + Sync),
+    pub(crate) base: &'a (
+            dyn Fn(ModelRequest) -> BoxFuture<'a, Result<ModelResponse, AgentError>> + Send + Sync
+        ),
     pub(crate) rt: &'a Runtime,
 }
 

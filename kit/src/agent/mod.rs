@@ -136,11 +136,12 @@ impl From<GraphError> for AgentError {
     /// Unwraps agent errors raised inside nodes so callers can match on them.
     fn from(e: GraphError) -> Self {
         match e {
-            GraphError::NodeFailed { source, node, step } => match source.downcast::<AgentError>()
-            {
-                Ok(agent_error) => *agent_error,
-                Err(source) => AgentError::Graph(GraphError::NodeFailed { node, step, source }),
-            },
+            GraphError::NodeFailed { source, node, step } => {
+                match source.downcast::<AgentError>() {
+                    Ok(agent_error) => *agent_error,
+                    Err(source) => AgentError::Graph(GraphError::NodeFailed { node, step, source }),
+                }
+            }
             other => AgentError::Graph(other),
         }
     }

@@ -60,7 +60,9 @@ impl AgentState {
 
     /// The index of the last assistant message.
     pub fn last_ai_index(&self) -> Option<usize> {
-        self.messages.iter().rposition(|m| m.role == Role::Assistant)
+        self.messages
+            .iter()
+            .rposition(|m| m.role == Role::Assistant)
     }
 
     /// Tool calls of the last assistant message that no tool message answers yet.

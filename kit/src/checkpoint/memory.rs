@@ -40,7 +40,7 @@ struct NsData {
 struct Stored {
     meta: CheckpointMeta,
     channel_versions: BTreeMap<String, String>,
-    body: serde_json::Value,
+    body: Vec<u8>,
 }
 
 impl std::fmt::Debug for MemoryCheckpointer {

@@ -144,8 +144,9 @@ pub struct CheckpointWrite {
     pub channel_versions: BTreeMap<String, String>,
     /// New blobs written with this checkpoint (only the channels that changed).
     pub blobs: Vec<ChannelBlob>,
-    /// Executor data needed to continue (tasks due, join barriers, snapshot statistics).
-    pub body: Value,
+    /// Executor data needed to continue (tasks due, join barriers), as JSON bytes. Opaque to
+    /// back-ends: store and return it unchanged.
+    pub body: Vec<u8>,
     /// The head the writer expects the thread to have; `None` for a new thread.
     pub expected_head: Option<String>,
 }
@@ -204,8 +205,8 @@ pub struct LoadedCheckpoint {
     pub channel_versions: BTreeMap<String, String>,
     /// Channel data, resolved along each chain.
     pub channels: Vec<LoadedChannel>,
-    /// Executor data.
-    pub body: Value,
+    /// Executor data (JSON bytes, as written).
+    pub body: Vec<u8>,
     /// Writes recorded against this checkpoint.
     pub pending_writes: Vec<PendingWrite>,
     /// The thread's current head (the newest checkpoint on the active branch).

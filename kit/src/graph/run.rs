@@ -42,16 +42,22 @@ struct TaskSpec {
     arg: Option<SendArg>,
 }
 
-/// Executor data stored with each checkpoint.
-#[derive(Serialize, Deserialize, Default)]
+/// Executor data stored with each checkpoint: the tasks due and the join barriers. Written
+/// straight to bytes from borrowed data (no intermediate JSON tree).
+#[derive(Serialize)]
+struct BodyOut<'a> {
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    next: &'a [TaskRecord],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    joins: &'a [u64],
+}
+
+#[derive(Deserialize, Default)]
 struct Body {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    next: Vec<TaskRecord>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    joins: Vec<u64>,
-    /// Per channel (state order): bytes of the last full blob, bytes of deltas since.
     #[serde(default)]
-    stats: Vec<[u64; 2]>,
+    next: Vec<TaskRecord>,
+    #[serde(default)]
+    joins: Vec<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -171,8 +177,13 @@ impl<S: State> Exec<S> {
 
     fn restore(&mut self, loaded: LoadedCheckpoint) -> Result<(), GraphError> {
         self.state = Arc::new(restore_state::<S>(&self.graph.inner.schema, &loaded)?);
-        let body: Body = serde_json::from_value(loaded.body.clone())
-            .map_err(|e| CheckpointError::Corrupt(format!("checkpoint {}: {e}", loaded.meta.id)))?;
+        let body: Body = if loaded.body.is_empty() {
+            Body::default()
+        } else {
+            serde_json::from_slice(&loaded.body).map_err(|e| {
+                CheckpointError::Corrupt(format!("checkpoint {}: {e}", loaded.meta.id))
+            })?
+        };
         self.next = Vec::with_capacity(body.next.len());
         for record in body.next {
             let node = self.node_index(&record.node, "checkpoint")?;
@@ -185,8 +196,14 @@ impl<S: State> Exec<S> {
         if body.joins.len() == self.joins.len() {
             self.joins = body.joins;
         }
-        if body.stats.len() == self.stats.len() {
-            self.stats = body.stats;
+        // Snapshot statistics follow from the chains just loaded.
+        for channel in &loaded.channels {
+            if let Some(i) = crate::state::channel_index::<S>(&channel.name) {
+                self.stats[i] = [
+                    channel.full.as_ref().map_or(0, |f| f.len() as u64),
+                    channel.deltas.iter().map(|d| d.len() as u64).sum(),
+                ];
+            }
         }
         self.step = loaded.meta.step;
         self.versions = loaded.channel_versions;
@@ -957,30 +974,32 @@ impl<S: State> Exec<S> {
             blobs.push(blob);
         }
         self.changes = changes;
-        let body = Body {
-            next: self
-                .next
-                .iter()
-                .map(|t| TaskRecord {
-                    node: self.graph.inner.nodes[t.node].name.to_string(),
-                    send: t.send_index,
-                    arg: t.arg.as_ref().map(SendArg::to_json),
-                })
-                .collect(),
-            joins: if self.joins.iter().any(|j| *j != 0) {
-                self.joins.clone()
-            } else {
-                Vec::new()
-            },
-            stats: self.stats.clone(),
+        let next: Vec<TaskRecord> = self
+            .next
+            .iter()
+            .map(|t| TaskRecord {
+                node: self.graph.inner.nodes[t.node].name.to_string(),
+                send: t.send_index,
+                arg: t.arg.as_ref().map(SendArg::to_json),
+            })
+            .collect();
+        let joins: &[u64] = if self.joins.iter().any(|j| *j != 0) {
+            &self.joins
+        } else {
+            &[]
         };
+        let body = serde_json::to_vec(&BodyOut { next: &next, joins }).map_err(|e| {
+            GraphError::Checkpoint(CheckpointError::Corrupt(format!(
+                "checkpoint body could not be encoded: {e}"
+            )))
+        })?;
         let meta = CheckpointMeta {
             id: id.clone(),
             parent_id: self.parent.clone(),
             step: self.step,
             source,
             created_at: ids::now_rfc3339_millis(),
-            next: body.next.iter().map(|t| t.node.clone()).collect(),
+            next: next.into_iter().map(|t| t.node).collect(),
             metadata: Value::Object(self.opts.metadata.clone()),
         };
         let (thread_id, expected_head) = match &self.persist {
@@ -995,7 +1014,7 @@ impl<S: State> Exec<S> {
             meta,
             channel_versions: self.versions.clone(),
             blobs,
-            body: serde_json::to_value(&body).unwrap_or(Value::Null),
+            body,
             expected_head,
         })
     }

@@ -86,7 +86,9 @@ impl StreamAssembler {
             .calls
             .into_values()
             .map(|c| ToolCall {
-                id: c.id.unwrap_or_else(|| format!("call_{}", &crate::ids::random()[..8])),
+                id: c
+                    .id
+                    .unwrap_or_else(|| format!("call_{}", &crate::ids::random()[..8])),
                 name: c.name.unwrap_or_default(),
                 args: parse_args(&c.args),
             })

@@ -58,7 +58,9 @@ pub struct Tool {
 
 impl std::fmt::Debug for Tool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tool").field("name", &self.spec.name).finish()
+        f.debug_struct("Tool")
+            .field("name", &self.spec.name)
+            .finish()
     }
 }
 
@@ -116,10 +118,7 @@ pub trait ToolHandler: DeserializeOwned + Send + 'static {
     /// What the tool returns; serialised for the model (a string is sent as is).
     type Output: Serialize + Send;
     /// Runs the tool.
-    fn run(
-        self,
-        ctx: ToolContext,
-    ) -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
+    fn run(self, ctx: ToolContext) -> impl Future<Output = Result<Self::Output, ToolError>> + Send;
 }
 
 struct TypedTool<T>(std::marker::PhantomData<fn() -> T>);
@@ -127,16 +126,15 @@ struct TypedTool<T>(std::marker::PhantomData<fn() -> T>);
 #[async_trait::async_trait]
 impl<T: ToolHandler + ToolDefinition> DynTool for TypedTool<T> {
     async fn call(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: T = serde_json::from_value(args)
-            .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+        let input: T =
+            serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
         let output = input.run(ctx).await?;
         Ok(ToolOutput::json(&output))
     }
 }
 
-type Handler = dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<ToolOutput, ToolError>>
-    + Send
-    + Sync;
+type Handler =
+    dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<ToolOutput, ToolError>> + Send + Sync;
 
 struct FnTool(Box<Handler>);
 
@@ -449,7 +447,11 @@ impl std::fmt::Debug for ToolContext {
 
 impl ToolContext {
     /// A context inside an agent run.
-    pub fn new(call_id: impl Into<String>, state: Arc<AgentState>, node: Option<NodeContext>) -> Self {
+    pub fn new(
+        call_id: impl Into<String>,
+        state: Arc<AgentState>,
+        node: Option<NodeContext>,
+    ) -> Self {
         ToolContext {
             call_id: call_id.into(),
             state,
@@ -563,9 +565,12 @@ mod tests {
     }
 
     async fn run(tool: &Tool, args: Value) -> Message {
-        tool.execute(&ToolCall::with_id("c1", "add", args), ToolContext::detached())
-            .await
-            .message
+        tool.execute(
+            &ToolCall::with_id("c1", "add", args),
+            ToolContext::detached(),
+        )
+        .await
+        .message
     }
 
     #[tokio::test]
@@ -577,9 +582,17 @@ mod tests {
         assert_eq!(ok.tool_call_id.as_deref(), Some("c1"));
         let missing = run(&t, json!({"a": 1})).await;
         assert!(missing.is_error());
-        assert!(missing.text().contains("`b` is required"), "{}", missing.text());
+        assert!(
+            missing.text().contains("`b` is required"),
+            "{}",
+            missing.text()
+        );
         let typed = run(&t, json!({"a": "x", "b": 2})).await;
-        assert!(typed.text().contains("`a`: expected integer"), "{}", typed.text());
+        assert!(
+            typed.text().contains("`a`: expected integer"),
+            "{}",
+            typed.text()
+        );
         let raw = run(&t, Value::String("{a: 1".into())).await;
         assert!(raw.text().contains("not valid JSON"), "{}", raw.text());
         let failed = run(&t, json!({"a": 13, "b": 0})).await;
@@ -596,7 +609,10 @@ mod tests {
         })
         .with_max_result_chars(10);
         let m = t
-            .execute(&ToolCall::with_id("c", "long", json!({})), ToolContext::detached())
+            .execute(
+                &ToolCall::with_id("c", "long", json!({})),
+                ToolContext::detached(),
+            )
             .await
             .message;
         assert!(m.text().starts_with("éééééééééé\n"), "{}", m.text());

@@ -98,7 +98,11 @@ fn check(
                     sub.is_empty()
                 })
                 .count();
-            let ok = if key == "oneOf" { matching == 1 } else { matching >= 1 };
+            let ok = if key == "oneOf" {
+                matching == 1
+            } else {
+                matching >= 1
+            };
             if !ok {
                 problems.push(format!(
                     "{}: {} does not match any of the allowed shapes",
@@ -118,11 +122,34 @@ fn check(
         Value::Array(items) => {
             if let Some(item_schema) = s.get("items") {
                 for (i, item) in items.iter().enumerate() {
-                    check(root, item_schema, item, &format!("{path}[{i}]"), problems, depth + 1);
+                    check(
+                        root,
+                        item_schema,
+                        item,
+                        &format!("{path}[{i}]"),
+                        problems,
+                        depth + 1,
+                    );
                 }
             }
-            bound(s, "minItems", items.len(), path, "at least", "items", problems);
-            bound(s, "maxItems", items.len(), path, "at most", "items", problems);
+            bound(
+                s,
+                "minItems",
+                items.len(),
+                path,
+                "at least",
+                "items",
+                problems,
+            );
+            bound(
+                s,
+                "maxItems",
+                items.len(),
+                path,
+                "at most",
+                "items",
+                problems,
+            );
         }
         Value::String(text) => {
             let n = text.chars().count();
@@ -167,7 +194,8 @@ fn check_object(
             Some(prop) => check(root, prop, value, &child, problems, depth + 1),
             None => match s.get("additionalProperties") {
                 Some(Value::Bool(false)) => {
-                    let known: Vec<&String> = properties.map(|p| p.keys().collect()).unwrap_or_default();
+                    let known: Vec<&String> =
+                        properties.map(|p| p.keys().collect()).unwrap_or_default();
                     let known: Vec<&str> = known.iter().map(|k| k.as_str()).collect();
                     problems.push(format!(
                         "{} is not an accepted argument{}",
@@ -228,7 +256,9 @@ fn has_type(value: &Value, t: &str) -> bool {
         "integer" => {
             value.is_i64()
                 || value.is_u64()
-                || value.as_f64().is_some_and(|f| f.fract() == 0.0 && f.is_finite())
+                || value
+                    .as_f64()
+                    .is_some_and(|f| f.fract() == 0.0 && f.is_finite())
         }
         _ => true,
     }
@@ -293,15 +323,33 @@ mod tests {
                 "required": ["content", "status"]
             }}
         });
-        assert!(validate_args(&schema, &json!({"todos": [{"content": "a", "status": "pending"}], "note": null})).is_ok());
+        assert!(
+            validate_args(
+                &schema,
+                &json!({"todos": [{"content": "a", "status": "pending"}], "note": null})
+            )
+            .is_ok()
+        );
         let errs = validate_args(
             &schema,
             &json!({"todos": [{"content": "a", "status": "done"}], "limit": 0, "prompt": "x"}),
         )
         .unwrap_err();
-        assert!(errs.iter().any(|e| e.contains("`todos[0].status`: must be one of")), "{errs:?}");
-        assert!(errs.iter().any(|e| e.contains("`limit`: must be at least 1")), "{errs:?}");
-        assert!(errs.iter().any(|e| e.contains("`prompt` is not an accepted argument")), "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("`todos[0].status`: must be one of")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("`limit`: must be at least 1")),
+            "{errs:?}"
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("`prompt` is not an accepted argument")),
+            "{errs:?}"
+        );
     }
 
     #[test]
