@@ -458,7 +458,7 @@ async fn w2(reps: usize) {
         let thread = format!("w2-{n}");
         let agent = &agent;
         async move {
-            std::hint::black_box(run_w2(agent, thread).await);
+            drop(std::hint::black_box(run_w2(agent, thread).await));
         }
     })
     .await;
@@ -482,20 +482,27 @@ async fn w4_round(runs: usize, round: usize) -> (f64, Vec<f64>, kit::AgentState,
         }));
     }
     let mut latencies = Vec::with_capacity(runs);
-    let mut states = Vec::with_capacity(runs);
+    let (mut first, mut last) = (None, None);
     for h in handles {
         match h.await {
             Ok((us, state)) => {
                 latencies.push(us);
-                states.push(state);
+                if first.is_none() {
+                    first = Some(state);
+                } else {
+                    last = Some(state);
+                }
             }
             Err(e) => fail(&format!("W4 run panicked: {e}")),
         }
     }
     let wall = start.elapsed().as_secs_f64();
-    let first = states.first().cloned().unwrap_or_default();
-    let last = states.last().cloned().unwrap_or_default();
-    (wall, latencies, first, last)
+    (
+        wall,
+        latencies,
+        first.unwrap_or_default(),
+        last.unwrap_or_default(),
+    )
 }
 
 fn w4() {

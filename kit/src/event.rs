@@ -224,6 +224,24 @@ impl EventSink {
 /// A stream of events from a running graph or agent.
 pub type EventStream = futures::stream::BoxStream<'static, Event>;
 
+/// Turns the receiving end of a run's events into a stream that cancels the run when dropped.
+pub(crate) fn stream_from(
+    rx: mpsc::Receiver<Event>,
+    run: tokio::task::JoinHandle<()>,
+) -> EventStream {
+    struct Guard(tokio::task::JoinHandle<()>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let guard = Guard(run);
+    Box::pin(futures::stream::unfold(
+        (rx, guard),
+        |(mut rx, guard)| async move { rx.recv().await.map(|event| (event, (rx, guard))) },
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,22 +268,4 @@ mod tests {
         assert_eq!(json["event"], "node_end");
         assert_eq!(json["metadata"]["step"], 1);
     }
-}
-
-/// Turns the receiving end of a run's events into a stream that cancels the run when dropped.
-pub(crate) fn stream_from(
-    rx: mpsc::Receiver<Event>,
-    run: tokio::task::JoinHandle<()>,
-) -> EventStream {
-    struct Guard(tokio::task::JoinHandle<()>);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            self.0.abort();
-        }
-    }
-    let guard = Guard(run);
-    Box::pin(futures::stream::unfold(
-        (rx, guard),
-        |(mut rx, guard)| async move { rx.recv().await.map(|event| (event, (rx, guard))) },
-    ))
 }

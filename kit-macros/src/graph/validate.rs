@@ -17,10 +17,14 @@ pub fn validate(def: &GraphDef) -> Result<(), syn::Error> {
     let mut declared: HashMap<String, &syn::Ident> = HashMap::new();
     for node in &def.nodes {
         let name = node.name.to_string();
-        if declared.contains_key(&name) {
-            errors.at(node.name.span(), format!("node `{name}` is declared twice"));
-        } else {
-            declared.insert(name, &node.name);
+        match declared.entry(name) {
+            std::collections::hash_map::Entry::Occupied(e) => errors.at(
+                node.name.span(),
+                format!("node `{}` is declared twice", e.key()),
+            ),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(&node.name);
+            }
         }
     }
     let names: Vec<&str> = declared.keys().map(String::as_str).collect();
@@ -62,13 +66,14 @@ pub fn validate(def: &GraphDef) -> Result<(), syn::Error> {
     }
 
     for edge in &def.edges {
-        if edge.join && edge.when_span.is_some() {
-            if let Some(span) = edge.when_span {
-                errors.at(
-                    span,
-                    "a fan-in edge `[a, b] -> c` cannot have a `when` condition",
-                );
-            }
+        if edge.join
+            && edge.when_span.is_some()
+            && let Some(span) = edge.when_span
+        {
+            errors.at(
+                span,
+                "a fan-in edge `[a, b] -> c` cannot have a `when` condition",
+            );
         }
         if edge.join && edge.from.is_empty() {
             errors.at(

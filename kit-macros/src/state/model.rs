@@ -14,8 +14,8 @@ pub enum Merge {
     LastValue,
     /// Folded with a reducer function; `update` is the update type.
     Reduced {
-        reducer: syn::Path,
-        update: syn::Type,
+        reducer: Box<syn::Path>,
+        update: Box<syn::Type>,
     },
     /// A `DynState` with run-time reducers.
     Dynamic,
@@ -181,13 +181,13 @@ impl StateModel {
                     Merge::Dynamic
                 }
                 (Some(reducer), update, None) => Merge::Reduced {
-                    update: update.unwrap_or_else(|| field.ty.clone()),
-                    reducer,
+                    update: Box::new(update.unwrap_or_else(|| field.ty.clone())),
+                    reducer: Box::new(reducer),
                 },
                 (None, None, None) => Merge::LastValue,
             };
             let same_update_type = match &merge {
-                Merge::Reduced { update, .. } => update == &field.ty,
+                Merge::Reduced { update, .. } => **update == field.ty,
                 _ => true,
             };
             channels.push(Channel {

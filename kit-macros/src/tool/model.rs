@@ -21,14 +21,13 @@ pub fn doc_text(attrs: &[syn::Attribute]) -> String {
         if !attr.path().is_ident("doc") {
             continue;
         }
-        if let syn::Meta::NameValue(nv) = &attr.meta {
-            if let syn::Expr::Lit(syn::ExprLit {
+        if let syn::Meta::NameValue(nv) = &attr.meta
+            && let syn::Expr::Lit(syn::ExprLit {
                 lit: syn::Lit::Str(s),
                 ..
             }) = &nv.value
-            {
-                lines.push(s.value().trim().to_string());
-            }
+        {
+            lines.push(s.value().trim().to_string());
         }
     }
     lines.join("\n").trim().to_string()

@@ -209,15 +209,15 @@ impl AgentBuilder {
                 tools.len()
             )));
         }
-        if self.checkpointer.is_none() {
-            if let Some(m) = self.middleware.iter().find(|m| m.requires_checkpointer()) {
-                return Err(AgentError::Build(format!(
-                    "middleware `{}` pauses the run for human input, which needs a checkpointer \
+        if self.checkpointer.is_none()
+            && let Some(m) = self.middleware.iter().find(|m| m.requires_checkpointer())
+        {
+            return Err(AgentError::Build(format!(
+                "middleware `{}` pauses the run for human input, which needs a checkpointer \
                      to resume from: add `.checkpointer(..)` (MemoryCheckpointer for tests, \
                      SqliteCheckpointer or PostgresCheckpointer for real use)",
-                    m.name()
-                )));
-            }
+                m.name()
+            )));
         }
 
         let mut system = self.system_prompt.unwrap_or_default();

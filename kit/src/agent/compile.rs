@@ -197,15 +197,15 @@ impl HookNode {
             let out = NodeOutput::new();
             return Ok(self.route(out, &state, None, None));
         };
-        if let Some(target) = hook_update.jump_to {
-            if !mw.can_jump_to(self.hook).contains(&target) {
-                return Err(AgentError::UndeclaredJump {
-                    middleware: mw.name().to_string(),
-                    hook: self.hook.as_str().to_string(),
-                    target: target.as_str().to_string(),
-                }
-                .into());
+        if let Some(target) = hook_update.jump_to
+            && !mw.can_jump_to(self.hook).contains(&target)
+        {
+            return Err(AgentError::UndeclaredJump {
+                middleware: mw.name().to_string(),
+                hook: self.hook.as_str().to_string(),
+                target: target.as_str().to_string(),
             }
+            .into());
         }
         if let Some(sink) = ctx.events() {
             let data = json!({
@@ -275,23 +275,25 @@ fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> Vec<To
         Some(UpdatedMessages::Appended(v)) => (&state.messages, v.as_slice()),
         Some(UpdatedMessages::Replaced(v)) => (v.as_slice(), &[]),
     };
-    // Upserts by id replace earlier messages: the newest version of each id counts.
-    let replaced: HashSet<&str> = extra.iter().map(|m| m.id.as_str()).collect();
-    let all = base
-        .iter()
-        .filter(|m| !replaced.contains(m.id.as_str()))
-        .chain(extra.iter().filter(|m| m.role != Role::Remove));
+    // Upserts by id replace earlier messages: the newest version of each id counts. Only the
+    // messages after the last assistant message matter, so scan backwards.
+    let replaced = |m: &Message| extra.iter().any(|e| e.id == m.id);
+    let mut answered: Vec<&str> = Vec::new();
     let mut last_ai: Option<&Message> = None;
-    let mut answered: HashSet<&str> = HashSet::new();
-    for m in all {
+    for m in extra
+        .iter()
+        .rev()
+        .filter(|m| m.role != Role::Remove)
+        .chain(base.iter().rev().filter(|m| !replaced(m)))
+    {
         match m.role {
             Role::Assistant => {
                 last_ai = Some(m);
-                answered.clear();
+                break;
             }
             Role::Tool => {
                 if let Some(id) = m.tool_call_id.as_deref() {
-                    answered.insert(id);
+                    answered.push(id);
                 }
             }
             _ => {}
@@ -301,7 +303,7 @@ fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> Vec<To
         .map(|ai| {
             ai.tool_calls
                 .iter()
-                .filter(|c| !answered.contains(c.id.as_str()))
+                .filter(|c| !answered.contains(&c.id.as_str()))
                 .cloned()
                 .collect()
         })
@@ -310,16 +312,23 @@ fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> Vec<To
 
 /// Sends each pending tool call to the tools node, or goes to the exit when none is pending.
 fn route_pending(
-    mut out: NodeOutput<AgentState>,
+    out: NodeOutput<AgentState>,
     layout: &Layout,
     state: &AgentState,
     update: Option<&UpdatedMessages>,
 ) -> NodeOutput<AgentState> {
-    let pending = pending_calls(state, update);
-    if pending.is_empty() {
+    send_calls(out, layout, pending_calls(state, update))
+}
+
+fn send_calls(
+    mut out: NodeOutput<AgentState>,
+    layout: &Layout,
+    calls: Vec<ToolCall>,
+) -> NodeOutput<AgentState> {
+    if calls.is_empty() {
         return out.and_goto(layout.exit_start.clone());
     }
-    for call in pending {
+    for call in calls {
         out = out.and_send(Send::new("tools", call));
     }
     out
@@ -328,6 +337,19 @@ fn route_pending(
 /// Error results for tool calls that never got one (a cancelled or abandoned run), placed
 /// right after the message that made them, so providers accept the history.
 fn patch_dangling_calls(messages: &[Message]) -> Option<Vec<Message>> {
+    // Fast path (every model call): results normally follow their calls directly.
+    let answered_in_place = messages.iter().enumerate().all(|(i, m)| {
+        m.role != Role::Assistant
+            || m.tool_calls.iter().all(|c| {
+                messages[i + 1..]
+                    .iter()
+                    .take_while(|r| r.role == Role::Tool)
+                    .any(|r| r.tool_call_id.as_deref() == Some(c.id.as_str()))
+            })
+    });
+    if answered_in_place {
+        return None;
+    }
     let answered: HashSet<&str> = messages
         .iter()
         .filter(|m| m.role == Role::Tool)
@@ -418,21 +440,19 @@ async fn model_node(
             .map_err(|e| AgentError::StructuredOutput(format!("{e}; the answer was: {text}")))?;
         update = update.structured_response(Some(parsed));
     }
-    let new_messages = match patched {
+    // A new assistant message has no results yet: all its calls are pending.
+    let calls = message.tool_calls.clone();
+    update = match patched {
         Some(mut all) => {
-            all.push(message.clone());
-            UpdatedMessages::Replaced(all)
+            all.push(message);
+            update.messages(Overwrite(all))
         }
-        None => UpdatedMessages::Appended(vec![message.clone()]),
-    };
-    update = match &new_messages {
-        UpdatedMessages::Appended(v) => update.messages(v.clone()),
-        UpdatedMessages::Replaced(v) => update.messages(Overwrite(v.clone())),
+        None => update.messages(vec![message]),
     };
     let out = NodeOutput::update(update);
     Ok(match layout.after_model.first() {
         Some((_, first)) => out.and_goto(first.clone()),
-        None => route_pending(out, &layout, &state, Some(&new_messages)),
+        None => send_calls(out, &layout, calls),
     })
 }
 

@@ -4,13 +4,15 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::{
-    ChannelBlob, CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LoadedCheckpoint,
-    PendingWrite, ThreadInfo, resolve_channels, upsert_writes,
+    BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer,
+    LoadedCheckpoint, PendingWrite, ThreadInfo, resolve_channels, upsert_writes,
 };
 
 /// Keeps checkpoints in memory, with the same incremental layout as the durable back-ends.
 ///
 /// Each thread has its own lock, so runs on different threads never wait for each other.
+/// Storage is compact (boxed slices, blobs grouped by the version that wrote them), so a
+/// process can hold many threads.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -31,16 +33,60 @@ struct ThreadData {
 #[derive(Default)]
 struct NsData {
     head: Option<String>,
-    /// Checkpoints by id; ids are time-ordered so the map is in creation order.
-    checkpoints: BTreeMap<String, Stored>,
-    blobs: HashMap<(String, String), ChannelBlob>,
+    /// Checkpoints in id order (ids are time-ordered, so this is creation order).
+    checkpoints: Vec<Stored>,
+    /// Blobs whose version is not a stored checkpoint (intermediate steps of exit durability).
+    orphan_blobs: HashMap<Box<str>, Vec<Blob>>,
     writes: HashMap<String, Vec<PendingWrite>>,
 }
 
+/// A checkpoint, stored compactly: the blobs it wrote live with it, and `next` is read back
+/// from the body when asked for.
 struct Stored {
-    meta: CheckpointMeta,
-    channel_versions: BTreeMap<String, String>,
-    body: Vec<u8>,
+    id: Box<str>,
+    parent_id: Option<Box<str>>,
+    step: i64,
+    source: super::CheckpointSource,
+    created_at: Box<str>,
+    metadata: Option<Box<serde_json::Value>>,
+    channel_versions: Box<[(Box<str>, Box<str>)]>,
+    body: Box<[u8]>,
+    blobs: Box<[Blob]>,
+}
+
+impl Stored {
+    fn meta(&self) -> CheckpointMeta {
+        #[derive(serde::Deserialize, Default)]
+        struct Next {
+            #[serde(default)]
+            next: Vec<Task>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Task {
+            node: String,
+        }
+        let next: Next = serde_json::from_slice(&self.body).unwrap_or_default();
+        CheckpointMeta {
+            id: self.id.to_string(),
+            parent_id: self.parent_id.as_deref().map(String::from),
+            step: self.step,
+            source: self.source,
+            created_at: self.created_at.to_string(),
+            next: next.next.into_iter().map(|t| t.node).collect(),
+            metadata: self
+                .metadata
+                .as_deref()
+                .cloned()
+                .unwrap_or_else(|| serde_json::Value::Object(Default::default())),
+        }
+    }
+}
+
+struct Blob {
+    channel: Box<str>,
+    prev_version: Option<Box<str>>,
+    kind: BlobKind,
+    data: Box<[u8]>,
 }
 
 impl std::fmt::Debug for MemoryCheckpointer {
@@ -83,6 +129,32 @@ fn lock(t: &Mutex<ThreadData>) -> std::sync::MutexGuard<'_, ThreadData> {
     t.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+impl NsData {
+    fn checkpoint(&self, id: &str) -> Option<&Stored> {
+        self.checkpoints
+            .binary_search_by(|s| (*s.id).cmp(id))
+            .ok()
+            .map(|i| &self.checkpoints[i])
+    }
+
+    fn blob(&self, channel: &str, version: &str) -> Option<ChannelBlob> {
+        let blobs: &[Blob] = match self.checkpoint(version) {
+            Some(stored) if stored.blobs.iter().any(|b| &*b.channel == channel) => &stored.blobs,
+            _ => self.orphan_blobs.get(version)?,
+        };
+        blobs
+            .iter()
+            .find(|b| &*b.channel == channel)
+            .map(|b| ChannelBlob {
+                channel: channel.to_string(),
+                version: version.to_string(),
+                prev_version: b.prev_version.as_deref().map(String::from),
+                kind: b.kind,
+                data: b.data.to_vec(),
+            })
+    }
+}
+
 #[async_trait::async_trait]
 impl Checkpointer for MemoryCheckpointer {
     async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError> {
@@ -96,21 +168,48 @@ impl Checkpointer for MemoryCheckpointer {
                 found: ns.head.clone(),
             });
         }
+        let mut own = Vec::new();
         for blob in write.blobs {
-            ns.blobs
-                .insert((blob.channel.clone(), blob.version.clone()), blob);
+            let stored = Blob {
+                channel: blob.channel.into_boxed_str(),
+                prev_version: blob.prev_version.map(String::into_boxed_str),
+                kind: blob.kind,
+                data: blob.data.into_boxed_slice(),
+            };
+            if blob.version == write.meta.id {
+                own.push(stored);
+            } else {
+                ns.orphan_blobs
+                    .entry(blob.version.into_boxed_str())
+                    .or_default()
+                    .push(stored);
+            }
         }
-        ns.head = Some(write.meta.id.clone());
-        let created = write.meta.created_at.clone();
-        ns.checkpoints.insert(
-            write.meta.id.clone(),
-            Stored {
-                meta: write.meta,
-                channel_versions: write.channel_versions,
-                body: write.body,
+        let meta = write.meta;
+        ns.head = Some(meta.id.clone());
+        let stored = Stored {
+            id: meta.id.into_boxed_str(),
+            parent_id: meta.parent_id.map(String::into_boxed_str),
+            step: meta.step,
+            source: meta.source,
+            created_at: meta.created_at.clone().into_boxed_str(),
+            metadata: match meta.metadata {
+                serde_json::Value::Object(m) if m.is_empty() => None,
+                serde_json::Value::Null => None,
+                other => Some(Box::new(other)),
             },
-        );
-        data.updated_at = created;
+            channel_versions: write
+                .channel_versions
+                .into_iter()
+                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                .collect(),
+            body: write.body.into_boxed_slice(),
+            blobs: own.into_boxed_slice(),
+        };
+        // Ids are time-ordered, so this is almost always a push at the end.
+        let at = ns.checkpoints.partition_point(|s| *s.id < *stored.id);
+        ns.checkpoints.insert(at, stored);
+        data.updated_at = meta.created_at;
         Ok(())
     }
 
@@ -153,22 +252,43 @@ impl Checkpointer for MemoryCheckpointer {
         };
         let id = checkpoint_id.unwrap_or(&head);
         let stored = ns_data
-            .checkpoints
-            .get(id)
+            .checkpoint(id)
             .ok_or_else(|| CheckpointError::NotFound {
                 thread_id: thread_id.to_string(),
                 checkpoint_id: id.to_string(),
             })?;
-        let channels = resolve_channels(&stored.channel_versions, |channel, version| {
-            ns_data
-                .blobs
-                .get(&(channel.to_string(), version.to_string()))
+        let channel_versions: BTreeMap<String, String> = stored
+            .channel_versions
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        // Materialise the blobs on every chain, then resolve them with the shared walker.
+        let mut wanted = Vec::new();
+        for (channel, version) in &channel_versions {
+            let mut cursor = Some(version.clone());
+            while let Some(v) = cursor {
+                match ns_data.blob(channel, &v) {
+                    Some(blob) => {
+                        cursor = match blob.kind {
+                            BlobKind::Full => None,
+                            BlobKind::Delta => blob.prev_version.clone(),
+                        };
+                        wanted.push(blob);
+                    }
+                    None => cursor = None,
+                }
+            }
+        }
+        let channels = resolve_channels(&channel_versions, |channel, version| {
+            wanted
+                .iter()
+                .find(|b| b.channel == channel && b.version == version)
         })?;
         Ok(Some(LoadedCheckpoint {
-            meta: stored.meta.clone(),
-            channel_versions: stored.channel_versions.clone(),
+            meta: stored.meta(),
+            channel_versions,
             channels,
-            body: stored.body.clone(),
+            body: stored.body.to_vec(),
             pending_writes: ns_data.writes.get(id).cloned().unwrap_or_default(),
             head,
         }))
@@ -189,10 +309,10 @@ impl Checkpointer for MemoryCheckpointer {
         };
         Ok(ns_data
             .checkpoints
-            .values()
+            .iter()
             .rev()
             .take(limit.unwrap_or(usize::MAX))
-            .map(|s| s.meta.clone())
+            .map(Stored::meta)
             .collect())
     }
 

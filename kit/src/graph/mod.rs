@@ -221,10 +221,8 @@ impl<S: State> Graph<S> {
         resume: impl Into<Resume>,
         opts: &RunOptions,
     ) -> Result<Outcome<S>, GraphError> {
-        Exec::start(self, opts)
-            .await?
-            .run(RunInput::Resume(resume.into()))
-            .await
+        let exec = Box::pin(Exec::start(self, opts)).await?;
+        Box::pin(exec.run(RunInput::Resume(resume.into()))).await
     }
 
     /// Runs the graph and streams its events. The stream ends after `run_end` (or `error`).

@@ -107,7 +107,8 @@ pub(crate) struct Exec<S: State> {
     changes: Vec<ChannelChange>,
     /// Run ids of the current step's tasks (when streaming), so start and end events match.
     task_run_ids: Vec<String>,
-    inflight: Option<tokio::task::JoinHandle<Result<(), CheckpointError>>>,
+    /// A checkpoint write of the async durability mode, polled while the next step runs.
+    inflight: Option<futures::future::BoxFuture<'static, Result<(), CheckpointError>>>,
     exit_buffer: Option<CheckpointWrite>,
     run: Arc<RunContext>,
 }
@@ -352,10 +353,8 @@ impl<S: State> Exec<S> {
             if self.next.is_empty() {
                 break;
             }
-            if !skip_before {
-                if let Some(outcome) = self.static_interrupt_before().await? {
-                    return Ok(outcome);
-                }
+            if !skip_before && let Some(outcome) = self.static_interrupt_before().await? {
+                return Ok(outcome);
             }
             skip_before = false;
             steps_run += 1;
@@ -364,7 +363,16 @@ impl<S: State> Exec<S> {
             }
             self.step += 1;
             let tasks = std::mem::take(&mut self.next);
-            let results = self.run_tasks(&tasks).await;
+            // With async durability the previous step's checkpoint is written while this step
+            // runs (both polled on this task; no spawn, no thread hop).
+            let results = match self.inflight.take() {
+                None => self.run_tasks(&tasks).await,
+                Some(put) => {
+                    let (written, results) = futures::join!(put, self.run_tasks(&tasks));
+                    written?;
+                    results
+                }
+            };
 
             let mut outputs: Vec<NodeOutput<S>> = Vec::with_capacity(tasks.len());
             let mut interrupts: Vec<(usize, Vec<Interrupt>)> = Vec::new();
@@ -1053,7 +1061,13 @@ impl<S: State> Exec<S> {
             Durability::Sync => cp.put(write).await?,
             Durability::Async => {
                 self.await_inflight().await?;
-                self.inflight = Some(tokio::spawn(async move { cp.put(write).await }));
+                let mut put: futures::future::BoxFuture<'static, _> =
+                    Box::pin(async move { cp.put(write).await });
+                // In-memory writes finish at the first poll; only real I/O is left in flight.
+                match futures::poll!(&mut put) {
+                    std::task::Poll::Ready(result) => result?,
+                    std::task::Poll::Pending => self.inflight = Some(put),
+                }
             }
             Durability::Exit => match &mut self.exit_buffer {
                 None => self.exit_buffer = Some(write),
@@ -1080,15 +1094,8 @@ impl<S: State> Exec<S> {
     }
 
     async fn await_inflight(&mut self) -> Result<(), GraphError> {
-        if let Some(handle) = self.inflight.take() {
-            match handle.await {
-                Ok(result) => result?,
-                Err(e) => {
-                    return Err(GraphError::Checkpoint(CheckpointError::Backend(format!(
-                        "checkpoint write task failed: {e}"
-                    ))));
-                }
-            }
+        if let Some(put) = self.inflight.take() {
+            put.await?;
         }
         Ok(())
     }
@@ -1096,10 +1103,10 @@ impl<S: State> Exec<S> {
     /// Makes every checkpoint taken so far durable.
     async fn flush(&mut self) -> Result<(), GraphError> {
         self.await_inflight().await?;
-        if let Some(write) = self.exit_buffer.take() {
-            if let Some((cp, _)) = &self.persist {
-                cp.put(write).await?;
-            }
+        if let Some(write) = self.exit_buffer.take()
+            && let Some((cp, _)) = &self.persist
+        {
+            cp.put(write).await?;
         }
         Ok(())
     }

@@ -212,14 +212,13 @@ impl<T: Serialize> Serialize for Write<T> {
 impl<'de, T: DeserializeOwned> Deserialize<'de> for Write<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = serde_json::Value::deserialize(deserializer)?;
-        if let serde_json::Value::Object(map) = &value {
-            if map.len() == 1 {
-                if let Some(inner) = map.get(OVERWRITE_KEY) {
-                    return T::deserialize(inner.clone())
-                        .map(Write::Overwrite)
-                        .map_err(serde::de::Error::custom);
-                }
-            }
+        if let serde_json::Value::Object(map) = &value
+            && map.len() == 1
+            && let Some(inner) = map.get(OVERWRITE_KEY)
+        {
+            return T::deserialize(inner.clone())
+                .map(Write::Overwrite)
+                .map_err(serde::de::Error::custom);
         }
         T::deserialize(value)
             .map(Write::Value)
@@ -375,14 +374,14 @@ pub mod derive_support {
         if let Some(at) = overwrite_at {
             for (i, update) in updates.iter_mut().enumerate() {
                 let write = field(update).take();
-                if i == at {
-                    if let Some(write) = write {
-                        // The overwrite value is folded into an empty channel, so update types
-                        // that differ from the field type (deletions, say) still work.
-                        let mut fresh = T::default();
-                        reducer(&mut fresh, write.into_value());
-                        *target = fresh;
-                    }
+                if i == at
+                    && let Some(write) = write
+                {
+                    // The overwrite value is folded into an empty channel, so update types
+                    // that differ from the field type (deletions, say) still work.
+                    let mut fresh = T::default();
+                    reducer(&mut fresh, write.into_value());
+                    *target = fresh;
                 }
             }
             changes.push(ChannelChange {

@@ -48,9 +48,9 @@ fn check(
         return;
     };
     if let Some(Value::String(reference)) = s.get("$ref") {
-        match resolve(root, reference) {
-            Some(target) => check(root, target, value, path, problems, depth + 1),
-            None => {} // an unresolvable reference cannot be checked; let the handler decide
+        // An unresolvable reference cannot be checked; the handler decides.
+        if let Some(target) = resolve(root, reference) {
+            check(root, target, value, path, problems, depth + 1);
         }
     }
     if value.is_null() && s.get("nullable") == Some(&Value::Bool(true)) {
@@ -72,21 +72,21 @@ fn check(
             return;
         }
     }
-    if let Some(Value::Array(options)) = s.get("enum") {
-        if !options.contains(value) {
-            let list: Vec<String> = options.iter().map(Value::to_string).collect();
-            problems.push(format!(
-                "{}: must be one of {}, got {}",
-                at(path),
-                list.join(", "),
-                value
-            ));
-        }
+    if let Some(Value::Array(options)) = s.get("enum")
+        && !options.contains(value)
+    {
+        let list: Vec<String> = options.iter().map(Value::to_string).collect();
+        problems.push(format!(
+            "{}: must be one of {}, got {}",
+            at(path),
+            list.join(", "),
+            value
+        ));
     }
-    if let Some(expected) = s.get("const") {
-        if expected != value {
-            problems.push(format!("{}: must be {expected}, got {value}", at(path)));
-        }
+    if let Some(expected) = s.get("const")
+        && expected != value
+    {
+        problems.push(format!("{}: must be {expected}, got {value}", at(path)));
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(Value::Array(options)) = s.get(key) {
@@ -157,15 +157,15 @@ fn check(
             bound(s, "maxLength", n, path, "at most", "characters", problems);
         }
         Value::Number(n) => {
-            if let (Some(min), Some(v)) = (s.get("minimum").and_then(Value::as_f64), n.as_f64()) {
-                if v < min {
-                    problems.push(format!("{}: must be at least {min}, got {n}", at(path)));
-                }
+            if let (Some(min), Some(v)) = (s.get("minimum").and_then(Value::as_f64), n.as_f64())
+                && v < min
+            {
+                problems.push(format!("{}: must be at least {min}, got {n}", at(path)));
             }
-            if let (Some(max), Some(v)) = (s.get("maximum").and_then(Value::as_f64), n.as_f64()) {
-                if v > max {
-                    problems.push(format!("{}: must be at most {max}, got {n}", at(path)));
-                }
+            if let (Some(max), Some(v)) = (s.get("maximum").and_then(Value::as_f64), n.as_f64())
+                && v > max
+            {
+                problems.push(format!("{}: must be at most {max}, got {n}", at(path)));
             }
         }
         _ => {}
