@@ -60,7 +60,6 @@ impl IntoModelSource for String {
 
 /// Builds an [`Agent`]. Every option of the interface is a method; `build` checks the
 /// combination and reports what is wrong.
-#[derive(Default)]
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct AgentBuilder {
     name: Option<String>,
@@ -73,9 +72,73 @@ pub struct AgentBuilder {
     recursion_limit: Option<usize>,
     response_format: Option<ResponseFormat>,
     config: Option<crate::config::Config>,
+    subagents: Option<Vec<crate::middleware::subagents::SubagentSpec>>,
+    general_purpose: bool,
+    compaction: Option<crate::middleware::compaction::CompactionMiddleware>,
+    overflow_recovery: bool,
+}
+
+impl Default for AgentBuilder {
+    fn default() -> Self {
+        AgentBuilder {
+            name: None,
+            model: None,
+            model_opts: ModelOptions::default(),
+            tools: Vec::new(),
+            system_prompt: None,
+            middleware: Vec::new(),
+            checkpointer: None,
+            recursion_limit: None,
+            response_format: None,
+            config: None,
+            subagents: None,
+            general_purpose: true,
+            compaction: None,
+            overflow_recovery: false,
+        }
+    }
 }
 
 impl AgentBuilder {
+    /// Sync subagents behind a `task` tool. A general-purpose subagent (the parent's model and
+    /// tools) is included unless one of the specs is named `general-purpose` or it is turned
+    /// off with [`general_purpose_subagent(false)`](Self::general_purpose_subagent).
+    pub fn subagents(
+        mut self,
+        specs: impl IntoIterator<Item = crate::middleware::subagents::SubagentSpec>,
+    ) -> Self {
+        self.subagents.get_or_insert_with(Vec::new).extend(specs);
+        self
+    }
+
+    /// Includes (default) or leaves out the general-purpose subagent.
+    pub fn general_purpose_subagent(mut self, on: bool) -> Self {
+        self.general_purpose = on;
+        self
+    }
+
+    /// Summarise old messages when the conversation grows large (default thresholds; see
+    /// [`CompactionMiddleware`](crate::middleware::compaction::CompactionMiddleware)).
+    pub fn compact_conversation(mut self, on: bool) -> Self {
+        self.compaction = on.then(crate::middleware::compaction::CompactionMiddleware::new);
+        self
+    }
+
+    /// Compaction with custom thresholds.
+    pub fn compaction(
+        mut self,
+        compaction: crate::middleware::compaction::CompactionMiddleware,
+    ) -> Self {
+        self.compaction = Some(compaction);
+        self
+    }
+
+    /// When the provider answers "context length exceeded", compact and retry once.
+    pub fn overflow_recovery(mut self, on: bool) -> Self {
+        self.overflow_recovery = on;
+        self
+    }
+
     /// The agent's name (events, traces, the name of its answers). Default `agent`.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -169,8 +232,32 @@ impl AgentBuilder {
             }
         };
 
+        // Capabilities first (in the deepagents order), then the user's middleware.
+        let mut middleware: Vec<Arc<dyn Middleware>> = Vec::new();
+        if self.subagents.is_some() {
+            let children = crate::middleware::subagents::build_children(
+                self.subagents.unwrap_or_default(),
+                self.general_purpose,
+                &model,
+                &self.tools,
+            )?;
+            middleware.push(Arc::new(
+                crate::middleware::subagents::SubagentMiddleware::new(children),
+            ));
+        }
+        if let Some(compaction) = self.compaction {
+            middleware.push(Arc::new(compaction));
+        }
+        if self.overflow_recovery {
+            middleware.push(Arc::new(
+                crate::middleware::overflow::OverflowRecoveryMiddleware::new(),
+            ));
+        }
+        middleware.extend(self.middleware);
+        let mut this_middleware = middleware;
+
         let mut names: HashMap<String, usize> = HashMap::new();
-        for (i, m) in self.middleware.iter().enumerate() {
+        for (i, m) in this_middleware.iter().enumerate() {
             if names.insert(m.name().to_string(), i).is_some() {
                 return Err(AgentError::Build(format!(
                     "two middleware are named `{}`; middleware names must be unique",
@@ -186,7 +273,7 @@ impl AgentBuilder {
         }
 
         let mut tools = self.tools;
-        for m in &self.middleware {
+        for m in &this_middleware {
             tools.extend(m.tools());
         }
         let mut tool_index = HashMap::new();
@@ -210,7 +297,7 @@ impl AgentBuilder {
             )));
         }
         if self.checkpointer.is_none()
-            && let Some(m) = self.middleware.iter().find(|m| m.requires_checkpointer())
+            && let Some(m) = this_middleware.iter().find(|m| m.requires_checkpointer())
         {
             return Err(AgentError::Build(format!(
                 "middleware `{}` pauses the run for human input, which needs a checkpointer \
@@ -221,7 +308,7 @@ impl AgentBuilder {
         }
 
         let mut system = self.system_prompt.unwrap_or_default();
-        for m in &self.middleware {
+        for m in &this_middleware {
             if let Some(fragment) = m.system_prompt() {
                 if !system.is_empty() {
                     system.push_str("\n\n");
@@ -231,7 +318,7 @@ impl AgentBuilder {
         }
 
         let mut schema = DynSchema::default();
-        for m in &self.middleware {
+        for m in &this_middleware {
             for (key, reducer) in m.state_channels() {
                 if let Some(reducer) = reducer {
                     schema.add_reducer(key, reducer);
@@ -244,7 +331,7 @@ impl AgentBuilder {
             model,
             tools,
             tool_index,
-            middleware: self.middleware,
+            middleware: std::mem::take(&mut this_middleware),
             system_prompt: (!system.is_empty()).then_some(system),
             model_opts: self.model_opts,
             response_format: self.response_format,

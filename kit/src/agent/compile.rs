@@ -430,6 +430,15 @@ async fn model_node(
     };
     let response = next.call(request).await?;
     let mut message = response.message;
+    // Overflow recovery compacted the conversation to get this answer: keep it compacted.
+    let compacted = message
+        .metadata
+        .remove(crate::middleware::overflow::COMPACTED_KEY)
+        .and_then(|info| {
+            let base = patched.as_deref().unwrap_or(&state.messages);
+            crate::middleware::overflow::apply_compaction(base, &info)
+        });
+    let patched = compacted.or(patched);
     if message.name.is_none() {
         message.name = Some(core.name.to_string());
     }

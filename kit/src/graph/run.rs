@@ -133,9 +133,14 @@ impl<S: State> Exec<S> {
             _ => None,
         };
         let ns = opts.namespace.clone();
+        // Nodes see the checkpointer actually in use, so subgraphs they run inherit it.
+        let mut node_options = opts.clone();
+        if let Some((cp, _)) = &persist {
+            node_options.checkpointer = Some(cp.clone());
+        }
         let run = Arc::new(RunContext {
             graph_name: graph.inner.name.clone(),
-            options: opts.clone(),
+            options: node_options,
             ns: ns.clone(),
             run_id: ids::random(),
         });

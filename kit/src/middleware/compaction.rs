@@ -1,0 +1,314 @@
+//! Conversation compaction: summarise old messages, keep recent ones, never orphan a tool
+//! result.
+//!
+//! When the conversation passes a token or message threshold, the messages before a cut point
+//! are summarised by the model and replaced by one summary message; the messages after it are
+//! kept. The cut point never separates an assistant message from its tool results (the
+//! anchor's open bug leaves orphan tool results that providers reject). `todos`, `files` and
+//! `async_tasks` live in their own channels and are untouched.
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use crate::agent::{AgentState, Hook, HookResult, HookUpdate, Middleware, Runtime};
+use crate::message::{Message, Role};
+use crate::model::{ChatModel, ModelError, ModelRequest, estimate_message_chars};
+use crate::state::Overwrite;
+
+/// The `metadata` key marking a summary message (`{"kit_source": "compaction"}`).
+pub const SOURCE_KEY: &str = "kit_source";
+
+const SUMMARY_PROMPT: &str = "You condense conversations between a user and an AI agent so \
+the agent can continue the work with less context. Write a summary with these sections:\n\
+## Goal — what the user wants, in their terms.\n\
+## Progress — what has been done and learned, with the concrete facts, numbers, names, file \
+paths and decisions the agent will need.\n\
+## Artifacts — files, tasks or resources created or referenced.\n\
+## Next steps — what remains to be done.\n\
+Be specific and complete; do not add anything that is not in the conversation.";
+
+/// Summarises old messages when the conversation grows past a threshold.
+///
+/// The threshold counts tokens — the provider's reported usage of the last model call when
+/// known, an estimate (four characters per token) otherwise — or messages, whichever is set.
+/// Defaults: 85% of the model's context window when its profile knows it, else 170,000
+/// tokens; keep the last 6 messages.
+///
+/// ```
+/// use kit::middleware::compaction::CompactionMiddleware;
+/// let compaction = CompactionMiddleware::new().trigger_messages(40).keep_messages(10);
+/// # let _ = compaction;
+/// ```
+#[derive(Debug, Clone)]
+pub struct CompactionMiddleware {
+    trigger_tokens: Option<u64>,
+    trigger_messages: Option<usize>,
+    keep_messages: usize,
+    summary_budget_chars: usize,
+}
+
+impl Default for CompactionMiddleware {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CompactionMiddleware {
+    /// Compaction with the default thresholds.
+    pub fn new() -> Self {
+        CompactionMiddleware {
+            trigger_tokens: None,
+            trigger_messages: None,
+            keep_messages: 6,
+            summary_budget_chars: 400_000,
+        }
+    }
+
+    /// Compact when the conversation reaches this many tokens.
+    pub fn trigger_tokens(mut self, tokens: u64) -> Self {
+        self.trigger_tokens = Some(tokens);
+        self
+    }
+
+    /// Compact when the conversation reaches this many messages.
+    pub fn trigger_messages(mut self, messages: usize) -> Self {
+        self.trigger_messages = Some(messages);
+        self
+    }
+
+    /// Keep (at least) this many recent messages verbatim.
+    pub fn keep_messages(mut self, messages: usize) -> Self {
+        self.keep_messages = messages;
+        self
+    }
+
+    fn token_threshold(&self, model: &dyn ChatModel) -> u64 {
+        self.trigger_tokens.unwrap_or_else(|| {
+            model
+                .profile()
+                .max_input_tokens
+                .map(|max| max * 85 / 100)
+                .unwrap_or(170_000)
+        })
+    }
+
+    fn due(&self, messages: &[Message], model: &dyn ChatModel) -> bool {
+        if let Some(n) = self.trigger_messages {
+            if messages.len() >= n {
+                return true;
+            }
+        }
+        conversation_tokens(messages) >= self.token_threshold(model)
+    }
+}
+
+/// The size of a conversation in tokens: the last model call's reported usage plus an estimate
+/// for what came after it; an estimate of everything when no usage is known.
+pub fn conversation_tokens(messages: &[Message]) -> u64 {
+    let reported = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, m)| m.usage.map(|u| (i, u.input_tokens + u.output_tokens)));
+    let estimate = |ms: &[Message]| -> u64 {
+        (ms.iter().map(estimate_message_chars).sum::<usize>() as u64).div_ceil(4)
+    };
+    match reported {
+        Some((i, tokens)) => tokens + estimate(&messages[i + 1..]),
+        None => estimate(messages),
+    }
+}
+
+/// Where to cut so that `messages[cut..]` keeps at least `keep` messages and no tool result in
+/// the kept part belongs to an assistant message before the cut.
+pub fn safe_cutoff(messages: &[Message], keep: usize) -> usize {
+    let mut cut = messages.len().saturating_sub(keep);
+    // Where each tool call was made.
+    let mut origin: HashMap<&str, usize> = HashMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        for c in &m.tool_calls {
+            origin.insert(c.id.as_str(), i);
+        }
+    }
+    loop {
+        let earliest = messages[cut..]
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .filter_map(|m| m.tool_call_id.as_deref())
+            .filter_map(|id| origin.get(id).copied())
+            .min();
+        match earliest {
+            Some(i) if i < cut => cut = i,
+            _ => break,
+        }
+    }
+    // A tool result whose call is unknown cannot be kept at the head of the tail.
+    while cut < messages.len() && messages[cut].role == Role::Tool {
+        cut += 1;
+    }
+    cut
+}
+
+/// Renders messages as a compact transcript for the summariser, newest kept when over budget.
+fn transcript(messages: &[Message], budget_chars: usize) -> String {
+    let mut parts: Vec<String> = messages
+        .iter()
+        .map(|m| {
+            let mut text = m.text();
+            for c in &m.tool_calls {
+                text.push_str(&format!("\n[calls {}({})]", c.name, c.args));
+            }
+            format!("<{0}>\n{1}\n</{0}>", m.role.as_str(), text)
+        })
+        .collect();
+    let mut total: usize = parts.iter().map(String::len).sum();
+    let mut dropped = 0;
+    while total > budget_chars && parts.len() > 1 {
+        total -= parts.remove(0).len();
+        dropped += 1;
+    }
+    let mut out = String::new();
+    if dropped > 0 {
+        out.push_str(&format!("[... {dropped} earlier messages omitted ...]\n"));
+    }
+    out.push_str(&parts.join("\n"));
+    out
+}
+
+/// Summarises `messages` with `model`.
+pub async fn summarize(
+    model: &dyn ChatModel,
+    messages: &[Message],
+    budget_chars: usize,
+) -> Result<String, ModelError> {
+    if messages.is_empty() {
+        return Ok("No previous conversation history.".to_string());
+    }
+    let request = ModelRequest::new(vec![Message::user(format!(
+        "Summarise this conversation:\n\n<messages>\n{}\n</messages>",
+        transcript(messages, budget_chars)
+    ))])
+    .system(SUMMARY_PROMPT);
+    let response = model.generate(request).await?;
+    Ok(response.message.text())
+}
+
+/// The message that replaces summarised history.
+pub fn summary_message(summary: &str) -> Message {
+    let mut m = Message::user(format!(
+        "Here is a summary of the conversation to date:\n\n{summary}"
+    ));
+    m.metadata
+        .insert(SOURCE_KEY.to_string(), Value::String("compaction".into()));
+    m
+}
+
+/// Compacts `messages`: the summary of the head, then the kept tail. `None` when there is
+/// nothing to summarise.
+pub async fn compact(
+    model: &dyn ChatModel,
+    messages: &[Message],
+    keep: usize,
+    budget_chars: usize,
+) -> Result<Option<(Message, usize)>, ModelError> {
+    let cut = safe_cutoff(messages, keep);
+    if cut == 0 {
+        return Ok(None);
+    }
+    let summary = summarize(model, &messages[..cut], budget_chars).await?;
+    Ok(Some((summary_message(&summary), cut)))
+}
+
+#[crate::async_trait]
+impl Middleware for CompactionMiddleware {
+    fn name(&self) -> &str {
+        "Compaction"
+    }
+
+    fn hooks(&self) -> &[Hook] {
+        &[Hook::BeforeModel]
+    }
+
+    async fn before_model(&self, state: &AgentState, rt: &Runtime) -> HookResult {
+        let model = rt.model().as_ref();
+        if !self.due(&state.messages, model) {
+            return Ok(None);
+        }
+        match compact(
+            model,
+            &state.messages,
+            self.keep_messages,
+            self.summary_budget_chars,
+        )
+        .await
+        {
+            Ok(Some((summary, cut))) => {
+                let mut kept = Vec::with_capacity(state.messages.len() - cut + 1);
+                kept.push(summary);
+                kept.extend_from_slice(&state.messages[cut..]);
+                if let Some(sink) = rt.node().events() {
+                    let data = json!({"summarized": cut, "kept": state.messages.len() - cut});
+                    sink.send(rt.node().event(
+                        crate::EventKind::Middleware,
+                        "Compaction.summary".into(),
+                        data,
+                    ))
+                    .await;
+                }
+                Ok(Some(HookUpdate::new(
+                    crate::agent::AgentStateUpdate::new().messages(Overwrite(kept)),
+                )))
+            }
+            Ok(None) => Ok(None),
+            // A failed summary must not end the run: carry on uncompacted (overflow recovery,
+            // if enabled, still guards the model call).
+            Err(e) => {
+                tracing::warn!(error = %e, "compaction skipped: the summary call failed");
+                Ok(None)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+
+    fn ai(calls: &[&str]) -> Message {
+        Message::assistant_with_tool_calls(
+            "",
+            calls
+                .iter()
+                .map(|id| ToolCall::with_id(*id, "t", json!({})))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn cut_moves_before_the_call_of_a_kept_result() {
+        let messages = vec![
+            Message::user("q"),
+            ai(&["a", "b"]),
+            Message::tool("a", "1"),
+            Message::tool("b", "2"),
+            Message::assistant("done"),
+        ];
+        // Keeping 2 would start at tool "b": the cut moves back to the assistant message.
+        assert_eq!(safe_cutoff(&messages, 2), 1);
+        assert_eq!(safe_cutoff(&messages, 1), 4);
+        assert_eq!(safe_cutoff(&messages, 10), 0);
+    }
+
+    #[test]
+    fn usage_counts_when_known() {
+        let mut m = Message::assistant("x");
+        m.usage = Some(crate::message::Usage {
+            input_tokens: 1000,
+            output_tokens: 10,
+            ..Default::default()
+        });
+        assert!(conversation_tokens(&[Message::user("hi"), m]) >= 1010);
+    }
+}

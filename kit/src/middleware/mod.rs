@@ -1,0 +1,13 @@
+//! Built-in middleware: the agent's opt-in capabilities and guardrails.
+//!
+//! | middleware | agent option | what it adds |
+//! |---|---|---|
+//! | [`todos::TodoMiddleware`] | `middleware(..)` | planning with `write_todos` |
+//! | [`subagents::SubagentMiddleware`] | `subagents(..)` | the `task` tool: sync subagents |
+//! | [`compaction::CompactionMiddleware`] | `compact_conversation(true)` | summarises old messages |
+//! | [`overflow::OverflowRecoveryMiddleware`] | `overflow_recovery(true)` | compacts and retries when the provider says the context is full |
+
+pub mod compaction;
+pub mod overflow;
+pub mod subagents;
+pub mod todos;

@@ -1,0 +1,173 @@
+//! Overflow recovery: when the provider says the context is full, compact and retry once.
+
+use serde_json::json;
+
+use super::compaction::compact;
+use crate::agent::{AgentError, Hook, Middleware, ModelNext, Runtime};
+use crate::message::Role;
+use crate::model::{ModelError, ModelRequest, ModelResponse};
+use crate::tool::truncate_content;
+
+/// The `metadata` key on the model's answer telling the agent that the conversation was
+/// compacted to get it: `{"summary": <message>, "first_kept": <id of the first message kept>}`.
+/// The agent then rewrites its `messages` the same way, so the next turn does not overflow
+/// again.
+pub const COMPACTED_KEY: &str = "kit_compacted";
+
+/// Catches the provider's context-length error, compacts the request (summary of the older
+/// messages, recent ones kept whole, oversized tool results clipped) and retries once. If the
+/// compacted request is not smaller, or still does not fit, the run fails with a clear error.
+#[derive(Debug, Clone)]
+pub struct OverflowRecoveryMiddleware {
+    keep_messages: usize,
+    max_tool_result_chars: usize,
+}
+
+impl Default for OverflowRecoveryMiddleware {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OverflowRecoveryMiddleware {
+    /// Recovery keeping the last 6 messages and clipping tool results over 20,000 characters.
+    pub fn new() -> Self {
+        OverflowRecoveryMiddleware {
+            keep_messages: 6,
+            max_tool_result_chars: 20_000,
+        }
+    }
+
+    /// Keep this many recent messages verbatim.
+    pub fn keep_messages(mut self, n: usize) -> Self {
+        self.keep_messages = n;
+        self
+    }
+}
+
+fn still_too_big(provider: &str) -> AgentError {
+    AgentError::Model(ModelError::ContextLengthExceeded {
+        provider: provider.to_string(),
+        message: "Model input still does not fit after recovery; reduce input, tools, or \
+                  configured output tokens"
+            .to_string(),
+    })
+}
+
+#[crate::async_trait]
+impl Middleware for OverflowRecoveryMiddleware {
+    fn name(&self) -> &str {
+        "OverflowRecovery"
+    }
+
+    fn hooks(&self) -> &[Hook] {
+        &[]
+    }
+
+    async fn wrap_model_call(
+        &self,
+        request: ModelRequest,
+        rt: &Runtime,
+        next: ModelNext<'_>,
+    ) -> Result<ModelResponse, AgentError> {
+        let original = request.clone();
+        let error = match next.call(request).await {
+            Err(AgentError::Model(e)) if e.is_context_overflow() => e,
+            other => return other,
+        };
+        let provider = rt.model().provider().to_string();
+        tracing::info!(error = %error, "context overflow: compacting and retrying once");
+        let model = rt.model().as_ref();
+        // The summary request itself must fit: give it at most half the failed request.
+        let budget = (original.estimate_tokens() as usize)
+            .saturating_mul(2)
+            .max(4_000);
+        // Keep the configured tail, but always summarise something: with few, huge messages,
+        // keep only the last one.
+        let keep = if super::compaction::safe_cutoff(&original.messages, self.keep_messages) == 0 {
+            1
+        } else {
+            self.keep_messages
+        };
+        let compacted = compact(model, &original.messages, keep, budget)
+            .await
+            .map_err(|e| {
+                if e.is_context_overflow() {
+                    still_too_big(&provider)
+                } else {
+                    AgentError::Model(e)
+                }
+            })?;
+        let mut retry = original.clone();
+        let summary_info = match compacted {
+            Some((summary, cut)) => {
+                let mut messages = Vec::with_capacity(original.messages.len() - cut + 1);
+                messages.push(summary.clone());
+                messages.extend_from_slice(&original.messages[cut..]);
+                retry.messages = messages;
+                Some((summary, cut))
+            }
+            None => None,
+        };
+        for m in retry.messages.iter_mut().filter(|m| m.role == Role::Tool) {
+            if m.content.text_len() > self.max_tool_result_chars {
+                truncate_content(&mut m.content, self.max_tool_result_chars);
+            }
+        }
+        if retry.estimate_tokens() >= original.estimate_tokens() {
+            return Err(still_too_big(&provider));
+        }
+        match next.call(retry).await {
+            Ok(mut response) => {
+                if let Some((summary, cut)) = summary_info {
+                    let first_kept = original.messages.get(cut).map(|m| m.id.clone());
+                    response.message.metadata.insert(
+                        COMPACTED_KEY.to_string(),
+                        json!({"summary": summary, "first_kept": first_kept}),
+                    );
+                }
+                Ok(response)
+            }
+            Err(AgentError::Model(e)) if e.is_context_overflow() => Err(still_too_big(&provider)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Rebuilds the conversation after a recovered overflow (used by the agent's model node):
+/// the summary, then the messages from the first kept one on. `None` if the information does
+/// not match the conversation.
+pub(crate) fn apply_compaction(
+    messages: &[crate::Message],
+    info: &serde_json::Value,
+) -> Option<Vec<crate::Message>> {
+    let summary: crate::Message = serde_json::from_value(info.get("summary")?.clone()).ok()?;
+    let from = match info.get("first_kept").and_then(|v| v.as_str()) {
+        Some(id) => messages.iter().position(|m| m.id == id)?,
+        None => messages.len(),
+    };
+    let mut out = Vec::with_capacity(messages.len() - from + 1);
+    out.push(summary);
+    out.extend_from_slice(&messages[from..]);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::middleware::compaction::summary_message;
+
+    #[test]
+    fn compaction_info_rebuilds_messages() {
+        let messages = vec![
+            crate::Message::user("a"),
+            crate::Message::assistant("b"),
+            crate::Message::user("c"),
+        ];
+        let info = json!({"summary": summary_message("sum"), "first_kept": messages[2].id});
+        let out = apply_compaction(&messages, &info).unwrap();
+        assert_eq!(out.len(), 2);
+        assert!(out[0].text().contains("sum"));
+        assert_eq!(out[1].text(), "c");
+    }
+}

@@ -1,0 +1,366 @@
+//! Sync subagents: the `task` tool.
+//!
+//! The parent model delegates a job with `task(description, subagent_type)`. The child agent
+//! starts with a fresh conversation holding only the description, runs to its final answer,
+//! and that answer comes back as the tool result. The child does not get the parent's todo or
+//! filesystem middleware unless its spec gives them; it sees the parent's files and its file
+//! changes merge back into the parent.
+//!
+//! The child runs as a subgraph of the parent's run: its events stream through the parent's
+//! stream under the namespace `task:<tool call id>` (with that tool call id), and its
+//! checkpoints live in the parent's checkpointer under the same namespace — so an interrupt
+//! raised inside the child (human review of one of its tool calls) pauses the parent, reaches
+//! the parent's caller with the child's interrupt id, and `resume` continues inside the child.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::agent::{Agent, AgentState, AgentStateUpdate, FileData, Middleware};
+use crate::graph::{Outcome, Resume, RunOptions};
+use crate::message::{Message, Role};
+use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
+
+/// The name of the default subagent.
+pub const GENERAL_PURPOSE: &str = "general-purpose";
+
+const GENERAL_PURPOSE_DESCRIPTION: &str = "General-purpose agent for researching complex \
+questions, searching for files and content, and executing multi-step tasks. Use it when a job \
+needs many steps or would fill your context with intermediate results. It has the same tools \
+as you.";
+
+const GENERAL_PURPOSE_PROMPT: &str = "Complete the task you are given using the tools you \
+have. The agent that delegated the task sees only your final message, not your intermediate \
+steps or tool results, so make your final answer complete and self-contained.";
+
+/// A sync subagent: a name and description for the parent model, and how to build the child.
+#[derive(Clone)]
+pub struct SubagentSpec {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) system_prompt: Option<String>,
+    pub(crate) tools: Option<Vec<Tool>>,
+    pub(crate) model: Option<Arc<dyn crate::ChatModel>>,
+    pub(crate) middleware: Vec<Arc<dyn Middleware>>,
+    pub(crate) agent: Option<Agent>,
+}
+
+impl std::fmt::Debug for SubagentSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubagentSpec")
+            .field("name", &self.name)
+            .field("description", &self.description)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SubagentSpec {
+    /// A subagent with a name and a description the parent model chooses by.
+    ///
+    /// ```
+    /// use kit::middleware::subagents::SubagentSpec;
+    /// let researcher = SubagentSpec::new("researcher", "Finds facts and cites sources.")
+    ///     .system_prompt("You research. Cite every source.");
+    /// # let _ = researcher;
+    /// ```
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        SubagentSpec {
+            name: name.into(),
+            description: description.into(),
+            system_prompt: None,
+            tools: None,
+            model: None,
+            middleware: Vec::new(),
+            agent: None,
+        }
+    }
+
+    /// A subagent that is an already built agent (any tools, middleware, model).
+    pub fn from_agent(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        agent: Agent,
+    ) -> Self {
+        let mut spec = Self::new(name, description);
+        spec.agent = Some(agent);
+        spec
+    }
+
+    /// The child's system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// The child's tools (omitted: the parent's tools).
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Tool>) -> Self {
+        self.tools = Some(tools.into_iter().collect());
+        self
+    }
+
+    /// The child's model (omitted: the parent's model).
+    pub fn model(mut self, model: impl crate::ChatModel) -> Self {
+        self.model = Some(Arc::new(model));
+        self
+    }
+
+    /// Adds a middleware to the child (todos and filesystem are not inherited).
+    pub fn middleware(mut self, middleware: impl Middleware) -> Self {
+        self.middleware.push(Arc::new(middleware));
+        self
+    }
+
+    /// The subagent's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// A built child.
+pub(crate) struct Child {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) agent: Agent,
+}
+
+/// Builds the children of an agent: the general-purpose one (unless disabled or replaced) and
+/// one per spec, with the parent's model and tools where a spec leaves them out.
+pub(crate) fn build_children(
+    specs: Vec<SubagentSpec>,
+    general_purpose: bool,
+    parent_model: &Arc<dyn crate::ChatModel>,
+    parent_tools: &[Tool],
+) -> Result<Vec<Child>, crate::AgentError> {
+    let mut all = Vec::new();
+    if general_purpose && !specs.iter().any(|s| s.name == GENERAL_PURPOSE) {
+        all.push(
+            SubagentSpec::new(GENERAL_PURPOSE, GENERAL_PURPOSE_DESCRIPTION)
+                .system_prompt(GENERAL_PURPOSE_PROMPT),
+        );
+    }
+    all.extend(specs);
+    let mut children: Vec<Child> = Vec::new();
+    for spec in all {
+        if children.iter().any(|c| c.name == spec.name) {
+            return Err(crate::AgentError::Build(format!(
+                "duplicate subagent name `{}`; each subagent must have a unique name",
+                spec.name
+            )));
+        }
+        let agent = match spec.agent {
+            Some(agent) => agent,
+            None => {
+                let mut b = Agent::builder()
+                    .name(spec.name.clone())
+                    .model(spec.model.clone().unwrap_or_else(|| parent_model.clone()))
+                    .tools(spec.tools.clone().unwrap_or_else(|| parent_tools.to_vec()));
+                if let Some(p) = &spec.system_prompt {
+                    b = b.system_prompt(p.clone());
+                }
+                for m in &spec.middleware {
+                    b = b.middleware_arc(m.clone());
+                }
+                b.build().map_err(|e| {
+                    crate::AgentError::Build(format!("subagent `{}`: {e}", spec.name))
+                })?
+            }
+        };
+        children.push(Child {
+            name: spec.name,
+            description: spec.description,
+            agent,
+        });
+    }
+    Ok(children)
+}
+
+/// Adds the `task` tool that runs sync subagents.
+pub struct SubagentMiddleware {
+    children: Arc<Vec<Child>>,
+}
+
+impl SubagentMiddleware {
+    pub(crate) fn new(children: Vec<Child>) -> Self {
+        SubagentMiddleware {
+            children: Arc::new(children),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct TaskArgs {
+    description: String,
+    subagent_type: String,
+}
+
+fn task_description(children: &[Child]) -> String {
+    let mut list = String::new();
+    for c in children {
+        list.push_str(&format!("- {}: {}\n", c.name, c.description));
+    }
+    format!(
+        "Launch a subagent to do a self-contained job in its own context window. Available \
+         subagent types:\n{list}\nHow to use it:\n\
+         - The subagent starts fresh: put everything it needs in `description` (the goal, the \
+         context, and the form of the answer you want back).\n\
+         - Its final answer comes back to you as this tool's result; the user does not see \
+         it, so relay what matters.\n\
+         - Launch several subagents in one message when their jobs are independent; they run \
+         in parallel.\n\
+         - Use it for work that would flood your context (research, large searches, multi-step \
+         investigations); do simple things yourself."
+    )
+}
+
+/// The text of the child's answer: its structured response, or its last non-empty assistant
+/// message.
+fn answer_of(state: &AgentState) -> String {
+    if let Some(structured) = &state.structured_response {
+        return structured.to_string();
+    }
+    state
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant && !m.content.is_empty())
+        .map(Message::text)
+        .unwrap_or_default()
+}
+
+/// File changes of the child relative to what it was given.
+fn file_changes(
+    before: &BTreeMap<String, FileData>,
+    after: &BTreeMap<String, FileData>,
+) -> BTreeMap<String, Option<FileData>> {
+    let mut changes = BTreeMap::new();
+    for (path, data) in after {
+        if before.get(path) != Some(data) {
+            changes.insert(path.clone(), Some(data.clone()));
+        }
+    }
+    for path in before.keys() {
+        if !after.contains_key(path) {
+            changes.insert(path.clone(), None);
+        }
+    }
+    changes
+}
+
+async fn run_task(
+    children: Arc<Vec<Child>>,
+    args: TaskArgs,
+    ctx: ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let Some(child) = children.iter().find(|c| c.name == args.subagent_type) else {
+        let names: Vec<String> = children.iter().map(|c| format!("`{}`", c.name)).collect();
+        return Err(ToolError::new(format!(
+            "We cannot invoke subagent {} because it does not exist, the only allowed types are {}",
+            args.subagent_type,
+            names.join(", ")
+        )));
+    };
+    let call_id = ctx.call_id().to_string();
+    let segment = format!("task:{call_id}");
+    let opts = match ctx.node() {
+        Some(node) => node.child_options(&segment, Some(call_id.clone())),
+        None => RunOptions::new(),
+    };
+    let parent_files = &ctx.state().files;
+    let resume = ctx.node().and_then(|n| n.child_resume());
+    let persistent = opts.thread_id.is_some() && opts.checkpointer.is_some();
+    let outcome = match resume {
+        Some(resume) => child.agent.resume(resume, &opts).await,
+        None => {
+            // A child thread that already exists (the parent crashed mid-call and re-ran the
+            // call) is continued, not restarted with a duplicate task message.
+            let existing =
+                persistent && matches!(child.agent.graph().get_state(&opts).await, Ok(Some(_)));
+            if existing {
+                child.agent.resume(Resume::Continue, &opts).await
+            } else {
+                let input = AgentStateUpdate::new()
+                    .messages(vec![Message::user(args.description.clone())])
+                    .files(
+                        parent_files
+                            .iter()
+                            .map(|(k, v)| (k.clone(), Some(v.clone())))
+                            .collect::<BTreeMap<_, _>>(),
+                    );
+                child.agent.invoke(input, &opts).await
+            }
+        }
+    };
+    match outcome {
+        Ok(Outcome::Done(state)) => {
+            let mut output = ToolOutput::text(answer_of(&state));
+            let changes = file_changes(parent_files, &state.files);
+            if !changes.is_empty() {
+                output = output.with_update(AgentStateUpdate::new().files(changes));
+            }
+            Ok(output)
+        }
+        Ok(Outcome::Interrupted(paused)) => Err(ToolError::Interrupted(paused.interrupts)),
+        Err(e) => Err(ToolError::new(format!(
+            "subagent `{}` failed: {e}",
+            args.subagent_type
+        ))),
+    }
+}
+
+#[crate::async_trait]
+impl Middleware for SubagentMiddleware {
+    fn name(&self) -> &str {
+        "Subagents"
+    }
+
+    fn hooks(&self) -> &[crate::agent::Hook] {
+        &[]
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        let children = self.children.clone();
+        let names: Vec<&str> = self.children.iter().map(|c| c.name.as_str()).collect();
+        vec![Tool::from_fn(
+            "task",
+            task_description(&self.children),
+            json!({
+                "type": "object",
+                "properties": {
+                    "description": {
+                        "type": "string",
+                        "description": "A detailed description of the task for the subagent to \
+                                        perform autonomously. Include all necessary context and \
+                                        specify the expected output format."
+                    },
+                    "subagent_type": {
+                        "type": "string",
+                        "description": format!(
+                            "The type of subagent to use: one of {}.",
+                            names.join(", ")
+                        ),
+                    }
+                },
+                "required": ["description", "subagent_type"],
+                "additionalProperties": false
+            }),
+            move |args, ctx| {
+                let children = children.clone();
+                async move {
+                    let args: TaskArgs =
+                        serde_json::from_value(args).map_err(ToolError::invalid_args)?;
+                    run_task(children, args, ctx).await
+                }
+            },
+        )]
+    }
+
+    fn system_prompt(&self) -> Option<String> {
+        Some(
+            "## `task` (subagents)\n\nYou can delegate self-contained jobs to subagents with the \
+             `task` tool. Each runs in its own context and returns only its final answer."
+                .to_string(),
+        )
+    }
+}

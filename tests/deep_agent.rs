@@ -1,0 +1,485 @@
+//! Deep-agent capabilities: planning, sync subagents, compaction and overflow recovery.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kit::agent::{Agent, AgentStateUpdate, FileData, Todo, TodoStatus};
+use kit::middleware::compaction::{CompactionMiddleware, safe_cutoff};
+use kit::middleware::subagents::SubagentSpec;
+use kit::middleware::todos::TodoMiddleware;
+use kit::model::ModelError;
+use kit::testing::{ScriptStep, ScriptedModel};
+use kit::tool::{Tool, ToolError, ToolOutput};
+use kit::{EventKind, MemoryCheckpointer, Message, Outcome, Resume, Role, RunOptions, ToolCall};
+use proptest::prelude::*;
+use serde_json::json;
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> Message {
+    Message::assistant_with_tool_calls("", vec![ToolCall::with_id(id, name, args)])
+}
+
+#[tokio::test]
+async fn write_todos_replaces_the_plan_and_reports_it() {
+    let model = ScriptedModel::new([
+        call(
+            "t1",
+            "write_todos",
+            json!({"todos": [{"content": "a", "status": "in_progress"}, {"content": "b", "status": "pending"}]}),
+        ),
+        call(
+            "t2",
+            "write_todos",
+            json!({"todos": [{"content": "a", "status": "completed"}]}),
+        ),
+        Message::assistant("planned"),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(TodoMiddleware::new())
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("plan", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(
+        state.todos,
+        [Todo {
+            content: "a".into(),
+            status: TodoStatus::Completed
+        }]
+    );
+    let first = state
+        .messages
+        .iter()
+        .find(|m| m.tool_call_id.as_deref() == Some("t1"))
+        .unwrap();
+    assert_eq!(
+        first.text(),
+        "Updated todo list to [{'content': 'a', 'status': 'in_progress'}, {'content': 'b', 'status': 'pending'}]"
+    );
+    let request = &model.requests()[0];
+    assert!(request.system.as_deref().unwrap().contains("write_todos"));
+    // An invalid status is refused by the schema, with a message the model can act on.
+    let model = ScriptedModel::new([
+        call(
+            "x",
+            "write_todos",
+            json!({"todos": [{"content": "a", "status": "done"}]}),
+        ),
+        Message::assistant("ok"),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .middleware(TodoMiddleware::new())
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("plan", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    let result = &state.messages[2];
+    assert!(result.is_error());
+    assert!(
+        result.text().contains("`todos[0].status`: must be one of"),
+        "{}",
+        result.text()
+    );
+}
+
+#[tokio::test]
+async fn two_write_todos_calls_in_one_turn_are_both_refused() {
+    let model = ScriptedModel::new([
+        Message::assistant_with_tool_calls(
+            "",
+            vec![
+                ToolCall::with_id(
+                    "p1",
+                    "update_plan",
+                    json!({"todos": [{"content": "x", "status": "pending"}]}),
+                ),
+                ToolCall::with_id(
+                    "p2",
+                    "update_plan",
+                    json!({"todos": [{"content": "y", "status": "pending"}]}),
+                ),
+            ],
+        ),
+        Message::assistant("sorry"),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .middleware(TodoMiddleware::new().tool_name("update_plan"))
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("plan twice", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert!(state.todos.is_empty(), "neither call applied");
+    let results: Vec<&Message> = state
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .collect();
+    assert_eq!(results.len(), 2, "each call got exactly one result");
+    for r in results {
+        assert!(r.is_error());
+        assert!(
+            r.text()
+                .contains("should never be called multiple times in parallel")
+        );
+    }
+}
+
+/// A tool that writes a file through a state update (what the filesystem middleware does).
+fn note_tool() -> Tool {
+    Tool::from_fn(
+        "save_note",
+        "Saves a note to /notes.md.",
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        |args, _ctx| async move {
+            let text = args["text"].as_str().unwrap_or_default().to_string();
+            Ok::<_, ToolError>(
+                ToolOutput::text("saved").with_update(
+                    AgentStateUpdate::new().files(
+                        [("/notes.md".to_string(), Some(FileData::text(text)))]
+                            .into_iter()
+                            .collect::<std::collections::BTreeMap<_, _>>(),
+                    ),
+                ),
+            )
+        },
+    )
+}
+
+#[tokio::test]
+async fn task_runs_a_subagent_with_a_fresh_context_and_streams_under_its_namespace() {
+    let parent_model = ScriptedModel::new([
+        call(
+            "job-1",
+            "task",
+            json!({"description": "Research the capital of France and save a note.", "subagent_type": "researcher"}),
+        ),
+        Message::assistant("The researcher says: Paris."),
+    ]);
+    let child_model = ScriptedModel::new([
+        call("n1", "save_note", json!({"text": "capital: Paris"})),
+        Message::assistant("The capital of France is Paris."),
+    ]);
+    let agent = Agent::builder()
+        .name("boss")
+        .model(parent_model.clone())
+        .middleware(TodoMiddleware::new())
+        .subagents([SubagentSpec::new("researcher", "Finds facts.")
+            .system_prompt("You research.")
+            .model(child_model.clone())
+            .tools([note_tool()])])
+        .build()
+        .unwrap();
+    assert!(agent.tool_names().contains(&"task"));
+    let events: Vec<kit::Event> = agent
+        .stream_events("What is the capital of France?", &RunOptions::new())
+        .collect()
+        .await;
+    let end = events.last().unwrap();
+    assert_eq!(end.event, EventKind::RunEnd);
+    let output = &end.data["output"];
+    // The child's final answer is the task tool's result.
+    let task_result = output["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["tool_call_id"] == "job-1")
+        .unwrap();
+    assert_eq!(task_result["content"], "The capital of France is Paris.");
+    // The child's file change merged back into the parent.
+    assert_eq!(output["files"]["/notes.md"]["content"], "capital: Paris");
+    // The child started fresh: system prompt + the description only, no todo tool.
+    let child_first = &child_model.requests()[0];
+    assert_eq!(child_first.messages.len(), 1);
+    assert_eq!(
+        child_first.messages[0].text(),
+        "Research the capital of France and save a note."
+    );
+    assert_eq!(child_first.system.as_deref(), Some("You research."));
+    let child_tools: Vec<&str> = child_first.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(child_tools, ["save_note"]);
+    // Child events came through the parent's stream, attributed to the call.
+    let child_events: Vec<&kit::Event> = events
+        .iter()
+        .filter(|e| e.metadata.namespace == ["task:job-1"])
+        .collect();
+    assert!(
+        child_events
+            .iter()
+            .any(|e| e.event == EventKind::ToolEnd && e.name == "save_note")
+    );
+    // Everything the child emits is attributed to the parent's call (its own tool events carry
+    // their own call id, under the same namespace).
+    assert!(
+        child_events
+            .iter()
+            .filter(|e| !matches!(e.event, EventKind::ToolStart | EventKind::ToolEnd))
+            .all(|e| e.metadata.tool_call_id.as_deref() == Some("job-1"))
+    );
+    let child_text: String = child_events
+        .iter()
+        .filter(|e| e.event == EventKind::ModelDelta)
+        .filter_map(|e| e.data["text"].as_str())
+        .collect();
+    assert_eq!(child_text, "The capital of France is Paris.");
+}
+
+#[tokio::test]
+async fn unknown_subagent_type_is_an_error_result_listing_the_real_ones() {
+    let model = ScriptedModel::new([
+        call(
+            "j",
+            "task",
+            json!({"description": "x", "subagent_type": "nope"}),
+        ),
+        Message::assistant("ok"),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .subagents([SubagentSpec::new("writer", "Writes.")])
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("go", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    let result = &state.messages[2];
+    assert!(result.is_error());
+    assert_eq!(
+        result.text(),
+        "Error: We cannot invoke subagent nope because it does not exist, the only allowed types \
+         are `general-purpose`, `writer`"
+    );
+}
+
+/// A tool that asks a human before acting (what human review does).
+fn confirm_tool() -> Tool {
+    Tool::from_fn(
+        "delete_everything",
+        "Deletes everything, after a human confirms.",
+        json!({"type": "object", "properties": {}}),
+        |_args, ctx| async move {
+            let answer = ctx.interrupt(json!({"question": "really delete everything?"}))?;
+            Ok::<_, ToolError>(ToolOutput::text(format!("human said {answer}")))
+        },
+    )
+}
+
+#[tokio::test]
+async fn an_interrupt_inside_a_subagent_reaches_the_caller_and_resumes_into_the_child() {
+    let parent_model = ScriptedModel::new([
+        call(
+            "job",
+            "task",
+            json!({"description": "clean up", "subagent_type": "janitor"}),
+        ),
+        Message::assistant("The janitor reported back."),
+    ]);
+    let child_model = ScriptedModel::new([
+        call("d1", "delete_everything", json!({})),
+        Message::assistant("Deleted, as confirmed."),
+    ]);
+    let agent = Agent::builder()
+        .model(parent_model.clone())
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .general_purpose_subagent(false)
+        .subagents([SubagentSpec::new("janitor", "Cleans up.")
+            .model(child_model.clone())
+            .tools([confirm_tool()])])
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("nested-review");
+    let out = agent.invoke("please clean", &opts).await.unwrap();
+    let Outcome::Interrupted(paused) = out else {
+        panic!("the child's question should pause the parent")
+    };
+    assert_eq!(paused.interrupts.len(), 1);
+    let interrupt = &paused.interrupts[0];
+    assert_eq!(interrupt.value["question"], "really delete everything?");
+    assert_eq!(interrupt.namespace, ["task:job"], "raised inside the child");
+
+    let done = agent
+        .resume(Resume::by_ids([(interrupt.id.clone(), "yes")]), &opts)
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(done.final_text(), "The janitor reported back.");
+    let task_result = done
+        .messages
+        .iter()
+        .find(|m| m.tool_call_id.as_deref() == Some("job"))
+        .unwrap();
+    assert_eq!(task_result.text(), "Deleted, as confirmed.");
+    // The child resumed where it was: its model was called twice in all, not restarted.
+    assert_eq!(child_model.calls(), 2);
+    assert_eq!(parent_model.calls(), 2);
+}
+
+#[tokio::test]
+async fn compaction_summarises_old_messages_and_keeps_other_channels() {
+    let model = ScriptedModel::new([
+        // Turn 1 and 2 answers.
+        Message::assistant("first answer"),
+        Message::assistant("second answer"),
+        // Turn 3: the compaction summary call, then the answer.
+        Message::assistant("SUMMARY: the user asked two things."),
+        Message::assistant("third answer"),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .compaction(
+            CompactionMiddleware::new()
+                .trigger_messages(5)
+                .keep_messages(2),
+        )
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("long");
+    agent.invoke("one", &opts).await.unwrap();
+    // A plan that compaction must not touch.
+    agent
+        .graph()
+        .update_state(
+            &opts,
+            AgentStateUpdate::new().todos(vec![Todo {
+                content: "keep me".into(),
+                status: TodoStatus::Pending,
+            }]),
+            None,
+        )
+        .await
+        .unwrap();
+    agent.invoke("two", &opts).await.unwrap();
+    let state = agent.invoke("three", &opts).await.unwrap().into_state();
+    let texts: Vec<String> = state.messages.iter().map(Message::text).collect();
+    assert!(
+        texts[0].contains("SUMMARY: the user asked two things."),
+        "{texts:?}"
+    );
+    assert_eq!(&texts[1..], ["second answer", "three", "third answer"]);
+    assert_eq!(state.todos.len(), 1, "todos survive compaction");
+    // The answering call saw the summary, not the old messages.
+    let last = model.requests().last().unwrap().clone();
+    assert!(last.messages[0].text().contains("SUMMARY"));
+    assert_eq!(last.messages.len(), 3);
+}
+
+#[tokio::test]
+async fn overflow_recovery_compacts_and_retries_once() {
+    let overflow = || {
+        ScriptStep::Fail(ModelError::ContextLengthExceeded {
+            provider: "scripted".into(),
+            message: "maximum context length is 100 tokens".into(),
+        })
+    };
+    let model = ScriptedModel::new([
+        ScriptStep::Reply(Message::assistant("a1")),
+        ScriptStep::Reply(Message::assistant("a2")),
+        overflow(),
+        ScriptStep::Reply(Message::assistant("SUMMARY of a1 a2")),
+        ScriptStep::Reply(Message::assistant("fits now")),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .overflow_recovery(true)
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("big");
+    agent.invoke(&*"x".repeat(4000), &opts).await.unwrap();
+    agent.invoke(&*"y".repeat(4000), &opts).await.unwrap();
+    let state = agent.invoke("z", &opts).await.unwrap().into_state();
+    assert_eq!(state.final_text(), "fits now");
+    // The state itself was compacted, so the next turn does not overflow again.
+    assert!(state.messages[0].text().contains("SUMMARY of a1 a2"));
+    assert!(state.messages.len() < 7);
+
+    // Still too big after recovery: a clear error.
+    let model = ScriptedModel::new([
+        overflow(),
+        ScriptStep::Reply(Message::assistant("sum")),
+        overflow(),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .overflow_recovery(true)
+        .build()
+        .unwrap();
+    let input: Vec<Message> = (0..10)
+        .map(|i| Message::user(format!("{i} {}", "w".repeat(500))))
+        .collect();
+    let err = agent.invoke(input, &RunOptions::new()).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("still does not fit after recovery"),
+        "{err}"
+    );
+}
+
+fn arb_conversation() -> impl Strategy<Value = Vec<Message>> {
+    // Turns: a user message, or an assistant message with 0-3 calls whose results follow, in a
+    // random order, sometimes interleaved with the next turn's messages (mixed ids).
+    prop::collection::vec((0u8..3, 0usize..4, any::<bool>()), 1..25).prop_map(|turns| {
+        let mut messages = Vec::new();
+        let mut n = 0;
+        let mut owed: Vec<Message> = Vec::new();
+        for (kind, calls, interleave) in turns {
+            match kind {
+                0 => messages.push(Message::user("u")),
+                _ => {
+                    let ids: Vec<String> = (0..calls)
+                        .map(|_| {
+                            n += 1;
+                            format!("c{n}")
+                        })
+                        .collect();
+                    messages.push(Message::assistant_with_tool_calls(
+                        "a",
+                        ids.iter()
+                            .map(|id| ToolCall::with_id(id, "t", json!({})))
+                            .collect(),
+                    ));
+                    let mut results: Vec<Message> =
+                        ids.iter().rev().map(|id| Message::tool(id, "r")).collect();
+                    if interleave && !results.is_empty() {
+                        owed.push(results.remove(0));
+                    }
+                    messages.append(&mut results);
+                    messages.append(&mut owed);
+                }
+            }
+        }
+        messages.append(&mut owed);
+        messages
+    })
+}
+
+proptest! {
+    /// The kept tail never holds a tool result whose call was summarised away.
+    #[test]
+    fn compaction_never_orphans_a_tool_result(messages in arb_conversation(), keep in 0usize..12) {
+        let cut = safe_cutoff(&messages, keep);
+        prop_assert!(cut <= messages.len());
+        let tail = &messages[cut..];
+        for (i, m) in tail.iter().enumerate() {
+            if m.role == Role::Tool {
+                let id = m.tool_call_id.as_deref().unwrap();
+                let answered = tail[..i].iter().any(|a| a.tool_calls.iter().any(|c| c.id == id));
+                prop_assert!(answered, "orphan result {id} at {} (cut {cut})", i + cut);
+            }
+        }
+        prop_assert!(tail.first().map(|m| m.role != Role::Tool).unwrap_or(true));
+    }
+}
