@@ -15,6 +15,7 @@ pub mod event;
 pub mod graph;
 pub mod ids;
 pub mod message;
+pub mod middleware;
 pub mod model;
 pub mod state;
 pub mod testing;

@@ -127,6 +127,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds a filesystem (the spec's `filesystem` option): the tools `ls`, `read_file`,
+    /// `write_file`, `edit_file`, `delete`, `glob` and `grep`, and large-result eviction. It
+    /// is a middleware like any other, added at this point of the list.
+    pub fn filesystem(self, fs: crate::middleware::filesystem::FilesystemMiddleware) -> Self {
+        self.middleware(fs)
+    }
+
     /// Adds an already shared middleware.
     pub fn middleware_arc(mut self, middleware: Arc<dyn Middleware>) -> Self {
         self.middleware.push(middleware);
