@@ -1,14 +1,6 @@
 //! Where the files live: the [`FsBackend`] trait, the agent state ([`StateBackend`], the
-//! default) and a real directory ([`DirectoryBackend`]).
-//!
-//! | | [`StateBackend`] | [`DirectoryBackend`] |
-//! | --- | --- | --- |
-//! | Files live in | the `files` channel of the agent state | a directory on disk |
-//! | Per thread | yes: each thread has its own files | no: every thread and run shares the directory |
-//! | Checkpointed, restored with the thread, rewound with time travel | yes | no |
-//! | Visible to other programs | no (read `AgentState::files`) | yes |
-//! | A write is seen by | the next model turn (updates apply at the superstep barrier) | every later call, at once |
-//! | Size | every file is part of every checkpoint of the thread | unlimited by kit |
+//! default) and a real directory ([`DirectoryBackend`]). The module documentation of
+//! [`filesystem`](super) compares the two.
 //!
 //! Every path reaching a backend is already normalised (see
 //! [`normalize_path`](super::normalize_path)): absolute, no `.`/`..`, no repeated slashes.

@@ -3,8 +3,19 @@
 //!
 //! By default the files live in the agent state's `files` channel ([`StateBackend`]): they
 //! are per thread, checkpointed with it, and merged by path at the end of each turn (a `None`
-//! deletes). [`DirectoryBackend`] uses a real directory instead, confined to its root. The
-//! backend module compares the two.
+//! deletes). [`DirectoryBackend`] uses a real directory instead, confined to its root:
+//!
+//! | | [`StateBackend`] (default) | [`DirectoryBackend`] |
+//! | --- | --- | --- |
+//! | Files live in | the `files` channel of the agent state | a directory on disk |
+//! | Per thread | yes: each thread has its own files | no: every thread and run shares the directory |
+//! | Checkpointed, restored with the thread, rewound with time travel | yes | no |
+//! | Visible to other programs | no (read `AgentState::files`) | yes |
+//! | A write is seen by | the next model turn (updates apply at the end of the turn) | every later call, at once |
+//! | Size | every file is part of the thread's checkpoints | unlimited by kit |
+//!
+//! Other storage (a database, an object store, a composite by path prefix) plugs in by
+//! implementing [`FsBackend`].
 //!
 //! ```
 //! use kit::agent::Agent;
@@ -32,10 +43,10 @@
 //! **Tools and texts.** Names, arguments, defaults, output formats and error texts follow
 //! deepagents' filesystem middleware, so prompts written for it work: `read_file` pages with a
 //! `@@ lines 1-100 of 150 | next offset 100 @@` header, `ls` and `glob` answer with a list such
-//! as `['/a.txt', '/dir/']`, errors start with `Error: ` and have the error status. Unlike
-//! deepagents, `write_file` overwrites, `grep` has an opt-in `regex` mode, and paths are
-//! checked the same way by every backend (a relative path is taken from `/`; `..` may not leave
-//! the root).
+//! as `['/a.txt', '/dir/']`, errors start with `Error: ` and have the error status.
+//! `write_file` overwrites (early deepagents refused to), `grep` is literal with an opt-in
+//! `regex` mode, and paths are checked the same way by every backend (a relative path is taken
+//! from `/`; `..` may not leave the root).
 //!
 //! **Parallel calls.** Calls of one model turn run in parallel and see the files as they were
 //! at that turn. Two mutations (`write_file`, `edit_file`, `delete`) of the same path in one
