@@ -72,6 +72,7 @@ pub struct AgentBuilder {
     recursion_limit: Option<usize>,
     response_format: Option<ResponseFormat>,
     config: Option<crate::config::Config>,
+    filesystem: Option<Arc<dyn Middleware>>,
     subagents: Option<Vec<crate::middleware::subagents::SubagentSpec>>,
     general_purpose: bool,
     compaction: Option<crate::middleware::compaction::CompactionMiddleware>,
@@ -91,6 +92,7 @@ impl Default for AgentBuilder {
             recursion_limit: None,
             response_format: None,
             config: None,
+            filesystem: None,
             subagents: None,
             general_purpose: true,
             compaction: None,
@@ -190,6 +192,14 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds a filesystem (the spec's `filesystem` option): the tools `ls`, `read_file`,
+    /// `write_file`, `edit_file`, `delete`, `glob` and `grep`, and large-result eviction. Like
+    /// the other capabilities it runs before the middleware given with `middleware(..)`.
+    pub fn filesystem(mut self, fs: crate::middleware::filesystem::FilesystemMiddleware) -> Self {
+        self.filesystem = Some(Arc::new(fs));
+        self
+    }
+
     /// Adds an already shared middleware.
     pub fn middleware_arc(mut self, middleware: Arc<dyn Middleware>) -> Self {
         self.middleware.push(middleware);
@@ -234,6 +244,9 @@ impl AgentBuilder {
 
         // Capabilities first (in the deepagents order), then the user's middleware.
         let mut middleware: Vec<Arc<dyn Middleware>> = Vec::new();
+        if let Some(fs) = self.filesystem {
+            middleware.push(fs);
+        }
         if self.subagents.is_some() {
             let children = crate::middleware::subagents::build_children(
                 self.subagents.unwrap_or_default(),

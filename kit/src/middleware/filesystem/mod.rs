@@ -1,0 +1,457 @@
+//! The filesystem middleware: `ls`, `read_file`, `write_file`, `edit_file`, `delete`, `glob`
+//! and `grep` over a pluggable backend, and eviction of large tool results to files.
+//!
+//! By default the files live in the agent state's `files` channel ([`StateBackend`]): they
+//! are per thread, checkpointed with it, and merged by path at the end of each turn (a `None`
+//! deletes). [`DirectoryBackend`] uses a real directory instead, confined to its root:
+//!
+//! | | [`StateBackend`] (default) | [`DirectoryBackend`] |
+//! | --- | --- | --- |
+//! | Files live in | the `files` channel of the agent state | a directory on disk |
+//! | Per thread | yes: each thread has its own files | no: every thread and run shares the directory |
+//! | Checkpointed, restored with the thread, rewound with time travel | yes | no |
+//! | Visible to other programs | no (read `AgentState::files`) | yes |
+//! | A write is seen by | the next model turn (updates apply at the end of the turn) | every later call, at once |
+//! | Size | every file is part of the thread's checkpoints | unlimited by kit |
+//!
+//! Other storage (a database, an object store, a composite by path prefix) plugs in by
+//! implementing [`FsBackend`].
+//!
+//! ```
+//! use kit::agent::Agent;
+//! use kit::middleware::filesystem::FilesystemMiddleware;
+//! use kit::testing::ScriptedModel;
+//! use kit::{Message, RunOptions, ToolCall};
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kit::agent::AgentError> {
+//! let model = ScriptedModel::new([
+//!     Message::assistant_with_tool_calls("", vec![ToolCall::with_id(
+//!         "c1", "write_file", json!({"file_path": "/notes.txt", "content": "buy milk\n"}),
+//!     )]),
+//!     Message::assistant("Noted."),
+//! ]);
+//! let agent = Agent::builder()
+//!     .model(model)
+//!     .filesystem(FilesystemMiddleware::new())
+//!     .build()?;
+//! let state = agent.invoke("Remember to buy milk", &RunOptions::new()).await?.into_state();
+//! assert_eq!(state.files["/notes.txt"].content, "buy milk\n");
+//! # Ok(()) }
+//! ```
+//!
+//! **Tools and texts.** Names, arguments, defaults, output formats and error texts follow
+//! deepagents' filesystem middleware, so prompts written for it work: `read_file` pages with a
+//! `@@ lines 1-100 of 150 | next offset 100 @@` header, `ls` and `glob` answer with a list such
+//! as `['/a.txt', '/dir/']`, errors start with `Error: ` and have the error status.
+//! `write_file` overwrites (early deepagents refused to), `grep` is literal with an opt-in
+//! `regex` mode, and paths are checked the same way by every backend (a relative path is taken
+//! from `/`; `..` may not leave the root).
+//!
+//! **Parallel calls.** Calls of one model turn run in parallel and see the files as they were
+//! at that turn. Two mutations (`write_file`, `edit_file`, `delete`) of the same path in one
+//! turn would race, so the second one (in call order) is answered with
+//! `Error: parallel file mutations to the same path are not allowed.` and never runs.
+//!
+//! **Large results.** A result of any other tool longer than the eviction threshold (default
+//! 80,000 characters) is written to `/large_tool_results/<call id>` and replaced by a message
+//! with the path, how to page through it with `read_file`, and a preview of its head and tail.
+
+mod backend;
+mod eviction;
+mod glob;
+mod path;
+mod tools;
+
+pub use backend::{DirEntry, DirectoryBackend, FileChanges, FsBackend, FsError, StateBackend};
+pub use eviction::{LARGE_TOOL_RESULTS_DIR, eviction_path, sanitize_call_id};
+pub use path::{PathError, normalize_path};
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use crate::agent::AgentState;
+use crate::agent::{AgentStateUpdate, Hook, HookResult, HookUpdate, Middleware, Runtime, ToolNext};
+use crate::message::{Content, ContentPart, Message, Role, ToolCall};
+use crate::state::Write;
+use crate::tool::{Tool, ToolContext, ToolExecution};
+
+/// The default eviction threshold and `read_file` page budget, in characters (deepagents'
+/// 20,000 tokens at 4 characters per token).
+pub const DEFAULT_MAX_CHARS: usize = 80_000;
+
+/// One of the filesystem tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FsTool {
+    /// `ls`: list a directory.
+    Ls,
+    /// `read_file`: read a file a page at a time (always enabled).
+    ReadFile,
+    /// `write_file`: create or overwrite a file.
+    WriteFile,
+    /// `edit_file`: replace an exact string.
+    EditFile,
+    /// `delete`: delete a file or a directory.
+    Delete,
+    /// `glob`: find files by pattern.
+    Glob,
+    /// `grep`: search file contents.
+    Grep,
+}
+
+impl FsTool {
+    /// Every tool, in the order the model sees them.
+    pub const ALL: [FsTool; 7] = [
+        FsTool::Ls,
+        FsTool::ReadFile,
+        FsTool::WriteFile,
+        FsTool::EditFile,
+        FsTool::Delete,
+        FsTool::Glob,
+        FsTool::Grep,
+    ];
+
+    /// The tool's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FsTool::Ls => "ls",
+            FsTool::ReadFile => "read_file",
+            FsTool::WriteFile => "write_file",
+            FsTool::EditFile => "edit_file",
+            FsTool::Delete => "delete",
+            FsTool::Glob => "glob",
+            FsTool::Grep => "grep",
+        }
+    }
+
+    /// The tool with this name.
+    pub fn from_name(name: &str) -> Option<FsTool> {
+        FsTool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// True for the tools that change files (`write_file`, `edit_file`, `delete`).
+    pub fn is_mutation(self) -> bool {
+        matches!(self, FsTool::WriteFile | FsTool::EditFile | FsTool::Delete)
+    }
+}
+
+/// Adds a filesystem to an agent: the tools, their system-prompt section, the same-path
+/// guard for parallel mutations, and large-result eviction.
+///
+/// ```
+/// use kit::middleware::filesystem::{FilesystemMiddleware, FsTool};
+///
+/// // Read-only tools; evict results over 20,000 characters.
+/// let fs = FilesystemMiddleware::new()
+///     .with_tools([FsTool::Ls, FsTool::Glob, FsTool::Grep])
+///     .eviction_threshold(Some(20_000));
+/// assert_eq!(
+///     fs.enabled_tools(),
+///     [FsTool::Ls, FsTool::ReadFile, FsTool::Glob, FsTool::Grep]
+/// );
+/// ```
+pub struct FilesystemMiddleware {
+    backend: Arc<dyn FsBackend>,
+    enabled: Vec<FsTool>,
+    eviction_threshold: Option<usize>,
+    max_output_chars: usize,
+    system_prompt: Option<String>,
+    descriptions: BTreeMap<FsTool, String>,
+}
+
+impl std::fmt::Debug for FilesystemMiddleware {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilesystemMiddleware")
+            .field("enabled", &self.enabled)
+            .field("eviction_threshold", &self.eviction_threshold)
+            .field("max_output_chars", &self.max_output_chars)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for FilesystemMiddleware {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FilesystemMiddleware {
+    /// All seven tools over the agent state ([`StateBackend`]), evicting tool results over
+    /// [`DEFAULT_MAX_CHARS`].
+    pub fn new() -> Self {
+        FilesystemMiddleware {
+            backend: Arc::new(StateBackend),
+            enabled: FsTool::ALL.to_vec(),
+            eviction_threshold: Some(DEFAULT_MAX_CHARS),
+            max_output_chars: DEFAULT_MAX_CHARS,
+            system_prompt: None,
+            descriptions: BTreeMap::new(),
+        }
+    }
+
+    /// Stores files in `backend` instead of the agent state.
+    pub fn backend(self, backend: impl FsBackend) -> Self {
+        self.backend_arc(Arc::new(backend))
+    }
+
+    /// Stores files in an already shared backend.
+    pub fn backend_arc(mut self, backend: Arc<dyn FsBackend>) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// Exposes only these tools (`read_file` is always exposed). Tool names never change.
+    pub fn with_tools(mut self, tools: impl IntoIterator<Item = FsTool>) -> Self {
+        let mut wanted: HashSet<FsTool> = tools.into_iter().collect();
+        wanted.insert(FsTool::ReadFile);
+        self.enabled = FsTool::ALL
+            .into_iter()
+            .filter(|t| wanted.contains(t))
+            .collect();
+        self
+    }
+
+    /// Results of other tools longer than this many characters are evicted to a file; `None`
+    /// turns eviction off. Default [`DEFAULT_MAX_CHARS`].
+    pub fn eviction_threshold(mut self, chars: Option<usize>) -> Self {
+        self.eviction_threshold = chars;
+        self
+    }
+
+    /// The most characters one `read_file` page (and an `ls`, `glob` or `grep` answer) holds;
+    /// longer output is cut with a notice. Default [`DEFAULT_MAX_CHARS`].
+    pub fn max_output_chars(mut self, chars: usize) -> Self {
+        self.max_output_chars = chars.max(1);
+        self
+    }
+
+    /// Replaces the system-prompt section that describes the tools.
+    pub fn with_system_prompt(mut self, text: impl Into<String>) -> Self {
+        self.system_prompt = Some(text.into());
+        self
+    }
+
+    /// Replaces one tool's description.
+    pub fn tool_description(mut self, tool: FsTool, description: impl Into<String>) -> Self {
+        self.descriptions.insert(tool, description.into());
+        self
+    }
+
+    /// The exposed tools, in the order the model sees them.
+    pub fn enabled_tools(&self) -> &[FsTool] {
+        &self.enabled
+    }
+
+    fn enabled_mutation(&self, name: &str) -> bool {
+        FsTool::from_name(name).is_some_and(|t| t.is_mutation() && self.enabled.contains(&t))
+    }
+
+    fn default_system_prompt(&self) -> String {
+        let names: Vec<String> = self
+            .enabled
+            .iter()
+            .map(|t| format!("`{}`", t.name()))
+            .collect();
+        let mut text = format!(
+            "## Filesystem tools {}\n\nYou have a filesystem. Paths are absolute and start with \
+             `/`.\n",
+            names.join(", ")
+        );
+        for tool in &self.enabled {
+            let line = match tool {
+                FsTool::Ls => "- ls: list the files and directories in a directory",
+                FsTool::ReadFile => {
+                    "- read_file: read a file, 100 lines at a time by default; page through \
+                     large files with offset and limit"
+                }
+                FsTool::WriteFile => "- write_file: create a file, or replace its content",
+                FsTool::EditFile => {
+                    "- edit_file: replace an exact string in a file (read the file first)"
+                }
+                FsTool::Delete => "- delete: delete a file, or a directory with its contents",
+                FsTool::Glob => "- glob: find files by pattern, e.g. `**/*.py`",
+                FsTool::Grep => {
+                    "- grep: search files for literal text (set `regex` to true for a regular \
+                     expression)"
+                }
+            };
+            text.push('\n');
+            text.push_str(line);
+        }
+        if self.enabled.iter().any(|t| t.is_mutation()) {
+            text.push_str(
+                "\n\nChange a file with one call per turn: two changes to the same path in one \
+                 turn are refused.",
+            );
+        }
+        if self.eviction_threshold.is_some() {
+            text.push_str(&format!(
+                "\n\n## Large tool results\n\nA tool result that is too large is saved to \
+                 `{LARGE_TOOL_RESULTS_DIR}/<tool_call_id>` and you get a preview instead. Read \
+                 it in parts with read_file (offset and limit), or search it with grep."
+            ));
+        }
+        text
+    }
+
+    /// Answers the second and later mutations of the same path in the last model turn.
+    fn refuse_parallel_mutations(&self, state: &AgentState) -> Vec<Message> {
+        let Some(ai) = state.last_ai_index().map(|i| &state.messages[i]) else {
+            return Vec::new();
+        };
+        let pending: HashSet<&str> = state
+            .pending_tool_calls()
+            .iter()
+            .map(|c| c.id.as_str())
+            .collect();
+        let mut touched: HashSet<String> = HashSet::new();
+        let mut refused = Vec::new();
+        for call in &ai.tool_calls {
+            if !pending.contains(call.id.as_str()) || !self.enabled_mutation(&call.name) {
+                continue;
+            }
+            let Some(path) = call
+                .args
+                .get("file_path")
+                .and_then(serde_json::Value::as_str)
+                .and_then(|p| normalize_path(p).ok())
+            else {
+                continue; // the tool reports the bad argument itself
+            };
+            if !touched.insert(path) {
+                refused.push(
+                    Message::tool_error(&call.id, tools::PARALLEL_MUTATION_ERROR)
+                        .with_name(&call.name),
+                );
+            }
+        }
+        refused
+    }
+
+    async fn evict(&self, call: &ToolCall, ctx: &ToolContext, execution: &mut ToolExecution) {
+        let Some(threshold) = self.eviction_threshold else {
+            return;
+        };
+        let text = execution.message.content.text();
+        // Bytes bound characters from above: most results skip the count.
+        if text.len() <= threshold || text.chars().count() <= threshold {
+            return;
+        }
+        let path = eviction_path(&call.id);
+        let message = eviction::eviction_message(&call.id, &path, &text);
+        match self.backend.write(ctx, &path, text).await {
+            Ok(changes) => {
+                execution.message.content = match &execution.message.content {
+                    Content::Parts(parts) => {
+                        let mut kept = vec![ContentPart::text(message)];
+                        kept.extend(
+                            parts
+                                .iter()
+                                .filter(|p| !matches!(p, ContentPart::Text { .. }))
+                                .cloned(),
+                        );
+                        Content::Parts(kept)
+                    }
+                    Content::Text(_) => Content::Text(message),
+                };
+                add_file_changes(&mut execution.update, changes);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    tool = %call.name,
+                    call_id = %call.id,
+                    error = %e,
+                    "could not evict a large tool result to {path}; keeping it in the conversation"
+                );
+            }
+        }
+    }
+}
+
+/// Adds file changes to a tool's state update.
+fn add_file_changes(update: &mut Option<AgentStateUpdate>, changes: FileChanges) {
+    if changes.is_empty() {
+        return;
+    }
+    let update = update.get_or_insert_with(AgentStateUpdate::new);
+    update.files = Some(match update.files.take() {
+        None => Write::Value(changes),
+        Some(Write::Value(mut existing)) => {
+            existing.extend(changes);
+            Write::Value(existing)
+        }
+        Some(Write::Overwrite(mut existing)) => {
+            existing.extend(changes);
+            Write::Overwrite(existing)
+        }
+    });
+}
+
+#[crate::async_trait]
+impl Middleware for FilesystemMiddleware {
+    fn name(&self) -> &str {
+        "FilesystemMiddleware"
+    }
+
+    fn hooks(&self) -> &[Hook] {
+        if self.enabled.iter().any(|t| t.is_mutation()) {
+            &[Hook::AfterModel]
+        } else {
+            &[]
+        }
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        let shared = Arc::new(tools::Shared {
+            backend: self.backend.clone(),
+            max_output_chars: self.max_output_chars,
+        });
+        self.enabled
+            .iter()
+            .map(|&t| {
+                tools::build(
+                    t,
+                    shared.clone(),
+                    self.descriptions.get(&t).map(String::as_str),
+                )
+            })
+            .collect()
+    }
+
+    fn system_prompt(&self) -> Option<String> {
+        Some(
+            self.system_prompt
+                .clone()
+                .unwrap_or_else(|| self.default_system_prompt()),
+        )
+    }
+
+    async fn after_model(&self, state: &AgentState, _rt: &Runtime) -> HookResult {
+        let refused = self.refuse_parallel_mutations(state);
+        if refused.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(HookUpdate::messages(refused)))
+    }
+
+    async fn wrap_tool_call(
+        &self,
+        call: ToolCall,
+        ctx: ToolContext,
+        _rt: &Runtime,
+        next: ToolNext<'_>,
+    ) -> ToolExecution {
+        if self.eviction_threshold.is_none() || FsTool::from_name(&call.name).is_some() {
+            return next.call(call, ctx).await;
+        }
+        let mut execution = next.call(call.clone(), ctx.clone()).await;
+        if execution.interrupts.is_none() && execution.message.role == Role::Tool {
+            self.evict(&call, &ctx, &mut execution).await;
+        }
+        execution
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests;

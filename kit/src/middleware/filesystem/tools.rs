@@ -1,0 +1,712 @@
+//! The seven filesystem tools: schemas, descriptions, output formats and error texts.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::FsTool;
+use super::backend::{FileChanges, FsBackend, FsError};
+use super::glob::Glob;
+use super::path::normalize_path;
+use crate::agent::AgentStateUpdate;
+use crate::tool::{DynTool, Tool, ToolContext, ToolError, ToolOutput};
+
+/// `read_file`'s default `limit`.
+pub(crate) const DEFAULT_READ_LIMIT: i64 = 100;
+/// `grep`'s default `max_count`.
+pub(crate) const DEFAULT_GREP_MAX_COUNT: i64 = 1000;
+
+pub(crate) const EMPTY_CONTENT_WARNING: &str =
+    "System reminder: File exists but has empty contents";
+pub(crate) const PARALLEL_MUTATION_ERROR: &str =
+    "Error: parallel file mutations to the same path are not allowed.";
+pub(crate) const EMPTY_OLD_STRING_ERROR: &str =
+    "Error: old_string cannot be empty. Provide the exact text to replace.";
+pub(crate) const NO_MATCHES: &str = "No matches found";
+pub(crate) const NO_FILES: &str = "No files found";
+pub(crate) const LITERAL_GREP_NOTE: &str = "Note: grep matches literal text, not regex, so \
+    characters like `|`, `.*`, and `\\.` are searched verbatim. Search for the literal text you \
+    need instead; for `|` alternation, run a separate search per alternative. To search with a \
+    regular expression, call grep again with `regex` set to true.";
+const TRUNCATION_GUIDANCE: &str =
+    "... [results truncated, try being more specific with your parameters]";
+
+/// What every tool shares.
+pub(crate) struct Shared {
+    pub(crate) backend: Arc<dyn FsBackend>,
+    /// Largest `read_file` page and `ls`/`glob`/`grep` output, in characters.
+    pub(crate) max_output_chars: usize,
+}
+
+/// Builds one tool.
+pub(crate) fn build(kind: FsTool, shared: Arc<Shared>, description: Option<&str>) -> Tool {
+    let description = description.unwrap_or(default_description(kind));
+    Tool::new(
+        kind.name(),
+        description,
+        schema(kind),
+        FsToolImpl { kind, shared },
+    )
+}
+
+struct FsToolImpl {
+    kind: FsTool,
+    shared: Arc<Shared>,
+}
+
+#[async_trait::async_trait]
+impl DynTool for FsToolImpl {
+    async fn call(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let s = &self.shared;
+        let out = match self.kind {
+            FsTool::Ls => ls(s, &args, &ctx).await,
+            FsTool::ReadFile => read_file(s, &args, &ctx).await,
+            FsTool::WriteFile => write_file(s, &args, &ctx).await,
+            FsTool::EditFile => edit_file(s, &args, &ctx).await,
+            FsTool::Delete => delete(s, &args, &ctx).await,
+            FsTool::Glob => glob(s, &args, &ctx).await,
+            FsTool::Grep => grep(s, &args, &ctx).await,
+        };
+        Ok(out.unwrap_or_else(ToolOutput::error))
+    }
+}
+
+/// A tool's result: the output, or the text of an error result.
+type Outcome = Result<ToolOutput, String>;
+
+fn fs_error(e: FsError) -> String {
+    format!("Error: {e}")
+}
+
+fn string_arg<'a>(args: &'a Value, name: &str) -> Result<&'a str, String> {
+    args.get(name).and_then(Value::as_str).ok_or_else(|| {
+        format!("Error: the `{name}` argument is missing or not a string; pass it as text")
+    })
+}
+
+fn optional_string<'a>(args: &'a Value, name: &str) -> Option<&'a str> {
+    args.get(name).and_then(Value::as_str)
+}
+
+fn int_arg(args: &Value, name: &str, default: i64) -> i64 {
+    match args.get(name) {
+        Some(v) => v
+            .as_i64()
+            .or_else(|| v.as_f64().map(|f| f as i64))
+            .unwrap_or(default),
+        None => default,
+    }
+}
+
+fn bool_arg(args: &Value, name: &str, default: bool) -> bool {
+    args.get(name).and_then(Value::as_bool).unwrap_or(default)
+}
+
+fn path_arg(args: &Value, name: &str) -> Result<String, String> {
+    normalize_path(string_arg(args, name)?).map_err(|e| format!("Error: {e}"))
+}
+
+fn optional_path(args: &Value, name: &str) -> Result<String, String> {
+    match optional_string(args, name) {
+        Some(p) if !p.trim().is_empty() => normalize_path(p).map_err(|e| format!("Error: {e}")),
+        _ => Ok("/".to_string()),
+    }
+}
+
+fn with_changes(output: ToolOutput, changes: FileChanges) -> ToolOutput {
+    if changes.is_empty() {
+        output
+    } else {
+        output.with_update(AgentStateUpdate::new().files(changes))
+    }
+}
+
+/// A Python-style string literal (`'a'`, or `"it's"`), as deepagents' listings show paths.
+fn py_str(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push(quote);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c == '\x7f' => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+/// `['/a', '/b/']`, cut (with a guidance item) when longer than `max` characters;
+/// `No files found` when empty.
+fn path_list(paths: &[String], max: usize) -> String {
+    if paths.is_empty() {
+        return NO_FILES.to_string();
+    }
+    let total: usize = paths.iter().map(|p| p.chars().count()).sum();
+    let mut items: Vec<String> = if total > max {
+        let keep = paths.len() * max / total;
+        paths[..keep].iter().map(|p| py_str(p)).collect()
+    } else {
+        paths.iter().map(|p| py_str(p)).collect()
+    };
+    if total > max {
+        items.push(py_str(TRUNCATION_GUIDANCE));
+    }
+    format!("[{}]", items.join(", "))
+}
+
+/// Cuts `text` after `max` characters with the guidance line.
+fn cap_text(text: String, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}\n{TRUNCATION_GUIDANCE}", &text[..at]),
+        None => text,
+    }
+}
+
+async fn ls(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
+    let dir = optional_path(args, "path")?;
+    let entries = s.backend.ls(ctx, &dir).await.map_err(fs_error)?;
+    let shown: Vec<String> = entries.iter().map(|e| e.display()).collect();
+    Ok(ToolOutput::text(path_list(&shown, s.max_output_chars)))
+}
+
+async fn read_file(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
+    let path = path_arg(args, "file_path")?;
+    let offset = int_arg(args, "offset", 0);
+    let limit = int_arg(args, "limit", DEFAULT_READ_LIMIT);
+    if limit == 0 {
+        return Ok(ToolOutput::text(
+            "System reminder: no lines were read because `limit` was 0. The file was not \
+             inspected and may have contents; retry with `limit` >= 1 to read it.",
+        ));
+    }
+    if limit < 0 {
+        return Err(format!(
+            "Error: `limit` was {limit}, but it must be at least 1; retry with `limit` >= 1 \
+             (default {DEFAULT_READ_LIMIT}) to read that many lines"
+        ));
+    }
+    let file = s.backend.read(ctx, &path).await.map_err(fs_error)?;
+    if file.content.trim().is_empty() {
+        return Ok(ToolOutput::text(EMPTY_CONTENT_WARNING));
+    }
+    if file.encoding == "base64" {
+        return Err(binary_error(&path, &file.content));
+    }
+    let lines: Vec<&str> = file.content.lines().collect();
+    let total = lines.len();
+    let mut notices = Vec::new();
+    let start = if offset < 0 {
+        notices.push(format!(
+            "[Requested offset {offset} is before the start of the file; read from line 1 \
+             instead.]"
+        ));
+        0
+    } else {
+        usize::try_from(offset).unwrap_or(usize::MAX)
+    };
+    if start >= total {
+        return Err(format!(
+            "Error: Line offset {offset} exceeds file length ({total} lines)"
+        ));
+    }
+    let end = start
+        .saturating_add(usize::try_from(limit).unwrap_or(usize::MAX))
+        .min(total);
+    let budget = s.max_output_chars.max(1);
+
+    let mut body = String::new();
+    let mut used = 0usize;
+    let mut shown_end = start;
+    for line in &lines[start..end] {
+        let cost = line.chars().count() + usize::from(shown_end > start);
+        if used + cost > budget {
+            break;
+        }
+        if shown_end > start {
+            body.push('\n');
+        }
+        body.push_str(line);
+        used += cost;
+        shown_end += 1;
+    }
+
+    let mut fields = Vec::new();
+    if shown_end == start {
+        // The first line alone is over the budget: show its beginning.
+        let line = lines[start];
+        let line_chars = line.chars().count();
+        body = line.chars().take(budget).collect();
+        fields.push(format!("lines {}-{} of {total}", start + 1, start + 1));
+        if start + 1 < total {
+            fields.push(format!("next offset {}", start + 1));
+        }
+        fields.push(format!(
+            "truncated mid-line | {budget} of {line_chars} chars"
+        ));
+        notices.push(format!(
+            "[Output was truncated due to size limits: line {} has {line_chars} characters and \
+             only the first {budget} are shown. Use grep to find text in the rest of the line.]",
+            start + 1
+        ));
+    } else {
+        fields.push(format!("lines {}-{shown_end} of {total}", start + 1));
+        if shown_end < total {
+            fields.push(format!("next offset {shown_end}"));
+        }
+        if shown_end < end {
+            fields.push("truncated due to size".to_string());
+            notices.push(format!(
+                "[Output was truncated due to size limits: only lines {}-{shown_end} fit. Read \
+                 on with offset={shown_end}, or use a smaller limit.]",
+                start + 1
+            ));
+        }
+    }
+    let mut out = notices.join("\n");
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(&format!("@@ {} @@\n", fields.join(" | ")));
+    out.push_str(&body);
+    Ok(ToolOutput::text(out))
+}
+
+fn binary_error(path: &str, base64: &str) -> String {
+    format!(
+        "Error: '{path}' is a binary file (about {} bytes, not UTF-8 text); the filesystem tools \
+         read and edit text files only",
+        base64.len() / 4 * 3
+    )
+}
+
+async fn write_file(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
+    let path = path_arg(args, "file_path")?;
+    let content = string_arg(args, "content")?.to_string();
+    let changes = s
+        .backend
+        .write(ctx, &path, content)
+        .await
+        .map_err(fs_error)?;
+    Ok(with_changes(
+        ToolOutput::text(format!("Updated file {path}")),
+        changes,
+    ))
+}
+
+async fn edit_file(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
+    let path = path_arg(args, "file_path")?;
+    let old = string_arg(args, "old_string")?;
+    let new = string_arg(args, "new_string")?;
+    let replace_all = bool_arg(args, "replace_all", false);
+    if old.is_empty() {
+        return Err(EMPTY_OLD_STRING_ERROR.to_string());
+    }
+    if old == new {
+        return Err(
+            "Error: old_string and new_string are identical, so the edit would change nothing; \
+             put the replacement text in new_string."
+                .to_string(),
+        );
+    }
+    let file = s.backend.read(ctx, &path).await.map_err(fs_error)?;
+    if file.encoding == "base64" {
+        return Err(binary_error(&path, &file.content));
+    }
+    let occurrences = file.content.matches(old).count();
+    if occurrences == 0 {
+        return Err(format!("Error: String not found in file: '{old}'"));
+    }
+    if occurrences > 1 && !replace_all {
+        return Err(format!(
+            "Error: String '{old}' appears {occurrences} times in file. Use replace_all=true to \
+             replace all instances, or provide a more specific string with surrounding context."
+        ));
+    }
+    let content = file.content.replace(old, new);
+    let changes = s
+        .backend
+        .write(ctx, &path, content)
+        .await
+        .map_err(fs_error)?;
+    Ok(with_changes(
+        ToolOutput::text(format!(
+            "Successfully replaced {occurrences} instance(s) of the string in '{path}'"
+        )),
+        changes,
+    ))
+}
+
+async fn delete(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
+    let path = path_arg(args, "file_path")?;
+    let changes = s.backend.delete(ctx, &path).await.map_err(fs_error)?;
+    Ok(with_changes(
+        ToolOutput::text(format!("Deleted {path}")),
+        changes,
+    ))
+}
+
+async fn glob(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
+    let pattern = string_arg(args, "pattern")?;
+    let base = optional_path(args, "path")?;
+    let glob = Glob::new(pattern).map_err(|e| format!("Error: {e}"))?;
+    let mut found: Vec<String> = s
+        .backend
+        .files(ctx, &base)
+        .await
+        .map_err(fs_error)?
+        .into_iter()
+        .filter(|p| glob.matches(p, &base))
+        .collect();
+    found.sort();
+    Ok(ToolOutput::text(path_list(&found, s.max_output_chars)))
+}
+
+/// True when a literal pattern looks like it was meant as a regular expression.
+fn looks_like_regex(pattern: &str) -> bool {
+    pattern.contains('|')
+        || pattern.contains(".*")
+        || pattern.contains(".+")
+        || pattern
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[0] == b'\\' && b".wWdDsSbB(){}[]|+*?^$".contains(&w[1]))
+}
+
+enum Matcher {
+    Literal(String),
+    Regex(regex::Regex),
+}
+
+impl Matcher {
+    fn is_match(&self, line: &str) -> bool {
+        match self {
+            Matcher::Literal(p) => line.contains(p.as_str()),
+            Matcher::Regex(r) => r.is_match(line),
+        }
+    }
+}
+
+async fn grep(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
+    let pattern = string_arg(args, "pattern")?;
+    if pattern.is_empty() {
+        return Err("Error: `pattern` is empty; pass the text to search for".to_string());
+    }
+    let base = optional_path(args, "path")?;
+    let file_filter = match optional_string(args, "glob") {
+        Some(g) if !g.trim().is_empty() => {
+            Some(Glob::new(g).map_err(|e| format!("Error: invalid `glob` filter: {e}"))?)
+        }
+        _ => None,
+    };
+    let mode = optional_string(args, "output_mode").unwrap_or("files_with_matches");
+    if !matches!(mode, "files_with_matches" | "content" | "count") {
+        return Err(format!(
+            "Error: unknown output_mode '{mode}'; use 'files_with_matches', 'content' or 'count'"
+        ));
+    }
+    let max_count = int_arg(args, "max_count", DEFAULT_GREP_MAX_COUNT);
+    if max_count < 1 {
+        return Err(format!(
+            "Error: `max_count` was {max_count}, but it must be at least 1 (default \
+             {DEFAULT_GREP_MAX_COUNT})"
+        ));
+    }
+    let max_count = usize::try_from(max_count).unwrap_or(usize::MAX);
+    let use_regex = bool_arg(args, "regex", false);
+    let matcher = if use_regex {
+        let regex = regex::Regex::new(pattern).map_err(|e| {
+            format!(
+                "Error: invalid regular expression '{pattern}': {e}\nFix the expression, or set \
+                 `regex` to false to search for the literal text."
+            )
+        })?;
+        Matcher::Regex(regex)
+    } else {
+        Matcher::Literal(pattern.to_string())
+    };
+
+    let mut files = s.backend.files(ctx, &base).await.map_err(fs_error)?;
+    files.sort();
+    let mut results: Vec<(String, Vec<(usize, String)>)> = Vec::new();
+    let mut total = 0usize;
+    let mut truncated = false;
+    'files: for path in files {
+        if file_filter
+            .as_ref()
+            .is_some_and(|g| !g.matches(&path, &base))
+        {
+            continue;
+        }
+        let Ok(file) = s.backend.read(ctx, &path).await else {
+            continue; // vanished or unreadable: skipped
+        };
+        if file.encoding == "base64" {
+            continue;
+        }
+        let mut hits = Vec::new();
+        for (i, line) in file.content.lines().enumerate() {
+            if matcher.is_match(line) {
+                if total >= max_count {
+                    truncated = true;
+                    if !hits.is_empty() {
+                        results.push((path, hits));
+                    }
+                    break 'files;
+                }
+                total += 1;
+                hits.push((i + 1, line.to_string()));
+            }
+        }
+        if !hits.is_empty() {
+            results.push((path, hits));
+        }
+    }
+
+    if results.is_empty() {
+        let mut text = NO_MATCHES.to_string();
+        if !use_regex && looks_like_regex(pattern) {
+            text.push_str("\n\n");
+            text.push_str(LITERAL_GREP_NOTE);
+        }
+        return Ok(ToolOutput::text(text));
+    }
+    let mut text = match mode {
+        "content" => {
+            let mut lines = Vec::new();
+            for (path, hits) in &results {
+                lines.push(format!("{path}:"));
+                for (n, line) in hits {
+                    lines.push(format!("  {n}: {line}"));
+                }
+            }
+            lines.join("\n")
+        }
+        "count" => results
+            .iter()
+            .map(|(path, hits)| format!("{path}: {}", hits.len()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => results
+            .iter()
+            .map(|(path, _)| path.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+    };
+    text = cap_text(text, s.max_output_chars);
+    if truncated {
+        text.push_str(&format!(
+            "\n\nNote: the search stopped after {max_count} matching lines (`max_count`). The \
+             matches above are valid but incomplete; narrow the pattern, path or glob, or raise \
+             max_count, to see the rest."
+        ));
+    }
+    Ok(ToolOutput::text(text))
+}
+
+fn default_description(kind: FsTool) -> &'static str {
+    match kind {
+        FsTool::Ls => {
+            "Lists the files and directories directly inside a directory.\n\nPaths are \
+             absolute; directories end with `/`. Use it to explore the filesystem before \
+             reading or editing files. `path` defaults to `/`."
+        }
+        FsTool::ReadFile => {
+            "Reads a text file.\n\nUsage:\n- By default it reads up to 100 lines from the \
+             start of the file.\n- The result starts with a header such as `@@ lines 1-100 of \
+             250 | next offset 100 @@`, followed by the lines exactly as they are in the file \
+             (no line numbers). To read on, call read_file again with the offset from the \
+             header.\n- `offset` is the 0-based line to start at; `limit` is how many lines to \
+             read. Page through large files rather than raising `limit` a lot.\n- A file that \
+             exists but is empty gives a system reminder instead of content.\n- You can read \
+             several files in one turn by making several calls.\n- Read a file before editing \
+             it."
+        }
+        FsTool::WriteFile => {
+            "Writes a text file: creates it, or replaces its whole content when it exists.\n\n\
+             Usage:\n- Use it to create a file or to rewrite one completely; to change part of \
+             a file, prefer edit_file.\n- Missing parent directories are created."
+        }
+        FsTool::EditFile => {
+            "Replaces an exact string in a file.\n\nUsage:\n- Read the file first and copy \
+             `old_string` exactly from it, keeping its indentation (tabs and spaces).\n- \
+             `old_string` must appear exactly once unless `replace_all` is true; include \
+             surrounding lines to make it unique.\n- Set `replace_all` to true to replace every \
+             occurrence (e.g. to rename a variable).\n- Prefer editing existing files to \
+             creating new ones."
+        }
+        FsTool::Delete => {
+            "Deletes a file, or a directory with everything inside it.\n\nThis cannot be \
+             undone: delete only paths you are sure are no longer needed. Delete a directory \
+             with one call rather than one call per file."
+        }
+        FsTool::Glob => {
+            "Finds files whose path matches a glob pattern; returns their absolute paths.\n\n\
+             `*` matches within a name, `**` any number of directories, `?` one character, \
+             `{a,b}` either alternative. A pattern without `/` matches file names at any depth \
+             below `path`; a pattern starting with `/` matches from the root.\n\nExamples:\n- \
+             `*.py` - every Python file\n- `src/**/*.rs` - Rust files under /src\n- \
+             `/docs/*.md` - Markdown files directly in /docs"
+        }
+        FsTool::Grep => {
+            "Searches files for a text pattern.\n\nThe pattern is LITERAL text, not a regular \
+             expression: characters such as `|`, `.`, `*` and `(` match themselves. To find \
+             any of several strings, search for each one separately. Set `regex` to true to \
+             search with a regular expression instead.\n\n`output_mode`: `files_with_matches` \
+             (default) lists the matching files, `content` shows the matching lines with their \
+             line numbers, `count` gives the number of matching lines per file. `glob` limits \
+             the search to files matching a pattern (e.g. `*.py`).\n\nExamples:\n- \
+             `grep(pattern=\"TODO\")`\n- `grep(pattern=\"import\", glob=\"*.py\")`\n- \
+             `grep(pattern=\"def __init__(self):\", output_mode=\"content\")`"
+        }
+    }
+}
+
+fn schema(kind: FsTool) -> Value {
+    let file_path = |what: &str| {
+        json!({
+            "type": "string",
+            "description": format!("Absolute path of the file to {what}, e.g. '/notes.txt'.")
+        })
+    };
+    match kind {
+        FsTool::Ls => json!({
+            "type": "object",
+            "properties": {
+                "path": {
+                    "type": ["string", "null"],
+                    "description": "Absolute path of the directory to list. Defaults to '/'."
+                }
+            }
+        }),
+        FsTool::ReadFile => json!({
+            "type": "object",
+            "properties": {
+                "file_path": file_path("read"),
+                "offset": {
+                    "type": "integer",
+                    "default": 0,
+                    "description": "The line to start reading at (0-indexed)."
+                },
+                "limit": {
+                    "type": "integer",
+                    "default": DEFAULT_READ_LIMIT,
+                    "description": "The maximum number of lines to read."
+                }
+            },
+            "required": ["file_path"]
+        }),
+        FsTool::WriteFile => json!({
+            "type": "object",
+            "properties": {
+                "file_path": file_path("write"),
+                "content": {
+                    "type": "string",
+                    "description": "The full text content of the file."
+                }
+            },
+            "required": ["file_path", "content"]
+        }),
+        FsTool::EditFile => json!({
+            "type": "object",
+            "properties": {
+                "file_path": file_path("edit"),
+                "old_string": {
+                    "type": "string",
+                    "description": "The exact text to replace. Must be unique in the file \
+                                    unless replace_all is true."
+                },
+                "new_string": {
+                    "type": "string",
+                    "description": "The text to put instead. Must differ from old_string."
+                },
+                "replace_all": {
+                    "type": "boolean",
+                    "default": false,
+                    "description": "Replace every occurrence of old_string (default false: \
+                                    old_string must be unique)."
+                }
+            },
+            "required": ["file_path", "old_string", "new_string"]
+        }),
+        FsTool::Delete => json!({
+            "type": "object",
+            "properties": {
+                "file_path": {
+                    "type": "string",
+                    "description": "Absolute path of the file or directory to delete."
+                }
+            },
+            "required": ["file_path"]
+        }),
+        FsTool::Glob => json!({
+            "type": "object",
+            "properties": {
+                "pattern": {
+                    "type": "string",
+                    "description": "Glob pattern to match files, e.g. '**/*.py', '*.txt', \
+                                    '/subdir/**/*.md'."
+                },
+                "path": {
+                    "type": ["string", "null"],
+                    "description": "Directory to search from. Defaults to '/'."
+                }
+            },
+            "required": ["pattern"]
+        }),
+        FsTool::Grep => json!({
+            "type": "object",
+            "properties": {
+                "pattern": {
+                    "type": "string",
+                    "description": "Text to search for: literal text, not a regex (unless \
+                                    regex is true)."
+                },
+                "path": {
+                    "type": ["string", "null"],
+                    "description": "Directory (or file) to search in. Defaults to '/'."
+                },
+                "glob": {
+                    "type": ["string", "null"],
+                    "description": "Glob pattern selecting which files to search, e.g. '*.py'."
+                },
+                "output_mode": {
+                    "type": "string",
+                    "enum": ["files_with_matches", "content", "count"],
+                    "default": "files_with_matches",
+                    "description": "'files_with_matches' (file paths only, default), 'content' \
+                                    (matching lines with line numbers), 'count' (matching \
+                                    lines per file)."
+                },
+                "max_count": {
+                    "type": ["integer", "null"],
+                    "minimum": 1,
+                    "description": "Stop after this many matching lines (default 1000)."
+                },
+                "regex": {
+                    "type": "boolean",
+                    "default": false,
+                    "description": "Treat pattern as a regular expression (Rust regex syntax) \
+                                    instead of literal text."
+                }
+            },
+            "required": ["pattern"]
+        }),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests;
