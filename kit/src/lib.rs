@@ -17,6 +17,7 @@ pub mod ids;
 pub mod message;
 pub mod middleware;
 pub mod model;
+pub mod protocol;
 pub mod state;
 pub mod testing;
 pub mod tool;

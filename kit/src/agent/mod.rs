@@ -23,7 +23,7 @@ mod compile;
 pub mod middleware;
 mod state;
 
-pub use builder::AgentBuilder;
+pub use builder::{AgentBuilder, IntoModelSource, ModelSource, Subagent};
 pub use middleware::{
     Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelNext, Runtime, ToolNext,
 };
