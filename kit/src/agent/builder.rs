@@ -82,6 +82,7 @@ impl IntoModelSource for String {
 /// Builds an [`Agent`]. Every option of the interface is a method; `build` checks the
 /// combination and reports what is wrong.
 #[must_use = "a builder does nothing until `build` is called"]
+#[derive(Default)]
 pub struct AgentBuilder {
     name: Option<String>,
     model: Option<ModelSource>,
@@ -99,29 +100,6 @@ pub struct AgentBuilder {
     general_purpose: Option<bool>,
     compaction: Option<crate::middleware::compaction::CompactionMiddleware>,
     overflow_recovery: bool,
-}
-
-impl Default for AgentBuilder {
-    fn default() -> Self {
-        AgentBuilder {
-            name: None,
-            model: None,
-            model_opts: ModelOptions::default(),
-            tools: Vec::new(),
-            system_prompt: None,
-            middleware: Vec::new(),
-            checkpointer: None,
-            recursion_limit: None,
-            response_format: None,
-            config: None,
-            filesystem: None,
-            subagents: Vec::new(),
-            async_subagents: Vec::new(),
-            general_purpose: None,
-            compaction: None,
-            overflow_recovery: false,
-        }
-    }
 }
 
 impl AgentBuilder {
