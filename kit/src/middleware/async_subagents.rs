@@ -277,9 +277,11 @@ impl Inner {
         self.specs.iter().find(|s| s.name == name)
     }
 
-    fn unknown_type(&self, name: &str) -> ToolError {
+    /// The error result for a name that matches no spec. Its text begins with `Unknown async
+    /// subagent type` (spec §7), without the `Error: ` prefix of failed tools.
+    fn unknown_type(&self, name: &str) -> ToolOutput {
         let names: Vec<String> = self.specs.iter().map(|s| format!("`{}`", s.name)).collect();
-        ToolError::new(format!(
+        ToolOutput::error(format!(
             "Unknown async subagent type `{name}`. Available types: {}",
             names.join(", ")
         ))
@@ -306,7 +308,7 @@ impl Inner {
             )));
         };
         let Some(spec) = self.spec(&name) else {
-            return Err(self.unknown_type(&name));
+            return Ok(self.unknown_type(&name));
         };
         let now = ids::now_rfc3339();
         let mut task = AsyncTask {
@@ -429,7 +431,7 @@ impl Inner {
             )));
         };
         let Some(spec) = self.spec(&task.subagent_name) else {
-            return Err(self.unknown_type(&task.subagent_name));
+            return Ok(self.unknown_type(&task.subagent_name));
         };
         let Some(client) = spec.resolved_client(&self.http) else {
             return Ok(self.client_error(
