@@ -18,6 +18,8 @@ pub mod message;
 pub mod middleware;
 pub mod model;
 pub mod protocol;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod state;
 pub mod testing;
 pub mod tool;

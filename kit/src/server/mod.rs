@@ -1,0 +1,569 @@
+//! A worker server for async subagents (feature `server`): hosts kit agents and graphs under a
+//! `graph_id` and serves the run protocol that [`HttpRunClient`](crate::protocol::HttpRunClient)
+//! speaks, plus the part of the LangGraph threads API that Python deepagents calls.
+//!
+//! ```no_run
+//! use kit::server::Worker;
+//! use kit::testing::ScriptedModel;
+//! use kit::{Agent, Message};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let researcher = Agent::builder()
+//!     .name("researcher")
+//!     .model(ScriptedModel::new([Message::assistant("Rust was first released in 2015.")]))
+//!     .build()?;
+//! let worker = Worker::builder()
+//!     .agent("research", researcher)
+//!     .sqlite("worker.sqlite")?
+//!     .capacity(16)
+//!     .bearer_token(std::env::var("KIT_WORKER_TOKEN")?)
+//!     .build()
+//!     .await?;
+//! let handle = worker.start("127.0.0.1:8787").await?;
+//! println!("worker on {}", handle.url());
+//! handle.run_until(tokio::signal::ctrl_c()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # HTTP API
+//!
+//! | route | request | answer |
+//! |---|---|---|
+//! | `POST /runs` | `{"assistant_id", "input": {"messages": [..]}}`; optional `thread_id` (continue a thread), `command: {"resume": ..}` (answer its interrupts), `metadata`, `multitask_strategy` | the run |
+//! | `GET /runs/{id}` | — | the run; `id` is a run id, or a thread id meaning its latest run |
+//! | `POST /runs/{id}/input` | `{"message": "..."}` (or `{"input": {..}}`); optional `multitask_strategy` | the follow-up run: a new run on the same thread, same `thread_id` |
+//! | `POST /runs/{id}/cancel` | — | the run after the cancel (waits up to `cancel_wait` for a running one to stop) |
+//! | `GET /ok` | — | `{"ok": true}` (never needs a token) |
+//! | `/threads/...` | the LangGraph threads API subset, see below | |
+//!
+//! A run is `{"run_id", "thread_id", "assistant_id", "status", "created_at", "updated_at",
+//! "attempts", "metadata", "multitask_strategy"}`, plus when it has ended: `values` (the
+//! thread's state, with `messages` for agents), `result` (an agent's final answer),
+//! `interrupts` (what a paused run waits for), `error` (why it failed).
+//!
+//! Statuses: `pending` (queued) → `running` → `success`, `error`, `timeout`, `interrupted`
+//! (paused for human input; resume with `command.resume`) or `cancelled`.
+//!
+//! Errors are JSON `{"error": code, "message": what is wrong and what to do}`: 400 malformed
+//! JSON or fields, 401 missing or wrong bearer token, 404 unknown run, thread, route or
+//! `assistant_id`, 409 a thread of another graph or a busy thread with `reject`, 413 a body
+//! over the limit, 422 an input the graph does not accept, 503 a store failure or a worker
+//! shutting down. Responses never carry stack traces, SQL or paths; those go to the log
+//! (`tracing`).
+//!
+//! LangGraph threads API (for deepagents): see the table in the `interop` part of this module:
+//! `POST /threads`, `GET /threads/{id}`, `POST|GET /threads/{id}/runs`,
+//! `GET /threads/{id}/runs/{run_id}`, `POST /threads/{id}/runs/{run_id}/cancel`.
+//!
+//! # Threads and follow-ups
+//!
+//! Each task is one thread; the runs of a thread execute one at a time, in order, on the
+//! worker's checkpointer, so a follow-up continues the conversation. A follow-up
+//! (`/input`, or a run on a thread that has one in progress) is queued behind the running run
+//! ([`FollowUp::Enqueue`], the default), or cancels it first ([`FollowUp::Interrupt`]); a
+//! request may choose with `multitask_strategy`.
+//!
+//! # Capacity, timeouts, persistence
+//!
+//! At most [`capacity`](WorkerBuilder::capacity) runs execute at once; the others wait as
+//! `pending`. A run executing longer than [`run_timeout`](WorkerBuilder::run_timeout) is
+//! stopped and ends `timeout`. Runs and threads are kept in a [`RunStore`]: SQLite (a file with
+//! [`WorkerBuilder::sqlite`], in memory by default) or PostgreSQL
+//! ([`WorkerBuilder::postgres`]), where several worker processes share one queue and claim runs
+//! with `FOR UPDATE SKIP LOCKED`. Agent and graph state lives in the checkpointer given with
+//! [`WorkerBuilder::checkpointer`] (a [`MemoryCheckpointer`](crate::MemoryCheckpointer) by
+//! default; give a durable one so threads and crash recovery survive restarts).
+//!
+//! # Crash recovery
+//!
+//! Every worker process has an id and holds a lease on the runs it executes, renewed every
+//! third of [`lease`](WorkerBuilder::lease). When a worker starts, it recovers the runs a dead
+//! worker left `running` — all of them with SQLite (a SQLite store belongs to one process),
+//! those whose lease expired with PostgreSQL (checked again at every heartbeat, so a live
+//! worker also picks up the runs of a dead peer). What happens to them is
+//! [`Recovery`]: by default ([`Recovery::Resume`]) they go back to the queue and continue from
+//! the thread's last checkpoint (or start over from their input when the run had not written
+//! one), up to [`max_attempts`](WorkerBuilder::max_attempts) (3) executions, after which they
+//! end `error`; with [`Recovery::Fail`] they end `error` at once with a message saying their
+//! worker stopped. A run is never left `running` by a worker that is gone. A run whose cancel
+//! was requested ends `cancelled`. A worker that shuts down cleanly
+//! ([`WorkerHandle::shutdown`]) puts its executing runs back in the queue.
+//!
+//! Resuming re-executes the step that was in progress, so a tool with side effects may run
+//! twice; choose [`Recovery::Fail`] when that is not acceptable.
+//!
+//! # Security
+//!
+//! With [`bearer_token`](WorkerBuilder::bearer_token), every route except `GET /ok` needs
+//! `Authorization: Bearer <token>` (compared in constant time; 401 otherwise). Bodies are
+//! limited to [`body_limit`](WorkerBuilder::body_limit) bytes (1 MiB by default; 413 above).
+//! The server speaks plain HTTP: put TLS in front of it (a reverse proxy) off loopback.
+
+mod auth;
+mod hosted;
+mod interop;
+mod queue;
+mod routes;
+pub mod store;
+
+pub use hosted::{Hosted, HostedError, HostedOutput, HostedRun, RUN_ID_METADATA_KEY};
+pub use store::{RunInput, RunRecord, RunStatus, RunStore, StoreError, ThreadRecord};
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::checkpoint::Checkpointer;
+use crate::graph::Graph;
+use crate::state::State;
+use queue::Shared;
+
+/// What happens to a follow-up on a thread whose run is still in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FollowUp {
+    /// Queue it behind the running run (the default).
+    #[default]
+    Enqueue,
+    /// Cancel the running run, then run the follow-up.
+    Interrupt,
+}
+
+/// What a starting worker does with runs a dead worker left `running`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Recovery {
+    /// Queue them again; they continue from the thread's last checkpoint (the default).
+    #[default]
+    Resume,
+    /// End them with status `error`, saying their worker stopped.
+    Fail,
+}
+
+/// The worker's settings (see [`WorkerBuilder`] for each).
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Runs executing at once.
+    pub capacity: usize,
+    /// Longest a run may execute.
+    pub run_timeout: Duration,
+    /// Follow-up handling.
+    pub follow_up: FollowUp,
+    /// Crash recovery.
+    pub recovery: Recovery,
+    /// Executions of one run before recovery gives up.
+    pub max_attempts: u32,
+    /// Largest request body, in bytes.
+    pub body_limit: usize,
+    /// Lease on executing runs.
+    pub lease: Duration,
+    /// How often the queue is polled for runs submitted elsewhere.
+    pub poll_interval: Duration,
+    /// Longest `POST /runs/{id}/cancel` waits for a running run to stop.
+    pub cancel_wait: Duration,
+    /// Longest a shutdown waits for executing runs to be put back in the queue.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            capacity: 16,
+            run_timeout: Duration::from_secs(30 * 60),
+            follow_up: FollowUp::Enqueue,
+            recovery: Recovery::Resume,
+            max_attempts: 3,
+            body_limit: 1024 * 1024,
+            lease: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(500),
+            cancel_wait: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The worker could not be built, started or run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The configuration is not usable.
+    #[error("invalid worker configuration: {0}")]
+    Config(String),
+    /// The address could not be bound.
+    #[error("could not listen on {addr}: {message}; pick a free port or stop what uses it")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// What failed.
+        message: String,
+    },
+    /// The run store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The HTTP server stopped with an error.
+    #[error("the worker's HTTP server failed: {0}")]
+    Serve(String),
+}
+
+/// Builds a [`Worker`].
+#[derive(Default)]
+pub struct WorkerBuilder {
+    graphs: HashMap<String, Arc<dyn Hosted>>,
+    duplicate: Option<String>,
+    store: Option<Arc<dyn RunStore>>,
+    checkpointer: Option<Arc<dyn Checkpointer>>,
+    config: WorkerConfig,
+    tokens: Vec<String>,
+    worker_id: Option<String>,
+}
+
+impl std::fmt::Debug for WorkerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerBuilder")
+            .field("graphs", &self.graphs.keys().collect::<Vec<_>>())
+            .field("config", &self.config)
+            .field("auth", &!self.tokens.is_empty())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerBuilder {
+    /// Hosts an agent under `graph_id` (its input is `{"messages": [...]}`).
+    pub fn agent(self, graph_id: impl Into<String>, agent: crate::Agent) -> Self {
+        self.host(graph_id, agent)
+    }
+
+    /// Hosts a graph under `graph_id` (its input is the state update as JSON).
+    pub fn graph<S: State>(self, graph_id: impl Into<String>, graph: Graph<S>) -> Self {
+        self.host(graph_id, graph)
+    }
+
+    /// Hosts anything implementing [`Hosted`] under `graph_id`.
+    pub fn host(mut self, graph_id: impl Into<String>, hosted: impl Hosted) -> Self {
+        let id = graph_id.into();
+        if self.graphs.insert(id.clone(), Arc::new(hosted)).is_some() {
+            self.duplicate = Some(id);
+        }
+        self
+    }
+
+    /// Keeps runs and threads in this store (default: SQLite in memory).
+    pub fn store(mut self, store: impl RunStore) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// Keeps runs and threads in this shared store.
+    pub fn store_arc(mut self, store: Arc<dyn RunStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Keeps runs and threads in the SQLite file at `path` (created if missing).
+    #[cfg(feature = "sqlite")]
+    pub fn sqlite(self, path: impl AsRef<std::path::Path>) -> Result<Self, ServerError> {
+        Ok(self.store(store::SqliteRunStore::open(path)?))
+    }
+
+    /// Keeps runs and threads in PostgreSQL at `url`, where several workers share one queue.
+    #[cfg(feature = "postgres")]
+    pub async fn postgres(self, url: &str) -> Result<Self, ServerError> {
+        Ok(self.store(store::PostgresRunStore::connect(url).await?))
+    }
+
+    /// The checkpointer threads keep their state in (default: a fresh
+    /// [`MemoryCheckpointer`](crate::MemoryCheckpointer), lost when the process ends).
+    pub fn checkpointer(mut self, checkpointer: Arc<dyn Checkpointer>) -> Self {
+        self.checkpointer = Some(checkpointer);
+        self
+    }
+
+    /// How many runs execute at once (default 16); the others wait as `pending`.
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.config.capacity = capacity;
+        self
+    }
+
+    /// The longest a run may execute before it is stopped as `timeout` (default 30 min).
+    pub fn run_timeout(mut self, timeout: Duration) -> Self {
+        self.config.run_timeout = timeout;
+        self
+    }
+
+    /// What a follow-up does to a run in progress (default [`FollowUp::Enqueue`]).
+    pub fn follow_up(mut self, follow_up: FollowUp) -> Self {
+        self.config.follow_up = follow_up;
+        self
+    }
+
+    /// What happens to runs left `running` by a dead worker (default [`Recovery::Resume`]).
+    pub fn recovery(mut self, recovery: Recovery) -> Self {
+        self.config.recovery = recovery;
+        self
+    }
+
+    /// How many times one run may be executed before recovery fails it (default 3).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.config.max_attempts = attempts;
+        self
+    }
+
+    /// Requires `Authorization: Bearer <token>` on every route but `GET /ok`. Call it again
+    /// to accept several tokens (rotation).
+    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.tokens.push(token.into());
+        self
+    }
+
+    /// The largest request body accepted, in bytes (default 1 MiB); larger ones get 413.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.config.body_limit = bytes;
+        self
+    }
+
+    /// The lease a worker holds on the runs it executes (default 30 s). Another worker
+    /// sharing the store takes a run over only after its lease expired.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+
+    /// How often the queue is checked for runs submitted through other workers (default
+    /// 500 ms; runs submitted to this worker start at once).
+    pub fn poll_interval(mut self, interval: Duration) -> Self {
+        self.config.poll_interval = interval;
+        self
+    }
+
+    /// How long `POST /runs/{id}/cancel` waits for a running run to stop (default 10 s).
+    pub fn cancel_wait(mut self, wait: Duration) -> Self {
+        self.config.cancel_wait = wait;
+        self
+    }
+
+    /// How long a shutdown waits for executing runs to be put back in the queue
+    /// (default 10 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.config.shutdown_grace = grace;
+        self
+    }
+
+    /// This process's worker id (default: a random one per start). Runs it executes carry it.
+    pub fn worker_id(mut self, id: impl Into<String>) -> Self {
+        self.worker_id = Some(id.into());
+        self
+    }
+
+    /// Checks the configuration and opens the default store.
+    pub async fn build(self) -> Result<Worker, ServerError> {
+        if let Some(id) = self.duplicate {
+            return Err(ServerError::Config(format!(
+                "graph id `{id}` is hosted twice; give each hosted graph its own id"
+            )));
+        }
+        if self.graphs.is_empty() {
+            return Err(ServerError::Config(
+                "the worker hosts nothing; add an agent or a graph with `.agent(..)` or \
+                 `.graph(..)`"
+                    .into(),
+            ));
+        }
+        let c = &self.config;
+        if c.capacity == 0 {
+            return Err(ServerError::Config(
+                "capacity must be at least 1".to_string(),
+            ));
+        }
+        if c.max_attempts == 0 {
+            return Err(ServerError::Config(
+                "max_attempts must be at least 1".to_string(),
+            ));
+        }
+        if c.lease < Duration::from_millis(150) {
+            return Err(ServerError::Config(
+                "the lease must be at least 150 ms (it is renewed every third of it)".to_string(),
+            ));
+        }
+        if self.tokens.iter().any(|t| t.trim().is_empty()) {
+            return Err(ServerError::Config(
+                "a bearer token is empty; pass a non-empty secret".to_string(),
+            ));
+        }
+        let store = match self.store {
+            Some(store) => store,
+            None => default_store()?,
+        };
+        let checkpointer = self
+            .checkpointer
+            .unwrap_or_else(|| Arc::new(crate::MemoryCheckpointer::new()));
+        let worker_id = self
+            .worker_id
+            .unwrap_or_else(|| format!("worker-{}", crate::ids::random()));
+        Ok(Worker {
+            shared: Arc::new(Shared::new(
+                self.graphs,
+                store,
+                checkpointer,
+                self.config,
+                worker_id,
+            )),
+            tokens: auth::Tokens::new(&self.tokens),
+        })
+    }
+}
+
+#[cfg(feature = "sqlite")]
+fn default_store() -> Result<Arc<dyn RunStore>, ServerError> {
+    Ok(Arc::new(store::SqliteRunStore::in_memory()?))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn default_store() -> Result<Arc<dyn RunStore>, ServerError> {
+    Err(ServerError::Config(
+        "no run store: enable kit's `sqlite` feature for the default store, or pass one with \
+         `.store(..)`"
+            .into(),
+    ))
+}
+
+/// A configured worker, not yet serving. Start it with [`start`](Self::start).
+pub struct Worker {
+    shared: Arc<Shared>,
+    tokens: auth::Tokens,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("worker_id", &self.shared.worker_id)
+            .field("graphs", &self.shared.graph_ids)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    /// Starts building a worker.
+    pub fn builder() -> WorkerBuilder {
+        WorkerBuilder::default()
+    }
+
+    /// This process's worker id.
+    pub fn worker_id(&self) -> &str {
+        &self.shared.worker_id
+    }
+
+    /// Binds `addr` (e.g. `"127.0.0.1:0"` for a free port) and starts serving.
+    pub async fn start(
+        self,
+        addr: impl ToSocketAddrs + std::fmt::Debug,
+    ) -> Result<WorkerHandle, ServerError> {
+        let shown = format!("{addr:?}");
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| ServerError::Bind {
+                addr: shown.trim_matches('"').to_string(),
+                message: e.to_string(),
+            })?;
+        self.start_on(listener).await
+    }
+
+    /// Recovers runs left by dead workers, then serves on `listener` and executes runs in the
+    /// background until [`WorkerHandle::shutdown`].
+    pub async fn start_on(self, listener: TcpListener) -> Result<WorkerHandle, ServerError> {
+        let addr = listener.local_addr().map_err(|e| ServerError::Bind {
+            addr: "the given listener".into(),
+            message: e.to_string(),
+        })?;
+        self.shared.recover(true).await?;
+        let shared = self.shared.clone();
+        let scheduler = tokio::spawn(queue::schedule(shared.clone()));
+        let heartbeat = tokio::spawn(queue::heartbeat(shared.clone()));
+        let app = routes::router(shared.clone(), self.tokens);
+        let (stop_tx, mut stop_rx) = watch::channel(false);
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.wait_for(|stop| *stop).await;
+                })
+                .await
+                .map_err(|e| ServerError::Serve(e.to_string()))
+        });
+        tracing::info!(%addr, worker_id = %shared.worker_id, graphs = ?shared.graph_ids, "kit worker serving");
+        Ok(WorkerHandle {
+            addr,
+            shared,
+            stop: stop_tx,
+            server,
+            tasks: vec![scheduler, heartbeat],
+        })
+    }
+}
+
+/// A running worker.
+#[derive(Debug)]
+pub struct WorkerHandle {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    server: JoinHandle<Result<(), ServerError>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("worker_id", &self.worker_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkerHandle {
+    /// The address served.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL, e.g. `http://127.0.0.1:8787` (the `url` of an
+    /// [`AsyncSpec`](crate::middleware::async_subagents::AsyncSpec)).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// This process's worker id.
+    pub fn worker_id(&self) -> &str {
+        &self.shared.worker_id
+    }
+
+    /// The run store.
+    pub fn store(&self) -> &Arc<dyn RunStore> {
+        &self.shared.store
+    }
+
+    /// Stops serving: no new runs are claimed, executing runs go back to the queue (a later
+    /// start resumes them), the HTTP server finishes the requests in flight.
+    pub async fn shutdown(self) -> Result<(), ServerError> {
+        self.shared
+            .shutdown(self.shared.config.shutdown_grace)
+            .await;
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        match self.server.await {
+            Ok(result) => result,
+            Err(e) => Err(ServerError::Serve(e.to_string())),
+        }
+    }
+
+    /// Serves until `signal` completes (e.g. `tokio::signal::ctrl_c()`), then shuts down.
+    pub async fn run_until<F: std::future::Future + Send>(
+        self,
+        signal: F,
+    ) -> Result<(), ServerError> {
+        let _ = signal.await;
+        self.shutdown().await
+    }
+}

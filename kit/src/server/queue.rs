@@ -1,0 +1,394 @@
+//! The scheduler: claims queued runs up to the capacity, executes them in the background with a
+//! timeout, keeps their leases alive, stops them on cancel, and recovers runs of dead workers.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, oneshot, watch};
+
+use super::hosted::{Hosted, HostedRun};
+use super::store::{Finish, RecoverAction, RunRecord, RunStatus, RunStore, StoreError};
+use super::{Recovery, WorkerConfig};
+use crate::checkpoint::Checkpointer;
+
+/// Why an executing run is stopped from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// A cancel request.
+    Cancel,
+    /// The worker shuts down: the run goes back to the queue.
+    Shutdown,
+}
+
+/// State shared by the HTTP handlers, the scheduler and the executing runs.
+pub(crate) struct Shared {
+    pub(crate) graphs: HashMap<String, Arc<dyn Hosted>>,
+    pub(crate) graph_ids: Vec<String>,
+    pub(crate) store: Arc<dyn RunStore>,
+    pub(crate) checkpointer: Arc<dyn Checkpointer>,
+    pub(crate) config: WorkerConfig,
+    pub(crate) worker_id: String,
+    /// Runs executing in this process, with the way to stop each.
+    running: Mutex<HashMap<String, Option<oneshot::Sender<Stop>>>>,
+    /// Wakes the scheduler (a run was queued, or a slot freed).
+    wake: Notify,
+    /// Signalled whenever a run of this process ends.
+    pub(crate) finished: Notify,
+    shutdown: watch::Sender<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(
+        graphs: HashMap<String, Arc<dyn Hosted>>,
+        store: Arc<dyn RunStore>,
+        checkpointer: Arc<dyn Checkpointer>,
+        config: WorkerConfig,
+        worker_id: String,
+    ) -> Self {
+        let mut graph_ids: Vec<String> = graphs.keys().cloned().collect();
+        graph_ids.sort();
+        Shared {
+            graphs,
+            graph_ids,
+            store,
+            checkpointer,
+            config,
+            worker_id,
+            running: Mutex::new(HashMap::new()),
+            wake: Notify::new(),
+            finished: Notify::new(),
+            shutdown: watch::channel(false).0,
+        }
+    }
+
+    /// A run was queued: let the scheduler look.
+    pub(crate) fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Stops a run executing in this process; false when it is not executing here.
+    pub(crate) fn stop_local(&self, run_id: &str, why: Stop) -> bool {
+        let sender = lock(&self.running).get_mut(run_id).and_then(Option::take);
+        match sender {
+            Some(tx) => tx.send(why).is_ok(),
+            None => false,
+        }
+    }
+
+    pub(crate) fn is_running_here(&self, run_id: &str) -> bool {
+        lock(&self.running).contains_key(run_id)
+    }
+
+    fn active(&self) -> usize {
+        lock(&self.running).len()
+    }
+
+    fn lease_until(&self) -> u64 {
+        crate::ids::now_millis() + self.config.lease.as_millis() as u64
+    }
+
+    fn recover_action(&self) -> RecoverAction {
+        match self.config.recovery {
+            Recovery::Resume => RecoverAction::Requeue,
+            Recovery::Fail => RecoverAction::Fail,
+        }
+    }
+
+    /// Recovers runs of dead workers: at start-up every `running` run of a store that belongs
+    /// to one process, later (and always for shared stores) those whose lease expired.
+    pub(crate) async fn recover(&self, at_start: bool) -> Result<Vec<RunRecord>, StoreError> {
+        let all = at_start && !self.store.shared();
+        let changed = self
+            .store
+            .recover(
+                &self.worker_id,
+                all,
+                crate::ids::now_millis(),
+                self.recover_action(),
+                self.config.max_attempts,
+            )
+            .await?;
+        for run in &changed {
+            tracing::warn!(
+                run_id = %run.run_id,
+                thread_id = %run.thread_id,
+                status = %run.status,
+                attempts = run.attempts,
+                "recovered a run left running by a stopped worker"
+            );
+        }
+        if !changed.is_empty() {
+            self.wake();
+        }
+        Ok(changed)
+    }
+
+    pub(crate) fn shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Stops claiming, sends every executing run back to the queue, and waits (up to
+    /// `grace`) for them to be released.
+    pub(crate) async fn shutdown(&self, grace: Duration) {
+        self.shutdown.send_replace(true);
+        self.wake.notify_one();
+        let ids: Vec<String> = lock(&self.running).keys().cloned().collect();
+        for id in ids {
+            self.stop_local(&id, Stop::Shutdown);
+        }
+        let deadline = tokio::time::Instant::now() + grace;
+        while self.active() > 0 {
+            let finished = self.finished.notified();
+            if self.active() == 0 {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, finished).await.is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// The scheduler loop: claims runs while there is capacity.
+pub(crate) async fn schedule(shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown.subscribe();
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if shared.shutting_down() {
+            return;
+        }
+        let free = shared.config.capacity.saturating_sub(shared.active());
+        if free > 0 {
+            match shared
+                .store
+                .claim(
+                    &shared.worker_id,
+                    &shared.graph_ids,
+                    free,
+                    shared.lease_until(),
+                )
+                .await
+            {
+                Ok(runs) => {
+                    backoff = Duration::from_millis(100);
+                    let full = runs.len() == free;
+                    for run in runs {
+                        start(&shared, run);
+                    }
+                    if full {
+                        // Maybe more are queued: look again once a slot frees.
+                        continue_or_wait(&shared, &mut shutdown, None).await;
+                        continue;
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "could not claim runs; retrying");
+                    continue_or_wait(&shared, &mut shutdown, Some(backoff)).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    continue;
+                }
+            }
+        }
+        continue_or_wait(&shared, &mut shutdown, Some(shared.config.poll_interval)).await;
+    }
+}
+
+async fn continue_or_wait(
+    shared: &Shared,
+    shutdown: &mut watch::Receiver<bool>,
+    at_most: Option<Duration>,
+) {
+    let sleep = async {
+        match at_most {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = shared.wake.notified() => {}
+        _ = sleep => {}
+        _ = shutdown.wait_for(|stop| *stop) => {}
+    }
+}
+
+/// The heartbeat loop: extends leases, forwards cancel requests made through other workers,
+/// and (with a shared store) recovers runs of workers whose lease expired.
+pub(crate) async fn heartbeat(shared: Arc<Shared>) {
+    let mut shutdown = shared.shutdown.subscribe();
+    let period = (shared.config.lease / 3).max(Duration::from_millis(50));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        }
+        match shared
+            .store
+            .renew(&shared.worker_id, shared.lease_until())
+            .await
+        {
+            Ok(cancelled) => {
+                for id in cancelled {
+                    shared.stop_local(&id, Stop::Cancel);
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "could not renew run leases"),
+        }
+        if let Err(e) = shared.recover(false).await {
+            tracing::error!(error = %e, "could not recover runs of stopped workers");
+        }
+    }
+}
+
+fn start(shared: &Arc<Shared>, run: RunRecord) {
+    let (tx, rx) = oneshot::channel();
+    lock(&shared.running).insert(run.run_id.clone(), Some(tx));
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let run_id = run.run_id.clone();
+        execute(&shared, run, rx).await;
+        lock(&shared.running).remove(&run_id);
+        shared.wake.notify_one();
+        shared.finished.notify_waiters();
+    });
+}
+
+enum Ending {
+    Finish(Finish),
+    Release,
+}
+
+async fn execute(shared: &Arc<Shared>, run: RunRecord, stop: oneshot::Receiver<Stop>) {
+    let ending = if run.cancel_requested {
+        Ending::Finish(Finish {
+            status: RunStatus::Cancelled,
+            output: None,
+            error: None,
+        })
+    } else {
+        match shared.graphs.get(&run.graph_id) {
+            None => Ending::Finish(Finish {
+                status: RunStatus::Error,
+                output: None,
+                error: Some(format!(
+                    "this worker does not host graph `{}`; it hosts: {}",
+                    run.graph_id,
+                    shared.graph_ids.join(", ")
+                )),
+            }),
+            Some(hosted) => run_hosted(shared, hosted.clone(), &run, stop).await,
+        }
+    };
+    match ending {
+        Ending::Release => {
+            if let Err(e) = shared.store.release(&run.run_id, &shared.worker_id).await {
+                tracing::error!(run_id = %run.run_id, error = %e, "could not release a run at shutdown; it will be recovered at the next start");
+            }
+        }
+        Ending::Finish(finish) => record_finish(shared, &run.run_id, finish).await,
+    }
+}
+
+async fn run_hosted(
+    shared: &Arc<Shared>,
+    hosted: Arc<dyn Hosted>,
+    run: &RunRecord,
+    stop: oneshot::Receiver<Stop>,
+) -> Ending {
+    let job = HostedRun {
+        thread_id: run.thread_id.clone(),
+        run_id: run.run_id.clone(),
+        input: run.input.clone(),
+        checkpointer: shared.checkpointer.clone(),
+        recovered: run.attempts > 1,
+    };
+    // A task of its own, so a panic in user code becomes an error result, and a cancel or a
+    // timeout can abort it.
+    let mut task = tokio::spawn(async move { hosted.run(job).await });
+    let timeout = shared.config.run_timeout;
+    let mut joined_already = false;
+    let ending = tokio::select! {
+        joined = &mut task => { joined_already = true; match joined {
+            Ok(Ok(out)) => Ending::Finish(Finish {
+                status: if out.interrupts.is_empty() { RunStatus::Success } else { RunStatus::Interrupted },
+                output: Some(out.to_json()),
+                error: None,
+            }),
+            Ok(Err(e)) => Ending::Finish(Finish {
+                status: RunStatus::Error,
+                output: None,
+                error: Some(e.message),
+            }),
+            Err(join) => {
+                tracing::error!(run_id = %run.run_id, error = %join, "a hosted run panicked");
+                Ending::Finish(Finish {
+                    status: RunStatus::Error,
+                    output: None,
+                    error: Some("the run failed unexpectedly (the hosted graph panicked); the worker's logs have the details".to_string()),
+                })
+            }
+        }},
+        why = stop => {
+            task.abort();
+            match why {
+                Ok(Stop::Shutdown) => Ending::Release,
+                // A cancel request (or the sender gone, which only happens on cancel).
+                _ => Ending::Finish(Finish { status: RunStatus::Cancelled, output: None, error: None }),
+            }
+        },
+        _ = tokio::time::sleep(timeout) => {
+            task.abort();
+            Ending::Finish(Finish {
+                status: RunStatus::Timeout,
+                output: None,
+                error: Some(format!(
+                    "the run took longer than the worker's run timeout of {} s and was stopped; \
+                     split the task or raise the worker's run_timeout",
+                    timeout.as_secs_f64()
+                )),
+            })
+        }
+    };
+    if !joined_already {
+        // Wait for the aborted task to be gone, so nothing of the run outlives its status.
+        let _ = task.await;
+    }
+    ending
+}
+
+async fn record_finish(shared: &Shared, run_id: &str, finish: Finish) {
+    let mut delay = Duration::from_millis(50);
+    for attempt in 0..8 {
+        match shared
+            .store
+            .finish(run_id, &shared.worker_id, finish.clone())
+            .await
+        {
+            Ok(true) => return,
+            Ok(false) => {
+                tracing::warn!(
+                    run_id,
+                    "a run finished after another worker recovered it; its result was dropped"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::error!(run_id, attempt, error = %e, "could not record the end of a run; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+    tracing::error!(
+        run_id,
+        "gave up recording the end of a run; it will be recovered when its lease expires or \
+         the worker restarts"
+    );
+}

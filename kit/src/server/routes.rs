@@ -1,0 +1,546 @@
+//! The HTTP routes of the run protocol (`/runs`), the shared request handling, and the JSON
+//! error responses.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{Method, StatusCode, Uri};
+use axum::middleware::from_fn_with_state;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Map, Value, json};
+
+use super::FollowUp;
+use super::auth::{Tokens, require_bearer};
+use super::queue::{Shared, Stop};
+use super::store::{NewRun, RunInput, RunRecord, RunStatus, StoreError};
+
+/// An error answer: `{"error": code, "message": what is wrong and what to do}`.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", message)
+    }
+
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(json!({"error": self.code, "message": self.message})),
+        )
+            .into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::GraphMismatch { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string())
+            }
+            StoreError::DuplicateRun(_) => {
+                ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string())
+            }
+            other => {
+                // The details (SQL, paths) go to the log, not to the client.
+                tracing::error!(error = %other, "run store failure while serving a request");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "store_unavailable",
+                    "the worker could not read or write its run store; retry later (the \
+                     worker's logs say what failed)",
+                )
+            }
+        }
+    }
+}
+
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
+/// Parses a request body as a JSON object; an empty body is `{}`.
+pub(crate) fn body_object(
+    body: Result<Bytes, BytesRejection>,
+    limit: usize,
+) -> ApiResult<Map<String, Value>> {
+    let bytes = body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!(
+                    "the request body is larger than this worker accepts ({limit} bytes); send \
+                     less, or raise the worker's body_limit"
+                ),
+            )
+        } else {
+            ApiError::bad_request(format!("the request body could not be read: {rejection}"))
+        }
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(ApiError::bad_request(format!(
+            "the request body must be a JSON object, got {}",
+            kind_of(&other)
+        ))),
+        Err(e) => Err(ApiError::bad_request(format!(
+            "the request body is not valid JSON ({e}); send a JSON object"
+        ))),
+    }
+}
+
+pub(crate) fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// An optional string field.
+pub(crate) fn opt_str(body: &Map<String, Value>, key: &str) -> ApiResult<Option<String>> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "`{key}` must be a string, got {}",
+            kind_of(other)
+        ))),
+    }
+}
+
+/// An optional object field (metadata).
+pub(crate) fn opt_object(body: &Map<String, Value>, key: &str) -> ApiResult<Value> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(json!({})),
+        Some(v @ Value::Object(_)) => Ok(v.clone()),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "`{key}` must be an object, got {}",
+            kind_of(other)
+        ))),
+    }
+}
+
+/// The follow-up strategy of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Strategy {
+    Enqueue,
+    Interrupt,
+    Reject,
+}
+
+impl Strategy {
+    pub(crate) fn parse(s: Option<&str>, default: FollowUp) -> ApiResult<Self> {
+        match s {
+            None => Ok(match default {
+                FollowUp::Enqueue => Strategy::Enqueue,
+                FollowUp::Interrupt => Strategy::Interrupt,
+            }),
+            Some("enqueue") => Ok(Strategy::Enqueue),
+            Some("interrupt") | Some("rollback") => Ok(Strategy::Interrupt),
+            Some("reject") => Ok(Strategy::Reject),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "`multitask_strategy` must be one of enqueue, interrupt, rollback, reject; got \
+                 `{other}`"
+            ))),
+        }
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Enqueue => "enqueue",
+            Strategy::Interrupt => "interrupt",
+            Strategy::Reject => "reject",
+        }
+    }
+}
+
+/// A run to submit.
+pub(crate) struct Submit {
+    pub(crate) thread_id: Option<String>,
+    pub(crate) graph_id: String,
+    pub(crate) input: RunInput,
+    pub(crate) metadata: Value,
+    pub(crate) strategy: Strategy,
+}
+
+/// Validates and queues a run; handles the thread's active runs per the strategy.
+pub(crate) async fn submit(shared: &Shared, s: Submit) -> ApiResult<RunRecord> {
+    let Some(hosted) = shared.graphs.get(&s.graph_id) else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_assistant",
+            format!(
+                "this worker hosts no graph `{}` (the `assistant_id`); it hosts: {}",
+                s.graph_id,
+                shared.graph_ids.join(", ")
+            ),
+        ));
+    };
+    if let RunInput::Input(input) = &s.input {
+        hosted.check_input(input).map_err(|m| {
+            ApiError::invalid(format!(
+                "the input of graph `{}` is not valid: {m}",
+                s.graph_id
+            ))
+        })?;
+    }
+    if shared.shutting_down() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "this worker is shutting down; retry on another worker or after its restart",
+        ));
+    }
+    let thread_id = s.thread_id.unwrap_or_else(crate::ids::random);
+    let active = active_runs(shared, &thread_id).await?;
+    if !active.is_empty() {
+        match s.strategy {
+            Strategy::Enqueue => {}
+            Strategy::Reject => {
+                return Err(ApiError::new(
+                    StatusCode::CONFLICT,
+                    "thread_busy",
+                    format!(
+                        "thread `{thread_id}` already has a run in progress ({}); wait for it, \
+                         or send multitask_strategy `enqueue` or `interrupt`",
+                        active[0].run_id
+                    ),
+                ));
+            }
+            Strategy::Interrupt => {
+                for run in &active {
+                    cancel_run(shared, run, false).await?;
+                }
+            }
+        }
+    }
+    let run = shared
+        .store
+        .create_run(NewRun {
+            run_id: crate::ids::time_ordered(),
+            thread_id,
+            graph_id: s.graph_id,
+            input: s.input,
+            metadata: s.metadata,
+            multitask_strategy: Some(s.strategy.as_str().to_string()),
+        })
+        .await?;
+    shared.wake();
+    Ok(run)
+}
+
+/// The pending and running runs of a thread (among its 100 newest runs: a thread's runs
+/// execute in order, so older ones have ended).
+async fn active_runs(shared: &Shared, thread_id: &str) -> ApiResult<Vec<RunRecord>> {
+    let runs = shared.store.thread_runs(thread_id, 100, 0).await?;
+    Ok(runs
+        .into_iter()
+        .filter(|r| !r.status.is_terminal())
+        .collect())
+}
+
+/// Cancels a run: a pending one at once; a running one is stopped (here, or through the
+/// store by the worker executing it). With `wait`, waits a bounded time for it to end.
+pub(crate) async fn cancel_run(
+    shared: &Shared,
+    run: &RunRecord,
+    wait: bool,
+) -> ApiResult<RunRecord> {
+    let Some(after) = shared.store.request_cancel(&run.run_id).await? else {
+        return Err(unknown_id(&run.run_id));
+    };
+    if after.status != RunStatus::Running {
+        return Ok(after);
+    }
+    let here = shared.stop_local(&run.run_id, Stop::Cancel);
+    if !wait {
+        return Ok(after);
+    }
+    let deadline = tokio::time::Instant::now() + shared.config.cancel_wait;
+    loop {
+        // Runs stopped here end with a `finished` signal; runs on other workers are polled.
+        let signal = shared.finished.notified();
+        if let Some(now) = shared.store.get_run(&run.run_id).await?
+            && (now.status.is_terminal() || tokio::time::Instant::now() >= deadline)
+        {
+            return Ok(now);
+        }
+        let poll = if here || shared.is_running_here(&run.run_id) {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(100)
+        };
+        let _ = tokio::time::timeout(poll.min(shared.config.cancel_wait), signal).await;
+        if tokio::time::Instant::now() >= deadline {
+            return shared
+                .store
+                .get_run(&run.run_id)
+                .await?
+                .ok_or_else(|| unknown_id(&run.run_id));
+        }
+    }
+}
+
+pub(crate) fn unknown_id(id: &str) -> ApiError {
+    ApiError::not_found(format!(
+        "no run or thread `{id}` on this worker; use the `run_id` or `thread_id` returned by \
+         POST /runs"
+    ))
+}
+
+/// A run by run id, or the latest run of a thread by thread id.
+pub(crate) async fn resolve(shared: &Shared, id: &str) -> ApiResult<RunRecord> {
+    if let Some(run) = shared.store.get_run(id).await? {
+        return Ok(run);
+    }
+    shared
+        .store
+        .thread_runs(id, 1, 0)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or_else(|| unknown_id(id))
+}
+
+pub(crate) fn time(ms: u64) -> String {
+    crate::ids::rfc3339_from_millis(ms, true)
+}
+
+/// A run as the run protocol serves it.
+pub(crate) fn run_json(run: &RunRecord) -> Value {
+    let mut out = json!({
+        "run_id": run.run_id,
+        "thread_id": run.thread_id,
+        "assistant_id": run.graph_id,
+        "status": run.status.as_str(),
+        "created_at": time(run.created_at),
+        "updated_at": time(run.updated_at),
+        "attempts": run.attempts,
+        "metadata": run.metadata,
+    });
+    if let Some(s) = &run.multitask_strategy {
+        out["multitask_strategy"] = json!(s);
+    }
+    if let Some(t) = run.started_at {
+        out["started_at"] = json!(time(t));
+    }
+    if let Some(t) = run.finished_at {
+        out["finished_at"] = json!(time(t));
+    }
+    if let Some(Value::Object(output)) = &run.output {
+        for key in ["values", "result", "interrupts"] {
+            if let Some(v) = output.get(key) {
+                out[key] = v.clone();
+            }
+        }
+    }
+    if let Some(e) = &run.error {
+        out["error"] = json!(e);
+    }
+    out
+}
+
+type Body = Result<Bytes, BytesRejection>;
+type S = State<Arc<Shared>>;
+
+async fn ok() -> Json<Value> {
+    Json(json!({"ok": true}))
+}
+
+/// `POST /runs`: `{"assistant_id", "input" | "command": {"resume"}, "thread_id"?,
+/// "metadata"?, "multitask_strategy"?}`.
+async fn create_run(State(shared): S, body: Body) -> ApiResult<Json<Value>> {
+    let body = body_object(body, shared.config.body_limit)?;
+    let graph_id = opt_str(&body, "assistant_id")?
+        .or(opt_str(&body, "graph_id")?)
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "`assistant_id` is missing: name the hosted graph to run (one of {})",
+                shared.graph_ids.join(", ")
+            ))
+        })?;
+    let input = run_input(&body)?;
+    let run = submit(
+        &shared,
+        Submit {
+            thread_id: opt_str(&body, "thread_id")?,
+            graph_id,
+            input,
+            metadata: opt_object(&body, "metadata")?,
+            strategy: Strategy::parse(
+                opt_str(&body, "multitask_strategy")?.as_deref(),
+                shared.config.follow_up,
+            )?,
+        },
+    )
+    .await?;
+    Ok(Json(run_json(&run)))
+}
+
+/// The `input` (or `command.resume`) of a run request.
+pub(crate) fn run_input(body: &Map<String, Value>) -> ApiResult<RunInput> {
+    if let Some(command) = body.get("command").filter(|c| !c.is_null()) {
+        let Some(resume) = command.get("resume") else {
+            return Err(ApiError::bad_request(
+                "`command` must be an object with `resume` (the answer to the thread's \
+                 interrupts)",
+            ));
+        };
+        return Ok(RunInput::Resume(resume.clone()));
+    }
+    match body.get("input") {
+        Some(v @ Value::Object(_)) => Ok(RunInput::Input(v.clone())),
+        None | Some(Value::Null) => Err(ApiError::bad_request(
+            "`input` is missing: send an object, for agents `{\"messages\": [{\"role\": \
+             \"user\", \"content\": \"...\"}]}`",
+        )),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "`input` must be an object, got {}",
+            kind_of(other)
+        ))),
+    }
+}
+
+async fn get_run(State(shared): S, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let run = resolve(&shared, &id).await?;
+    Ok(Json(run_json(&run)))
+}
+
+/// `POST /runs/{id}/input`: `{"message": text}` (or `{"input": {...}}`), optional
+/// `multitask_strategy`. A new run on the same thread.
+async fn post_input(
+    State(shared): S,
+    Path(id): Path<String>,
+    body: Body,
+) -> ApiResult<Json<Value>> {
+    let body = body_object(body, shared.config.body_limit)?;
+    let current = resolve(&shared, &id).await?;
+    let input = match (opt_str(&body, "message")?, body.get("input")) {
+        (Some(message), _) => {
+            let hosted = shared.graphs.get(&current.graph_id).ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::CONFLICT,
+                    "unknown_assistant",
+                    format!(
+                        "the run's graph `{}` is not hosted by this worker",
+                        current.graph_id
+                    ),
+                )
+            })?;
+            RunInput::Input(hosted.message_input(&message))
+        }
+        (None, Some(_)) => run_input(&body)?,
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "`message` is missing: send {\"message\": \"the follow-up instructions\"}",
+            ));
+        }
+    };
+    let run = submit(
+        &shared,
+        Submit {
+            thread_id: Some(current.thread_id),
+            graph_id: current.graph_id,
+            input,
+            metadata: opt_object(&body, "metadata")?,
+            strategy: Strategy::parse(
+                opt_str(&body, "multitask_strategy")?.as_deref(),
+                shared.config.follow_up,
+            )?,
+        },
+    )
+    .await?;
+    Ok(Json(run_json(&run)))
+}
+
+async fn post_cancel(State(shared): S, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let run = resolve(&shared, &id).await?;
+    let run = cancel_run(&shared, &run, true).await?;
+    Ok(Json(run_json(&run)))
+}
+
+async fn not_found(method: Method, uri: Uri) -> ApiError {
+    ApiError::not_found(format!(
+        "no route {method} {}; this worker serves POST /runs, GET /runs/{{id}}, POST \
+         /runs/{{id}}/input, POST /runs/{{id}}/cancel, the LangGraph threads API under \
+         /threads, and GET /ok",
+        uri.path()
+    ))
+}
+
+async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
+}
+
+/// The worker's whole router.
+pub(crate) fn router(shared: Arc<Shared>, tokens: Tokens) -> Router {
+    let limit = shared.config.body_limit;
+    let api = Router::new()
+        .route("/runs", post(create_run))
+        .route("/runs/{id}", get(get_run))
+        .route("/runs/{id}/input", post(post_input))
+        .route("/runs/{id}/cancel", post(post_cancel))
+        .merge(super::interop::routes())
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(tokens, require_bearer));
+    Router::new()
+        .route("/ok", get(ok))
+        .merge(api)
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(shared)
+}
+
+/// Reads `limit` and `offset` query parameters.
+pub(crate) fn paging(query: &HashMap<String, String>) -> ApiResult<(usize, usize)> {
+    let read = |key: &str, default: usize| -> ApiResult<usize> {
+        match query.get(key) {
+            None => Ok(default),
+            Some(v) => v.parse::<usize>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "query parameter `{key}` must be a non-negative integer, got `{v}`"
+                ))
+            }),
+        }
+    };
+    Ok((read("limit", 10)?.min(1000), read("offset", 0)?))
+}

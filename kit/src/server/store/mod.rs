@@ -1,0 +1,354 @@
+//! Where a worker keeps its runs and threads: the [`RunStore`] trait and its back-ends.
+//!
+//! | back-end | feature | use it for |
+//! |---|---|---|
+//! | [`SqliteRunStore`] | `sqlite` (on by default) | one worker process; a file survives restarts, `:memory:` does not |
+//! | [`PostgresRunStore`] | `postgres` | several worker processes on several machines sharing one queue |
+//!
+//! Both keep two tables, `kit_worker_threads` (one row per thread: metadata, latest values) and
+//! `kit_worker_runs` (one row per run: status, input, output, error, lease). They can live in
+//! the same database as a checkpointer; the table names do not collide.
+//!
+//! # The queue
+//!
+//! A run is created `pending`. [`RunStore::claim`] moves the oldest claimable pending runs to
+//! `running` for one worker, with a lease (a deadline the worker keeps pushing forward with
+//! [`RunStore::renew`] while it executes them). A run is claimable when no run of its thread is
+//! `running` and no older run of its thread is still `pending`: the runs of one thread execute
+//! one at a time, in order, while different threads run in parallel. PostgreSQL claims with
+//! `FOR UPDATE SKIP LOCKED`, so several workers never claim the same run.
+//!
+//! # Recovery
+//!
+//! A worker that dies leaves its runs `running`. [`RunStore::recover`] finds them — every
+//! `running` run of a store that belongs to one process (SQLite), or the runs whose lease has
+//! expired (PostgreSQL) — and either puts them back in the queue (they resume from the thread's
+//! checkpoint) or fails them with an explicit error, per [`Recovery`](super::Recovery).
+
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresRunStore;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteRunStore;
+
+use serde_json::Value;
+
+/// The status of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunStatus {
+    /// Waiting in the queue.
+    Pending,
+    /// Executing on a worker.
+    Running,
+    /// Finished; `values` (and `result` for agents) are set.
+    Success,
+    /// Failed; `error` says why.
+    Error,
+    /// Ran longer than the worker's run timeout.
+    Timeout,
+    /// Paused for human input (an `interrupt`); `interrupts` says what it waits for.
+    Interrupted,
+    /// Cancelled (by a cancel request or an interrupting follow-up).
+    Cancelled,
+}
+
+impl RunStatus {
+    /// The name used in the protocol and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Running => "running",
+            RunStatus::Success => "success",
+            RunStatus::Error => "error",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "pending" => RunStatus::Pending,
+            "running" => RunStatus::Running,
+            "success" => RunStatus::Success,
+            "error" => RunStatus::Error,
+            "timeout" => RunStatus::Timeout,
+            "interrupted" => RunStatus::Interrupted,
+            "cancelled" => RunStatus::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// True once the run can no longer change.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, RunStatus::Pending | RunStatus::Running)
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a run executes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunInput {
+    /// New input for the thread (`{"messages": [...]}` for agents, the state update for
+    /// graphs).
+    Input(Value),
+    /// Answers to the interrupts the thread is paused on (`null` continues a static pause).
+    Resume(Value),
+}
+
+impl RunInput {
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            RunInput::Input(_) => "input",
+            RunInput::Resume(_) => "resume",
+        }
+    }
+
+    pub(crate) fn value(&self) -> &Value {
+        match self {
+            RunInput::Input(v) | RunInput::Resume(v) => v,
+        }
+    }
+
+    pub(crate) fn from_parts(kind: &str, value: Value) -> Self {
+        match kind {
+            "resume" => RunInput::Resume(value),
+            _ => RunInput::Input(value),
+        }
+    }
+}
+
+/// A run as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    /// The run id.
+    pub run_id: String,
+    /// The thread it runs on.
+    pub thread_id: String,
+    /// The hosted graph (the protocol's `assistant_id`).
+    pub graph_id: String,
+    /// The status.
+    pub status: RunStatus,
+    /// What it executes.
+    pub input: RunInput,
+    /// What it produced: `{"values": .., "result": .., "interrupts": [..]}` once finished.
+    pub output: Option<Value>,
+    /// Why it failed, for `error` and `timeout`.
+    pub error: Option<String>,
+    /// Free-form metadata given at creation.
+    pub metadata: Value,
+    /// How follow-ups were to be handled (`enqueue` or `interrupt`), when given.
+    pub multitask_strategy: Option<String>,
+    /// How many times a worker started executing it (more than one after a recovery).
+    pub attempts: u32,
+    /// A cancel was asked for while it was running.
+    pub cancel_requested: bool,
+    /// The worker executing it (or that executed it last).
+    pub worker_id: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    /// Milliseconds since the Unix epoch.
+    pub updated_at: u64,
+    /// When a worker started it (last attempt).
+    pub started_at: Option<u64>,
+    /// When it reached a terminal status.
+    pub finished_at: Option<u64>,
+}
+
+/// A thread as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadRecord {
+    /// The thread id.
+    pub thread_id: String,
+    /// The graph its runs use, once a run was created on it.
+    pub graph_id: Option<String>,
+    /// Free-form metadata given at creation.
+    pub metadata: Value,
+    /// The state values after its latest finished run, if any.
+    pub values: Option<Value>,
+    /// Milliseconds since the Unix epoch.
+    pub created_at: u64,
+    /// Milliseconds since the Unix epoch.
+    pub updated_at: u64,
+}
+
+/// A run to create.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    /// The run id (unique).
+    pub run_id: String,
+    /// The thread; created when missing.
+    pub thread_id: String,
+    /// The hosted graph.
+    pub graph_id: String,
+    /// What to execute.
+    pub input: RunInput,
+    /// Free-form metadata.
+    pub metadata: Value,
+    /// The follow-up strategy it was created with, if any.
+    pub multitask_strategy: Option<String>,
+}
+
+/// How a run ended, as the worker reports it.
+#[derive(Debug, Clone)]
+pub struct Finish {
+    /// A terminal status.
+    pub status: RunStatus,
+    /// The output (`values`, `result`, `interrupts`).
+    pub output: Option<Value>,
+    /// The error text for `error` and `timeout`.
+    pub error: Option<String>,
+}
+
+/// The run store failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database could not be opened, read or written.
+    #[error("the worker's run store failed while {op}: {message}")]
+    Backend {
+        /// What the store was doing.
+        op: String,
+        /// What went wrong and what to check.
+        message: String,
+    },
+    /// A stored row could not be read back.
+    #[error(
+        "the worker's run store holds a corrupt row ({0}); the database was changed by hand or by a newer kit"
+    )]
+    Corrupt(String),
+    /// A run with this id already exists.
+    #[error("a run with id `{0}` already exists")]
+    DuplicateRun(String),
+    /// The thread belongs to another graph.
+    #[error(
+        "thread `{thread_id}` belongs to graph `{existing}`, not `{requested}`; start a new \
+         thread for `{requested}`"
+    )]
+    GraphMismatch {
+        /// The thread.
+        thread_id: String,
+        /// The graph it belongs to.
+        existing: String,
+        /// The graph asked for.
+        requested: String,
+    },
+}
+
+/// What [`RunStore::recover`] does with a run left `running` by a dead worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoverAction {
+    /// Back to `pending` (the next attempt resumes from the thread's checkpoint).
+    Requeue,
+    /// `error`, with an explanation.
+    Fail,
+}
+
+/// Storage of a worker's runs and threads.
+///
+/// Implementations must make [`claim`](Self::claim) atomic: a run is handed to one worker
+/// only, and a thread never has two runs `running` at once.
+#[crate::async_trait]
+pub trait RunStore: Send + Sync + 'static {
+    /// True when several worker processes may use this store at once (runs of a worker are then
+    /// recovered only once their lease expired); false when the store belongs to one process
+    /// (every `running` run found at start-up was left by a dead worker).
+    fn shared(&self) -> bool;
+
+    /// Creates a thread, or returns the existing one with this id.
+    async fn create_thread(
+        &self,
+        thread_id: &str,
+        metadata: Value,
+    ) -> Result<ThreadRecord, StoreError>;
+
+    /// A thread by id.
+    async fn get_thread(&self, thread_id: &str) -> Result<Option<ThreadRecord>, StoreError>;
+
+    /// Creates a `pending` run (and its thread when missing). Fails with
+    /// [`StoreError::GraphMismatch`] when the thread already runs another graph.
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord, StoreError>;
+
+    /// A run by id.
+    async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
+
+    /// The runs of a thread, newest first.
+    async fn thread_runs(
+        &self,
+        thread_id: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// Claims up to `max` claimable pending runs of the given graphs for `worker_id`, oldest
+    /// first, with a lease until `lease_until` (ms); they become `running` and their `attempts`
+    /// grows by one.
+    async fn claim(
+        &self,
+        worker_id: &str,
+        graph_ids: &[String],
+        max: usize,
+        lease_until: u64,
+    ) -> Result<Vec<RunRecord>, StoreError>;
+
+    /// Extends the lease of every run `worker_id` is running; returns the ids of those runs a
+    /// cancel was requested for.
+    async fn renew(&self, worker_id: &str, lease_until: u64) -> Result<Vec<String>, StoreError>;
+
+    /// Records the end of a run that `worker_id` executes. Returns false (and changes
+    /// nothing) when the run is no longer `running` under this worker (it was recovered by
+    /// another one).
+    async fn finish(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        finish: Finish,
+    ) -> Result<bool, StoreError>;
+
+    /// Puts a run `worker_id` is running back in the queue (`pending`, attempt not counted):
+    /// used when a worker shuts down in the middle of it.
+    async fn release(&self, run_id: &str, worker_id: &str) -> Result<(), StoreError>;
+
+    /// Asks for a run to be cancelled: a `pending` run becomes `cancelled` at once; a
+    /// `running` one is flagged (its worker stops it and records `cancelled`). Returns the run
+    /// as it is afterwards, `None` for an unknown id.
+    async fn request_cancel(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Handles runs left `running` by dead workers: with `all_running`, every `running` run not
+    /// held by `worker_id`; otherwise those whose lease ended before `now`. A run with a
+    /// cancel request becomes `cancelled`; with [`RecoverAction::Requeue`] a run that has
+    /// been attempted fewer than `max_attempts` times goes back to `pending`; every other one
+    /// becomes `error` with a message saying its worker stopped. Returns the runs changed.
+    async fn recover(
+        &self,
+        worker_id: &str,
+        all_running: bool,
+        now: u64,
+        action: RecoverAction,
+        max_attempts: u32,
+    ) -> Result<Vec<RunRecord>, StoreError>;
+}
+
+/// The error text of a run whose worker died and that is not retried.
+pub(crate) fn abandoned_message(attempts: u32, requeue: bool) -> String {
+    if requeue {
+        format!(
+            "the worker executing this run stopped (crashed or was killed) {attempts} time(s); it \
+             was not retried again. Start a new run, or raise the worker's max_attempts"
+        )
+    } else {
+        "the worker executing this run stopped (crashed or was killed) and the worker is \
+         configured to fail such runs instead of resuming them; start a new run"
+            .to_string()
+    }
+}

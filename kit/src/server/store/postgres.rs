@@ -1,0 +1,650 @@
+//! The PostgreSQL run store: one queue shared by many worker processes.
+
+use deadpool_postgres::{Manager, Pool};
+use serde_json::Value;
+use tokio_postgres::{NoTls, Row};
+
+use super::{
+    Finish, NewRun, RecoverAction, RunInput, RunRecord, RunStatus, RunStore, StoreError,
+    ThreadRecord, abandoned_message,
+};
+
+const POOL_SIZE: usize = 16;
+/// Serialises table creation between processes starting together.
+const MIGRATION_LOCK: i64 = 0x6b69_7477_6f72_6b72; // "kitworkr"
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS kit_worker_threads (
+    thread_id   TEXT COLLATE \"C\" PRIMARY KEY,
+    graph_id    TEXT,
+    metadata    TEXT NOT NULL DEFAULT '{}',
+    values_json TEXT,
+    created_at  BIGINT NOT NULL,
+    updated_at  BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kit_worker_runs (
+    seq                BIGSERIAL PRIMARY KEY,
+    run_id             TEXT COLLATE \"C\" NOT NULL UNIQUE,
+    thread_id          TEXT COLLATE \"C\" NOT NULL,
+    graph_id           TEXT NOT NULL,
+    status             TEXT NOT NULL,
+    input_kind         TEXT NOT NULL,
+    input              TEXT NOT NULL,
+    output             TEXT,
+    error              TEXT,
+    metadata           TEXT NOT NULL DEFAULT '{}',
+    multitask_strategy TEXT,
+    attempts           INTEGER NOT NULL DEFAULT 0,
+    cancel_requested   BOOLEAN NOT NULL DEFAULT FALSE,
+    worker_id          TEXT,
+    lease_until        BIGINT,
+    created_at         BIGINT NOT NULL,
+    updated_at         BIGINT NOT NULL,
+    started_at         BIGINT,
+    finished_at        BIGINT
+);
+CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, seq);
+CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
+";
+
+const RUN_COLUMNS: &str = "run_id, thread_id, graph_id, status, input_kind, input, output, error, \
+     metadata, multitask_strategy, attempts, cancel_requested, worker_id, created_at, \
+     updated_at, started_at, finished_at";
+
+/// A [`RunStore`] in PostgreSQL: several worker processes (on several machines) share one
+/// queue. Runs are claimed with `FOR UPDATE SKIP LOCKED`, so no run is handed to two
+/// workers; a worker holds a lease on each run it executes, and a run whose lease expired
+/// (its worker died) is recovered by any live worker.
+///
+/// Connections are made without TLS: use a local server, a private network or a TLS
+/// terminating proxy.
+#[derive(Clone)]
+pub struct PostgresRunStore {
+    pool: Pool,
+    location: String,
+    schema: Option<String>,
+}
+
+impl std::fmt::Debug for PostgresRunStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresRunStore")
+            .field("location", &self.location)
+            .field("schema", &self.schema)
+            .finish()
+    }
+}
+
+/// The connection target without the password, for messages.
+fn redact(config: &tokio_postgres::Config) -> String {
+    let user = config.get_user().unwrap_or("");
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+        })
+        .unwrap_or_default();
+    let port = config
+        .get_ports()
+        .first()
+        .map(|p| format!(":{p}"))
+        .unwrap_or_default();
+    format!(
+        "postgres://{user}@{host}{port}/{}",
+        config.get_dbname().unwrap_or("")
+    )
+}
+
+fn valid_schema(schema: &str) -> bool {
+    let mut chars = schema.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && schema.len() <= 63
+}
+
+fn ms(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn unms(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn parse_json(column: &str, text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Corrupt(format!("column `{column}` is not JSON: {e}")))
+}
+
+fn sql_error(op: &str, e: tokio_postgres::Error) -> StoreError {
+    let hint = if e.is_closed() || e.as_db_error().is_none() {
+        "check that the server is running and reachable"
+    } else {
+        "check the database (permissions, disk space)"
+    };
+    let detail = match e.as_db_error() {
+        Some(db) => db.message().to_string(),
+        None => e.to_string(),
+    };
+    StoreError::Backend {
+        op: op.to_string(),
+        message: format!("{detail}; {hint}"),
+    }
+}
+
+fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
+    let get = |e: tokio_postgres::Error| StoreError::Corrupt(format!("a run row: {e}"));
+    let run_id: String = row.try_get(0).map_err(get)?;
+    let status: String = row.try_get(3).map_err(get)?;
+    let input_kind: String = row.try_get(4).map_err(get)?;
+    let input: String = row.try_get(5).map_err(get)?;
+    let output: Option<String> = row.try_get(6).map_err(get)?;
+    let metadata: String = row.try_get(8).map_err(get)?;
+    let attempts: i32 = row.try_get(10).map_err(get)?;
+    Ok(RunRecord {
+        status: RunStatus::parse(&status)
+            .ok_or_else(|| StoreError::Corrupt(format!("run `{run_id}` has status `{status}`")))?,
+        thread_id: row.try_get(1).map_err(get)?,
+        graph_id: row.try_get(2).map_err(get)?,
+        input: RunInput::from_parts(&input_kind, parse_json("input", &input)?),
+        output: output
+            .as_deref()
+            .map(|o| parse_json("output", o))
+            .transpose()?,
+        error: row.try_get(7).map_err(get)?,
+        metadata: parse_json("metadata", &metadata)?,
+        multitask_strategy: row.try_get(9).map_err(get)?,
+        attempts: u32::try_from(attempts).unwrap_or(0),
+        cancel_requested: row.try_get(11).map_err(get)?,
+        worker_id: row.try_get(12).map_err(get)?,
+        created_at: unms(row.try_get(13).map_err(get)?),
+        updated_at: unms(row.try_get(14).map_err(get)?),
+        started_at: row.try_get::<_, Option<i64>>(15).map_err(get)?.map(unms),
+        finished_at: row.try_get::<_, Option<i64>>(16).map_err(get)?.map(unms),
+        run_id,
+    })
+}
+
+fn thread_from_row(row: &Row) -> Result<ThreadRecord, StoreError> {
+    let get = |e: tokio_postgres::Error| StoreError::Corrupt(format!("a thread row: {e}"));
+    let metadata: String = row.try_get(2).map_err(get)?;
+    let values: Option<String> = row.try_get(3).map_err(get)?;
+    Ok(ThreadRecord {
+        thread_id: row.try_get(0).map_err(get)?,
+        graph_id: row.try_get(1).map_err(get)?,
+        metadata: parse_json("metadata", &metadata)?,
+        values: values
+            .as_deref()
+            .map(|v| parse_json("values", v))
+            .transpose()?,
+        created_at: unms(row.try_get(4).map_err(get)?),
+        updated_at: unms(row.try_get(5).map_err(get)?),
+    })
+}
+
+const THREAD_COLUMNS: &str = "thread_id, graph_id, metadata, values_json, created_at, updated_at";
+
+impl PostgresRunStore {
+    /// Connects to `url` (`postgres://user:password@host:port/db`) and creates the tables in
+    /// the connection's default schema when missing.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::build(url, None).await
+    }
+
+    /// [`connect`](Self::connect), with the tables in the PostgreSQL schema `schema` (created
+    /// if needed): a lower-case identifier such as `kit_worker_test_1`.
+    pub async fn connect_in_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
+        if !valid_schema(schema) {
+            return Err(StoreError::Backend {
+                op: "connecting".into(),
+                message: format!(
+                    "`{schema}` is not a usable PostgreSQL schema name; use lower-case letters, \
+                     digits and underscores, starting with a letter or underscore (at most 63)"
+                ),
+            });
+        }
+        Self::build(url, Some(schema)).await
+    }
+
+    async fn build(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::Backend {
+            op: "connecting".into(),
+            // The driver's message does not repeat the URL, so no password leaks.
+            message: format!(
+                "the PostgreSQL URL is not valid ({e}); use \
+                 postgres://user:password@host:port/database"
+            ),
+        })?;
+        if let Some(schema) = schema {
+            config.options(format!("-c search_path={schema}"));
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("kit-worker");
+        }
+        let location = redact(&config);
+        let pool = Pool::builder(Manager::new(config, NoTls))
+            .max_size(POOL_SIZE)
+            .build()
+            .map_err(|e| StoreError::Backend {
+                op: "connecting".into(),
+                message: format!("could not create the pool for {location}: {e}"),
+            })?;
+        let store = PostgresRunStore {
+            pool,
+            location,
+            schema: schema.map(String::from),
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// The PostgreSQL schema holding the tables, if one was given.
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    /// Drops the schema given to [`connect_in_schema`](Self::connect_in_schema) with its
+    /// tables (tests clean up with it). Does nothing without a schema.
+    pub async fn drop_schema(&self) -> Result<(), StoreError> {
+        let Some(schema) = &self.schema else {
+            return Ok(());
+        };
+        let client = self.client("dropping the schema").await?;
+        client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .await
+            .map_err(|e| sql_error("dropping the schema", e))
+    }
+
+    async fn client(&self, op: &str) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool.get().await.map_err(|e| StoreError::Backend {
+            op: op.to_string(),
+            message: format!(
+                "could not connect to {}: {e}; check that the server is running, reachable, \
+                 and that the user, password and database are right",
+                self.location
+            ),
+        })
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let op = "creating the tables";
+        let mut client = self.client(op).await?;
+        let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        if let Some(schema) = &self.schema {
+            tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+                .await
+                .map_err(|e| sql_error(op, e))?;
+        }
+        tx.batch_execute(SCHEMA)
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        tx.commit().await.map_err(|e| sql_error(op, e))
+    }
+
+    async fn one_run(
+        client: &impl deadpool_postgres::GenericClient,
+        run_id: &str,
+    ) -> Result<Option<RunRecord>, StoreError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM kit_worker_runs WHERE run_id = $1");
+        let row = client
+            .query_opt(&sql, &[&run_id])
+            .await
+            .map_err(|e| sql_error("reading a run", e))?;
+        row.as_ref().map(run_from_row).transpose()
+    }
+}
+
+#[crate::async_trait]
+impl RunStore for PostgresRunStore {
+    fn shared(&self) -> bool {
+        true
+    }
+
+    async fn create_thread(
+        &self,
+        thread_id: &str,
+        metadata: Value,
+    ) -> Result<ThreadRecord, StoreError> {
+        let op = "creating a thread";
+        let client = self.client(op).await?;
+        let now = ms(crate::ids::now_millis());
+        client
+            .execute(
+                "INSERT INTO kit_worker_threads (thread_id, metadata, created_at, updated_at)
+                 VALUES ($1, $2, $3, $3) ON CONFLICT (thread_id) DO NOTHING",
+                &[&thread_id, &metadata.to_string(), &now],
+            )
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        let sql = format!("SELECT {THREAD_COLUMNS} FROM kit_worker_threads WHERE thread_id = $1");
+        let row = client
+            .query_one(&sql, &[&thread_id])
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        thread_from_row(&row)
+    }
+
+    async fn get_thread(&self, thread_id: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        let op = "reading a thread";
+        let client = self.client(op).await?;
+        let sql = format!("SELECT {THREAD_COLUMNS} FROM kit_worker_threads WHERE thread_id = $1");
+        let row = client
+            .query_opt(&sql, &[&thread_id])
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        row.as_ref().map(thread_from_row).transpose()
+    }
+
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord, StoreError> {
+        let op = "creating a run";
+        let mut client = self.client(op).await?;
+        let now = ms(crate::ids::now_millis());
+        let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
+        tx.execute(
+            "INSERT INTO kit_worker_threads (thread_id, graph_id, created_at, updated_at)
+             VALUES ($1, $2, $3, $3) ON CONFLICT (thread_id) DO NOTHING",
+            &[&run.thread_id, &run.graph_id, &now],
+        )
+        .await
+        .map_err(|e| sql_error(op, e))?;
+        let row = tx
+            .query_one(
+                "SELECT graph_id FROM kit_worker_threads WHERE thread_id = $1 FOR UPDATE",
+                &[&run.thread_id],
+            )
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        let graph: Option<String> = row
+            .try_get(0)
+            .map_err(|e| StoreError::Corrupt(format!("a thread row: {e}")))?;
+        match graph {
+            Some(g) if g != run.graph_id => {
+                return Err(StoreError::GraphMismatch {
+                    thread_id: run.thread_id,
+                    existing: g,
+                    requested: run.graph_id,
+                });
+            }
+            Some(_) => {}
+            None => {
+                tx.execute(
+                    "UPDATE kit_worker_threads SET graph_id = $2, updated_at = $3
+                     WHERE thread_id = $1",
+                    &[&run.thread_id, &run.graph_id, &now],
+                )
+                .await
+                .map_err(|e| sql_error(op, e))?;
+            }
+        }
+        let inserted = tx
+            .execute(
+                "INSERT INTO kit_worker_runs (run_id, thread_id, graph_id, status, input_kind,
+                    input, metadata, multitask_strategy, created_at, updated_at)
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $8)
+                 ON CONFLICT (run_id) DO NOTHING",
+                &[
+                    &run.run_id,
+                    &run.thread_id,
+                    &run.graph_id,
+                    &run.input.kind(),
+                    &run.input.value().to_string(),
+                    &run.metadata.to_string(),
+                    &run.multitask_strategy,
+                    &now,
+                ],
+            )
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        if inserted == 0 {
+            return Err(StoreError::DuplicateRun(run.run_id));
+        }
+        let record = Self::one_run(&tx, &run.run_id).await?;
+        tx.commit().await.map_err(|e| sql_error(op, e))?;
+        record.ok_or_else(|| StoreError::Corrupt(format!("run `{}` vanished", run.run_id)))
+    }
+
+    async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let client = self.client("reading a run").await?;
+        Self::one_run(&client, run_id).await
+    }
+
+    async fn thread_runs(
+        &self,
+        thread_id: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let op = "listing runs";
+        let client = self.client(op).await?;
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM kit_worker_runs WHERE thread_id = $1
+             ORDER BY seq DESC LIMIT $2 OFFSET $3"
+        );
+        let rows = client
+            .query(
+                &sql,
+                &[
+                    &thread_id,
+                    &i64::try_from(limit).unwrap_or(i64::MAX),
+                    &i64::try_from(offset).unwrap_or(i64::MAX),
+                ],
+            )
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    async fn claim(
+        &self,
+        worker_id: &str,
+        graph_ids: &[String],
+        max: usize,
+        lease_until: u64,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        if max == 0 || graph_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let op = "claiming runs";
+        let client = self.client(op).await?;
+        let now = ms(crate::ids::now_millis());
+        // The oldest claimable runs, skipping rows another worker is claiming right now. A
+        // run is claimable when its thread has no running run and no older pending one.
+        let sql = format!(
+            "WITH picked AS (
+               SELECT r.run_id FROM kit_worker_runs r
+               WHERE r.status = 'pending' AND r.graph_id = ANY($1)
+                 AND NOT EXISTS (
+                   SELECT 1 FROM kit_worker_runs o
+                   WHERE o.thread_id = r.thread_id
+                     AND (o.status = 'running' OR (o.status = 'pending' AND o.seq < r.seq)))
+               ORDER BY r.seq LIMIT $2
+               FOR UPDATE OF r SKIP LOCKED)
+             UPDATE kit_worker_runs u SET status = 'running', worker_id = $3, lease_until = $4,
+                 started_at = $5, updated_at = $5, attempts = u.attempts + 1
+             FROM picked WHERE u.run_id = picked.run_id AND u.status = 'pending'
+             RETURNING {}",
+            RUN_COLUMNS
+                .split(", ")
+                .map(|c| format!("u.{}", c.trim()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let rows = client
+            .query(
+                &sql,
+                &[
+                    &graph_ids,
+                    &i64::try_from(max).unwrap_or(i64::MAX),
+                    &worker_id,
+                    &ms(lease_until),
+                    &now,
+                ],
+            )
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        let mut runs = rows
+            .iter()
+            .map(run_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        runs.sort_by_key(|r| r.created_at);
+        Ok(runs)
+    }
+
+    async fn renew(&self, worker_id: &str, lease_until: u64) -> Result<Vec<String>, StoreError> {
+        let op = "renewing leases";
+        let client = self.client(op).await?;
+        let rows = client
+            .query(
+                "UPDATE kit_worker_runs SET lease_until = $2
+                 WHERE worker_id = $1 AND status = 'running'
+                 RETURNING run_id, cancel_requested",
+                &[&worker_id, &ms(lease_until)],
+            )
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        Ok(rows
+            .iter()
+            .filter(|r| r.try_get::<_, bool>(1).unwrap_or(false))
+            .filter_map(|r| r.try_get::<_, String>(0).ok())
+            .collect())
+    }
+
+    async fn finish(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        finish: Finish,
+    ) -> Result<bool, StoreError> {
+        let op = "recording the end of a run";
+        let mut client = self.client(op).await?;
+        let now = ms(crate::ids::now_millis());
+        let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
+        let row = tx
+            .query_opt(
+                "UPDATE kit_worker_runs SET status = $3, output = $4, error = $5,
+                    finished_at = $6, updated_at = $6, lease_until = NULL
+                 WHERE run_id = $1 AND worker_id = $2 AND status = 'running'
+                 RETURNING thread_id",
+                &[
+                    &run_id,
+                    &worker_id,
+                    &finish.status.as_str(),
+                    &finish.output.as_ref().map(Value::to_string),
+                    &finish.error,
+                    &now,
+                ],
+            )
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        let Some(row) = row else {
+            return Ok(false);
+        };
+        if let Some(values) = finish.output.as_ref().and_then(|o| o.get("values")) {
+            let thread: String = row
+                .try_get(0)
+                .map_err(|e| StoreError::Corrupt(format!("a run row: {e}")))?;
+            tx.execute(
+                "UPDATE kit_worker_threads SET values_json = $2, updated_at = $3
+                 WHERE thread_id = $1",
+                &[&thread, &values.to_string(), &now],
+            )
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        }
+        tx.commit().await.map_err(|e| sql_error(op, e))?;
+        Ok(true)
+    }
+
+    async fn release(&self, run_id: &str, worker_id: &str) -> Result<(), StoreError> {
+        let op = "releasing a run";
+        let client = self.client(op).await?;
+        client
+            .execute(
+                "UPDATE kit_worker_runs SET status = 'pending', worker_id = NULL,
+                    lease_until = NULL, attempts = GREATEST(attempts - 1, 0), updated_at = $3
+                 WHERE run_id = $1 AND worker_id = $2 AND status = 'running'",
+                &[&run_id, &worker_id, &ms(crate::ids::now_millis())],
+            )
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        Ok(())
+    }
+
+    async fn request_cancel(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let op = "cancelling a run";
+        let mut client = self.client(op).await?;
+        let now = ms(crate::ids::now_millis());
+        let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
+        tx.execute(
+            "UPDATE kit_worker_runs SET
+                status = CASE WHEN status = 'pending' THEN 'cancelled' ELSE status END,
+                finished_at = CASE WHEN status = 'pending' THEN $2 ELSE finished_at END,
+                cancel_requested = (status = 'running'),
+                updated_at = $2
+             WHERE run_id = $1 AND status IN ('pending', 'running')",
+            &[&run_id, &now],
+        )
+        .await
+        .map_err(|e| sql_error(op, e))?;
+        let run = Self::one_run(&tx, run_id).await?;
+        tx.commit().await.map_err(|e| sql_error(op, e))?;
+        Ok(run)
+    }
+
+    async fn recover(
+        &self,
+        worker_id: &str,
+        all_running: bool,
+        now: u64,
+        action: RecoverAction,
+        max_attempts: u32,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let op = "recovering runs";
+        let mut client = self.client(op).await?;
+        let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM kit_worker_runs
+             WHERE status = 'running' AND (worker_id IS NULL OR worker_id <> $1)
+               AND ($2 OR lease_until IS NULL OR lease_until < $3)
+             ORDER BY seq FOR UPDATE SKIP LOCKED"
+        );
+        let rows = tx
+            .query(&sql, &[&worker_id, &all_running, &ms(now)])
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        let mut changed = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let run = run_from_row(row)?;
+            let requeue = action == RecoverAction::Requeue;
+            let (status, error) = if run.cancel_requested {
+                (RunStatus::Cancelled, None)
+            } else if requeue && run.attempts < max_attempts {
+                (RunStatus::Pending, None)
+            } else {
+                (
+                    RunStatus::Error,
+                    Some(abandoned_message(run.attempts, requeue)),
+                )
+            };
+            let finished = status.is_terminal().then_some(ms(now));
+            tx.execute(
+                "UPDATE kit_worker_runs SET status = $2, error = $3, worker_id = NULL,
+                    lease_until = NULL, finished_at = $4, updated_at = $5
+                 WHERE run_id = $1",
+                &[&run.run_id, &status.as_str(), &error, &finished, &ms(now)],
+            )
+            .await
+            .map_err(|e| sql_error(op, e))?;
+            if let Some(run) = Self::one_run(&tx, &run.run_id).await? {
+                changed.push(run);
+            }
+        }
+        tx.commit().await.map_err(|e| sql_error(op, e))?;
+        Ok(changed)
+    }
+}

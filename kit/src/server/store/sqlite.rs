@@ -1,0 +1,663 @@
+//! The SQLite run store: one worker process, runs kept in a file (or in memory).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use serde_json::Value;
+
+use super::{
+    Finish, NewRun, RecoverAction, RunInput, RunRecord, RunStatus, RunStore, StoreError,
+    ThreadRecord, abandoned_message,
+};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS kit_worker_threads (
+    thread_id   TEXT PRIMARY KEY,
+    graph_id    TEXT,
+    metadata    TEXT NOT NULL DEFAULT '{}',
+    values_json TEXT,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kit_worker_runs (
+    seq                INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id             TEXT NOT NULL UNIQUE,
+    thread_id          TEXT NOT NULL,
+    graph_id           TEXT NOT NULL,
+    status             TEXT NOT NULL,
+    input_kind         TEXT NOT NULL,
+    input              TEXT NOT NULL,
+    output             TEXT,
+    error              TEXT,
+    metadata           TEXT NOT NULL DEFAULT '{}',
+    multitask_strategy TEXT,
+    attempts           INTEGER NOT NULL DEFAULT 0,
+    cancel_requested   INTEGER NOT NULL DEFAULT 0,
+    worker_id          TEXT,
+    lease_until        INTEGER,
+    created_at         INTEGER NOT NULL,
+    updated_at         INTEGER NOT NULL,
+    started_at         INTEGER,
+    finished_at        INTEGER
+);
+CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, seq);
+CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
+";
+
+const RUN_COLUMNS: &str = "run_id, thread_id, graph_id, status, input_kind, input, output, error, \
+     metadata, multitask_strategy, attempts, cancel_requested, worker_id, created_at, \
+     updated_at, started_at, finished_at";
+
+/// A [`RunStore`] in a SQLite file (or in memory).
+///
+/// A SQLite store belongs to **one worker process at a time**: when a worker starts, every run
+/// it finds `running` was left by a dead process and is recovered at once. Use
+/// [`PostgresRunStore`](super::PostgresRunStore) to share a queue between processes.
+///
+/// The file uses WAL journaling with `synchronous=NORMAL`: a run's status change is durable
+/// across a crash of the process (not necessarily of the machine's power).
+///
+/// ```
+/// use kit::server::store::SqliteRunStore;
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = SqliteRunStore::open(dir.path().join("worker.sqlite"))?;
+/// # let _ = store;
+/// # Ok::<(), kit::server::store::StoreError>(())
+/// ```
+#[derive(Clone)]
+pub struct SqliteRunStore {
+    conn: Arc<Mutex<Connection>>,
+    path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for SqliteRunStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteRunStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+fn backend(op: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend {
+        op: op.to_string(),
+        message: format!("{e}; check that the database file is writable and not corrupt"),
+    }
+}
+
+fn ms(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn unms(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn parse_json(column: &str, text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::Corrupt(format!("column `{column}` is not JSON: {e}")))
+}
+
+fn to_json(v: &Value) -> String {
+    v.to_string()
+}
+
+impl SqliteRunStore {
+    /// Opens (or creates) the store in the file at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = Connection::open(&path).map_err(|e| StoreError::Backend {
+            op: format!("opening {}", path.display()),
+            message: format!("{e}; check that the directory exists and is writable"),
+        })?;
+        Self::init(conn, Some(path))
+    }
+
+    /// A store in memory: nothing survives the process. Handy for tests and for workers whose
+    /// runs need not outlive them.
+    pub fn in_memory() -> Result<Self, StoreError> {
+        let conn = Connection::open_in_memory().map_err(|e| backend("opening :memory:", e))?;
+        Self::init(conn, None)
+    }
+
+    /// The file, when not in memory.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    fn init(conn: Connection, path: Option<PathBuf>) -> Result<Self, StoreError> {
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| backend("configuring the connection", e))?;
+        if path.is_some() {
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(|e| backend("switching to WAL", e))?;
+            conn.pragma_update(None, "synchronous", "NORMAL")
+                .map_err(|e| backend("configuring the connection", e))?;
+        }
+        conn.execute_batch(SCHEMA)
+            .map_err(|e| backend("creating the tables", e))?;
+        Ok(SqliteRunStore {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+        })
+    }
+
+    /// Runs `f` with the connection on the blocking pool.
+    async fn with<T, F>(&self, op: &'static str, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = match conn.lock() {
+                Ok(g) => g,
+                // A panic while holding the lock leaves SQLite consistent (transactions roll
+                // back on drop), so the connection is still usable.
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| backend(op, format!("the database task failed: {e}")))?
+    }
+}
+
+fn read_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
+    Ok(RawRun {
+        run_id: row.get(0)?,
+        thread_id: row.get(1)?,
+        graph_id: row.get(2)?,
+        status: row.get(3)?,
+        input_kind: row.get(4)?,
+        input: row.get(5)?,
+        output: row.get(6)?,
+        error: row.get(7)?,
+        metadata: row.get(8)?,
+        multitask_strategy: row.get(9)?,
+        attempts: row.get(10)?,
+        cancel_requested: row.get(11)?,
+        worker_id: row.get(12)?,
+        created_at: row.get(13)?,
+        updated_at: row.get(14)?,
+        started_at: row.get(15)?,
+        finished_at: row.get(16)?,
+    })
+}
+
+/// A run row before its JSON columns are parsed.
+struct RawRun {
+    run_id: String,
+    thread_id: String,
+    graph_id: String,
+    status: String,
+    input_kind: String,
+    input: String,
+    output: Option<String>,
+    error: Option<String>,
+    metadata: String,
+    multitask_strategy: Option<String>,
+    attempts: i64,
+    cancel_requested: i64,
+    worker_id: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+    started_at: Option<i64>,
+    finished_at: Option<i64>,
+}
+
+impl RawRun {
+    fn parse(self) -> Result<RunRecord, StoreError> {
+        let status = RunStatus::parse(&self.status).ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "run `{}` has status `{}`",
+                self.run_id, self.status
+            ))
+        })?;
+        Ok(RunRecord {
+            status,
+            input: RunInput::from_parts(&self.input_kind, parse_json("input", &self.input)?),
+            output: self
+                .output
+                .as_deref()
+                .map(|o| parse_json("output", o))
+                .transpose()?,
+            error: self.error,
+            metadata: parse_json("metadata", &self.metadata)?,
+            multitask_strategy: self.multitask_strategy,
+            attempts: u32::try_from(self.attempts).unwrap_or(0),
+            cancel_requested: self.cancel_requested != 0,
+            worker_id: self.worker_id,
+            created_at: unms(self.created_at),
+            updated_at: unms(self.updated_at),
+            started_at: self.started_at.map(unms),
+            finished_at: self.finished_at.map(unms),
+            run_id: self.run_id,
+            thread_id: self.thread_id,
+            graph_id: self.graph_id,
+        })
+    }
+}
+
+fn get_run(conn: &Connection, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+    let sql = format!("SELECT {RUN_COLUMNS} FROM kit_worker_runs WHERE run_id = ?1");
+    let raw = conn
+        .prepare_cached(&sql)
+        .and_then(|mut s| s.query_row(params![run_id], read_run).optional())
+        .map_err(|e| backend("reading a run", e))?;
+    raw.map(RawRun::parse).transpose()
+}
+
+fn get_thread(conn: &Connection, thread_id: &str) -> Result<Option<ThreadRecord>, StoreError> {
+    let raw = conn
+        .prepare_cached(
+            "SELECT thread_id, graph_id, metadata, values_json, created_at, updated_at
+             FROM kit_worker_threads WHERE thread_id = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![thread_id], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, i64>(5)?,
+                ))
+            })
+            .optional()
+        })
+        .map_err(|e| backend("reading a thread", e))?;
+    let Some((thread_id, graph_id, metadata, values, created_at, updated_at)) = raw else {
+        return Ok(None);
+    };
+    Ok(Some(ThreadRecord {
+        thread_id,
+        graph_id,
+        metadata: parse_json("metadata", &metadata)?,
+        values: values
+            .as_deref()
+            .map(|v| parse_json("values", v))
+            .transpose()?,
+        created_at: unms(created_at),
+        updated_at: unms(updated_at),
+    }))
+}
+
+fn runs_where(
+    conn: &Connection,
+    clause: &str,
+    args: impl rusqlite::Params,
+) -> Result<Vec<RunRecord>, StoreError> {
+    let sql = format!("SELECT {RUN_COLUMNS} FROM kit_worker_runs WHERE {clause}");
+    let raws = conn
+        .prepare_cached(&sql)
+        .and_then(|mut s| {
+            s.query_map(args, read_run)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(|e| backend("reading runs", e))?;
+    raws.into_iter().map(RawRun::parse).collect()
+}
+
+#[crate::async_trait]
+impl RunStore for SqliteRunStore {
+    fn shared(&self) -> bool {
+        false
+    }
+
+    async fn create_thread(
+        &self,
+        thread_id: &str,
+        metadata: Value,
+    ) -> Result<ThreadRecord, StoreError> {
+        let thread_id = thread_id.to_string();
+        self.with("creating a thread", move |conn| {
+            let now = ms(crate::ids::now_millis());
+            conn.prepare_cached(
+                "INSERT INTO kit_worker_threads (thread_id, metadata, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?3) ON CONFLICT (thread_id) DO NOTHING",
+            )
+            .and_then(|mut s| s.execute(params![thread_id, to_json(&metadata), now]))
+            .map_err(|e| backend("creating a thread", e))?;
+            get_thread(conn, &thread_id)?.ok_or_else(|| {
+                StoreError::Corrupt(format!("thread `{thread_id}` vanished after its insert"))
+            })
+        })
+        .await
+    }
+
+    async fn get_thread(&self, thread_id: &str) -> Result<Option<ThreadRecord>, StoreError> {
+        let thread_id = thread_id.to_string();
+        self.with("reading a thread", move |conn| get_thread(conn, &thread_id))
+            .await
+    }
+
+    async fn create_run(&self, run: NewRun) -> Result<RunRecord, StoreError> {
+        self.with("creating a run", move |conn| {
+            let now = ms(crate::ids::now_millis());
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| backend("creating a run", e))?;
+            let existing: Option<Option<String>> = tx
+                .prepare_cached("SELECT graph_id FROM kit_worker_threads WHERE thread_id = ?1")
+                .and_then(|mut s| s.query_row(params![run.thread_id], |r| r.get(0)).optional())
+                .map_err(|e| backend("creating a run", e))?;
+            match existing {
+                None => {
+                    tx.prepare_cached(
+                        "INSERT INTO kit_worker_threads (thread_id, graph_id, created_at, updated_at)
+                         VALUES (?1, ?2, ?3, ?3)",
+                    )
+                    .and_then(|mut s| s.execute(params![run.thread_id, run.graph_id, now]))
+                    .map_err(|e| backend("creating a thread", e))?;
+                }
+                Some(Some(graph)) if graph != run.graph_id => {
+                    return Err(StoreError::GraphMismatch {
+                        thread_id: run.thread_id,
+                        existing: graph,
+                        requested: run.graph_id,
+                    });
+                }
+                Some(_) => {
+                    tx.prepare_cached(
+                        "UPDATE kit_worker_threads SET graph_id = ?2, updated_at = ?3
+                         WHERE thread_id = ?1",
+                    )
+                    .and_then(|mut s| s.execute(params![run.thread_id, run.graph_id, now]))
+                    .map_err(|e| backend("creating a run", e))?;
+                }
+            }
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO kit_worker_runs (run_id, thread_id, graph_id, status, input_kind,
+                        input, metadata, multitask_strategy, created_at, updated_at)
+                     VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?8)
+                     ON CONFLICT (run_id) DO NOTHING",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        run.run_id,
+                        run.thread_id,
+                        run.graph_id,
+                        run.input.kind(),
+                        to_json(run.input.value()),
+                        to_json(&run.metadata),
+                        run.multitask_strategy,
+                        now
+                    ])
+                })
+                .map_err(|e| backend("creating a run", e))?;
+            if inserted == 0 {
+                return Err(StoreError::DuplicateRun(run.run_id));
+            }
+            let record = get_run(&tx, &run.run_id)?;
+            tx.commit().map_err(|e| backend("creating a run", e))?;
+            record.ok_or_else(|| StoreError::Corrupt(format!("run `{}` vanished", run.run_id)))
+        })
+        .await
+    }
+
+    async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let run_id = run_id.to_string();
+        self.with("reading a run", move |conn| get_run(conn, &run_id))
+            .await
+    }
+
+    async fn thread_runs(
+        &self,
+        thread_id: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let thread_id = thread_id.to_string();
+        self.with("listing runs", move |conn| {
+            runs_where(
+                conn,
+                "thread_id = ?1 ORDER BY seq DESC LIMIT ?2 OFFSET ?3",
+                params![
+                    thread_id,
+                    i64::try_from(limit).unwrap_or(i64::MAX),
+                    i64::try_from(offset).unwrap_or(i64::MAX)
+                ],
+            )
+        })
+        .await
+    }
+
+    async fn claim(
+        &self,
+        worker_id: &str,
+        graph_ids: &[String],
+        max: usize,
+        lease_until: u64,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        if max == 0 || graph_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let worker_id = worker_id.to_string();
+        let graphs = serde_json::to_string(graph_ids).unwrap_or_else(|_| "[]".to_string());
+        self.with("claiming runs", move |conn| {
+            let now = ms(crate::ids::now_millis());
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| backend("claiming runs", e))?;
+            let ids: Vec<String> = tx
+                .prepare_cached(
+                    "SELECT r.run_id FROM kit_worker_runs r
+                     WHERE r.status = 'pending'
+                       AND r.graph_id IN (SELECT value FROM json_each(?1))
+                       AND NOT EXISTS (
+                         SELECT 1 FROM kit_worker_runs o
+                         WHERE o.thread_id = r.thread_id
+                           AND (o.status = 'running' OR (o.status = 'pending' AND o.seq < r.seq)))
+                     ORDER BY r.seq LIMIT ?2",
+                )
+                .and_then(|mut s| {
+                    s.query_map(
+                        params![graphs, i64::try_from(max).unwrap_or(i64::MAX)],
+                        |r| r.get(0),
+                    )?
+                    .collect::<rusqlite::Result<Vec<String>>>()
+                })
+                .map_err(|e| backend("claiming runs", e))?;
+            let mut claimed = Vec::with_capacity(ids.len());
+            for id in ids {
+                tx.prepare_cached(
+                    "UPDATE kit_worker_runs SET status = 'running', worker_id = ?2,
+                        lease_until = ?3, started_at = ?4, updated_at = ?4,
+                        attempts = attempts + 1
+                     WHERE run_id = ?1",
+                )
+                .and_then(|mut s| s.execute(params![id, worker_id, ms(lease_until), now]))
+                .map_err(|e| backend("claiming runs", e))?;
+                if let Some(run) = get_run(&tx, &id)? {
+                    claimed.push(run);
+                }
+            }
+            tx.commit().map_err(|e| backend("claiming runs", e))?;
+            Ok(claimed)
+        })
+        .await
+    }
+
+    async fn renew(&self, worker_id: &str, lease_until: u64) -> Result<Vec<String>, StoreError> {
+        let worker_id = worker_id.to_string();
+        self.with("renewing leases", move |conn| {
+            conn.prepare_cached(
+                "UPDATE kit_worker_runs SET lease_until = ?2
+                 WHERE worker_id = ?1 AND status = 'running'",
+            )
+            .and_then(|mut s| s.execute(params![worker_id, ms(lease_until)]))
+            .map_err(|e| backend("renewing leases", e))?;
+            conn.prepare_cached(
+                "SELECT run_id FROM kit_worker_runs
+                 WHERE worker_id = ?1 AND status = 'running' AND cancel_requested = 1",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![worker_id], |r| r.get(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()
+            })
+            .map_err(|e| backend("renewing leases", e))
+        })
+        .await
+    }
+
+    async fn finish(
+        &self,
+        run_id: &str,
+        worker_id: &str,
+        finish: Finish,
+    ) -> Result<bool, StoreError> {
+        let run_id = run_id.to_string();
+        let worker_id = worker_id.to_string();
+        self.with("recording the end of a run", move |conn| {
+            let now = ms(crate::ids::now_millis());
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| backend("recording the end of a run", e))?;
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE kit_worker_runs SET status = ?3, output = ?4, error = ?5,
+                        finished_at = ?6, updated_at = ?6, lease_until = NULL
+                     WHERE run_id = ?1 AND worker_id = ?2 AND status = 'running'",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        run_id,
+                        worker_id,
+                        finish.status.as_str(),
+                        finish.output.as_ref().map(to_json),
+                        finish.error,
+                        now
+                    ])
+                })
+                .map_err(|e| backend("recording the end of a run", e))?;
+            if changed == 0 {
+                return Ok(false);
+            }
+            if let Some(values) = finish.output.as_ref().and_then(|o| o.get("values")) {
+                tx.prepare_cached(
+                    "UPDATE kit_worker_threads SET values_json = ?2, updated_at = ?3
+                     WHERE thread_id = (SELECT thread_id FROM kit_worker_runs WHERE run_id = ?1)",
+                )
+                .and_then(|mut s| s.execute(params![run_id, to_json(values), now]))
+                .map_err(|e| backend("recording the end of a run", e))?;
+            }
+            tx.commit()
+                .map_err(|e| backend("recording the end of a run", e))?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn release(&self, run_id: &str, worker_id: &str) -> Result<(), StoreError> {
+        let run_id = run_id.to_string();
+        let worker_id = worker_id.to_string();
+        self.with("releasing a run", move |conn| {
+            let now = ms(crate::ids::now_millis());
+            conn.prepare_cached(
+                "UPDATE kit_worker_runs SET status = 'pending', worker_id = NULL,
+                    lease_until = NULL, attempts = MAX(attempts - 1, 0), updated_at = ?3
+                 WHERE run_id = ?1 AND worker_id = ?2 AND status = 'running'",
+            )
+            .and_then(|mut s| s.execute(params![run_id, worker_id, now]))
+            .map_err(|e| backend("releasing a run", e))?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn request_cancel(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let run_id = run_id.to_string();
+        self.with("cancelling a run", move |conn| {
+            let now = ms(crate::ids::now_millis());
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| backend("cancelling a run", e))?;
+            tx.prepare_cached(
+                "UPDATE kit_worker_runs SET status = 'cancelled', finished_at = ?2, updated_at = ?2
+                 WHERE run_id = ?1 AND status = 'pending'",
+            )
+            .and_then(|mut s| s.execute(params![run_id, now]))
+            .map_err(|e| backend("cancelling a run", e))?;
+            tx.prepare_cached(
+                "UPDATE kit_worker_runs SET cancel_requested = 1, updated_at = ?2
+                 WHERE run_id = ?1 AND status = 'running'",
+            )
+            .and_then(|mut s| s.execute(params![run_id, now]))
+            .map_err(|e| backend("cancelling a run", e))?;
+            let run = get_run(&tx, &run_id)?;
+            tx.commit().map_err(|e| backend("cancelling a run", e))?;
+            Ok(run)
+        })
+        .await
+    }
+
+    async fn recover(
+        &self,
+        worker_id: &str,
+        all_running: bool,
+        now: u64,
+        action: RecoverAction,
+        max_attempts: u32,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let worker_id = worker_id.to_string();
+        self.with("recovering runs", move |conn| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| backend("recovering runs", e))?;
+            let stale = if all_running {
+                runs_where(
+                    &tx,
+                    "status = 'running' AND (worker_id IS NULL OR worker_id <> ?1) ORDER BY seq",
+                    params![worker_id],
+                )?
+            } else {
+                runs_where(
+                    &tx,
+                    "status = 'running' AND (worker_id IS NULL OR worker_id <> ?1)
+                     AND (lease_until IS NULL OR lease_until < ?2) ORDER BY seq",
+                    params![worker_id, ms(now)],
+                )?
+            };
+            let mut changed = Vec::with_capacity(stale.len());
+            for run in stale {
+                let requeue = action == RecoverAction::Requeue;
+                let (status, error) = if run.cancel_requested {
+                    (RunStatus::Cancelled, None)
+                } else if requeue && run.attempts < max_attempts {
+                    (RunStatus::Pending, None)
+                } else {
+                    (
+                        RunStatus::Error,
+                        Some(abandoned_message(run.attempts, requeue)),
+                    )
+                };
+                let finished = status.is_terminal().then_some(ms(now));
+                tx.prepare_cached(
+                    "UPDATE kit_worker_runs SET status = ?2, error = ?3, worker_id = NULL,
+                        lease_until = NULL, finished_at = ?4, updated_at = ?5
+                     WHERE run_id = ?1 AND status = 'running'",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        run.run_id,
+                        status.as_str(),
+                        error,
+                        finished,
+                        ms(now)
+                    ])
+                })
+                .map_err(|e| backend("recovering runs", e))?;
+                if let Some(run) = get_run(&tx, &run.run_id)? {
+                    changed.push(run);
+                }
+            }
+            tx.commit().map_err(|e| backend("recovering runs", e))?;
+            Ok(changed)
+        })
+        .await
+    }
+}
