@@ -1,0 +1,422 @@
+//! The supervisor side against workers that misbehave: a custom `RunClient`, and a hand-rolled
+//! HTTP server on 127.0.0.1 that answers malformed JSON, 500s and slow responses. Every
+//! failure becomes an error result for the model; task records stay intact.
+
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kit::middleware::async_subagents::AsyncSpec;
+use kit::protocol::{HttpRunClient, RunClient, RunClientError};
+use kit::testing::{ScriptStep, ScriptedModel};
+use kit::{Agent, AgentState, MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+struct Supervisor {
+    agent: Agent,
+    model: ScriptedModel,
+}
+
+impl Supervisor {
+    fn new(specs: Vec<AsyncSpec>) -> Self {
+        let model = ScriptedModel::new(Vec::<ScriptStep>::new());
+        let agent = Agent::builder()
+            .model(model.clone())
+            .async_subagents(specs)
+            .checkpointer(Arc::new(MemoryCheckpointer::new()))
+            .build()
+            .unwrap();
+        Supervisor { agent, model }
+    }
+
+    /// One tool call; returns its result message and the state.
+    async fn call(&self, name: &str, args: Value) -> (Message, AgentState) {
+        let call = ToolCall::with_id(kit::ids::random(), name, args);
+        let id = call.id.clone();
+        self.model
+            .push(Message::assistant_with_tool_calls("", vec![call]));
+        self.model.push(Message::assistant("ok"));
+        let state = self
+            .agent
+            .invoke("go", &RunOptions::new().thread_id("sup"))
+            .await
+            .unwrap()
+            .into_state();
+        let result = state
+            .messages
+            .iter()
+            .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&id))
+            .cloned()
+            .unwrap();
+        (result, state)
+    }
+}
+
+/// A worker that lives in memory: no HTTP at all.
+#[derive(Clone, Default)]
+struct MemoryClient {
+    fail_next: Arc<AtomicUsize>,
+    calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl MemoryClient {
+    fn log(&self, what: String) -> Result<(), RunClientError> {
+        self.calls.lock().unwrap().push(what);
+        if self.fail_next.load(Ordering::SeqCst) > 0 {
+            self.fail_next.fetch_sub(1, Ordering::SeqCst);
+            return Err(RunClientError::Other("the in-memory queue is full".into()));
+        }
+        Ok(())
+    }
+}
+
+#[kit::async_trait]
+impl RunClient for MemoryClient {
+    async fn start(&self, spec: &AsyncSpec, payload: Value) -> Result<Value, RunClientError> {
+        self.log(format!("start {} {payload}", spec.name))?;
+        Ok(json!({"task_id": "mem-1", "status": "pending"}))
+    }
+    async fn check(&self, _spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError> {
+        self.log(format!("check {task_id}"))?;
+        Ok(json!({"status": "success", "values": {"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [{"type": "text", "text": "from memory"}]},
+            {"role": "assistant", "content": ""}
+        ]}}))
+    }
+    async fn update(
+        &self,
+        _spec: &AsyncSpec,
+        task_id: &str,
+        message: &str,
+    ) -> Result<Value, RunClientError> {
+        self.log(format!("update {task_id} {message}"))?;
+        Ok(json!({"status": "running", "task_id": "something-else"}))
+    }
+    async fn cancel(&self, _spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError> {
+        self.log(format!("cancel {task_id}"))?;
+        Ok(json!({"status": "cancelled"}))
+    }
+}
+
+#[tokio::test]
+async fn a_custom_run_client_is_used_for_every_operation() {
+    let client = MemoryClient::default();
+    let sup = Supervisor::new(vec![
+        AsyncSpec::new("mem", "In memory.", "g").client(client.clone()),
+    ]);
+    let (r, state) = sup
+        .call(
+            "start_async_task",
+            json!({"description": "d", "subagent_name": "mem"}),
+        )
+        .await;
+    let out: Value = serde_json::from_str(&r.text()).unwrap();
+    assert_eq!(
+        out["task_id"], "mem-1",
+        "task_id is chosen before id and run_id"
+    );
+    assert_eq!(state.async_tasks["mem-1"].status, "pending");
+
+    let (r, state) = sup
+        .call("check_async_task", json!({"task_id": "mem-1"}))
+        .await;
+    let out: Value = serde_json::from_str(&r.text()).unwrap();
+    assert_eq!(out["status"], "success");
+    // The last non-empty message, text parts joined.
+    assert_eq!(out["result"], "from memory");
+    assert_eq!(
+        state.async_tasks["mem-1"].result.as_deref(),
+        Some("from memory")
+    );
+
+    let (r, state) = sup
+        .call(
+            "update_async_task",
+            json!({"task_id": "mem-1", "message": "more"}),
+        )
+        .await;
+    let out: Value = serde_json::from_str(&r.text()).unwrap();
+    assert_eq!(out["task_id"], "mem-1", "the task id never changes");
+    assert_eq!(state.async_tasks.len(), 1);
+    assert_eq!(state.async_tasks["mem-1"].updates, ["more"]);
+
+    // A failing client: an error result, the record untouched but for `last_error`.
+    client.fail_next.store(1, Ordering::SeqCst);
+    let (r, state) = sup
+        .call(
+            "update_async_task",
+            json!({"task_id": "mem-1", "message": "lost"}),
+        )
+        .await;
+    assert!(r.is_error());
+    assert!(
+        r.text().contains("the in-memory queue is full"),
+        "{}",
+        r.text()
+    );
+    let record = &state.async_tasks["mem-1"];
+    assert_eq!(record.updates, ["more"]);
+    assert_eq!(
+        record.last_error.as_deref(),
+        Some("the in-memory queue is full")
+    );
+
+    let (r, state) = sup
+        .call("cancel_async_task", json!({"task_id": "mem-1"}))
+        .await;
+    assert!(!r.is_error());
+    assert_eq!(state.async_tasks["mem-1"].status, "cancelled");
+    let calls = client.calls.lock().unwrap().clone();
+    assert!(calls[0].starts_with("start mem "));
+    assert!(calls[0].contains(r#""assistant_id":"g""#), "{}", calls[0]);
+    assert!(
+        calls[0].contains(r#""messages":[{"content":"d","role":"user"}]"#),
+        "{}",
+        calls[0]
+    );
+    assert_eq!(calls.last().unwrap(), "cancel mem-1");
+}
+
+#[tokio::test]
+async fn a_spec_without_url_or_client_only_records_the_task() {
+    let sup = Supervisor::new(vec![AsyncSpec::new("local", "Nowhere.", "g")]);
+    let (r, state) = sup
+        .call(
+            "start_async_task",
+            json!({"description": "d", "subagent_name": "local"}),
+        )
+        .await;
+    let out: Value = serde_json::from_str(&r.text()).unwrap();
+    let id = out["task_id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("async-"));
+    assert_eq!(state.async_tasks[&id].status, "pending");
+    let (r, state) = sup.call("check_async_task", json!({"task_id": id})).await;
+    assert!(r.is_error());
+    assert!(r.text().contains("no `url` or `client`"), "{}", r.text());
+    assert_eq!(state.async_tasks[&id].status, "pending");
+}
+
+/// How the hand-rolled server answers.
+const OK: u8 = 0;
+const MALFORMED: u8 = 1;
+const NOT_AN_OBJECT: u8 = 2;
+const ERROR_500: u8 = 3;
+const SLOW: u8 = 4;
+const EMPTY_204: u8 = 5;
+
+struct RawServer {
+    url: String,
+    mode: Arc<AtomicU8>,
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+/// A minimal HTTP/1.1 server: reads one request per connection and answers per `mode`.
+async fn raw_server() -> RawServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let mode = Arc::new(AtomicU8::new(OK));
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let (m, log) = (mode.clone(), requests.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let (m, log) = (m.clone(), log.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                // Head, then as much body as Content-Length says.
+                let head_end = loop {
+                    let n = socket.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        break i + 4;
+                    }
+                };
+                let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse::<usize>().ok())?
+                    })
+                    .unwrap_or(0);
+                while buf.len() < head_end + length {
+                    let n = socket.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        break;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                log.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&buf).to_string());
+                let (status, body) = match m.load(Ordering::SeqCst) {
+                    MALFORMED => ("200 OK", r#"{"status": "running", "#.to_string()),
+                    NOT_AN_OBJECT => ("200 OK", "[1, 2, 3]".to_string()),
+                    ERROR_500 => ("500 Internal Server Error", "internal boom".to_string()),
+                    SLOW => {
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                        ("200 OK", "{}".to_string())
+                    }
+                    EMPTY_204 => ("204 No Content", String::new()),
+                    _ => {
+                        let first = head.lines().next().unwrap_or("");
+                        if first.starts_with("POST /runs ") {
+                            (
+                                "200 OK",
+                                json!({"run_id": "r-1", "status": "running"}).to_string(),
+                            )
+                        } else {
+                            (
+                                "200 OK",
+                                json!({"run_id": "r-1", "status": "success",
+                                       "values": {"messages": [{"role": "assistant", "content": "raw result"}]}})
+                                .to_string(),
+                            )
+                        }
+                    }
+                };
+                let response = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    RawServer {
+        url,
+        mode,
+        requests,
+    }
+}
+
+#[tokio::test]
+async fn malformed_json_500s_and_slow_answers_become_error_results() {
+    let server = raw_server().await;
+    let spec = AsyncSpec::new("raw", "Hand-rolled.", "raw-graph")
+        .url(format!("{}/", server.url))
+        .client(HttpRunClient::with_timeout(Duration::from_millis(300)))
+        .header("X-Api-Key", "key-1");
+    // With a custom client and a url, the client gets the spec (and its url and headers).
+    let sup = Supervisor::new(vec![spec]);
+    let (r, state) = sup
+        .call(
+            "start_async_task",
+            json!({"description": "dig", "subagent_name": "raw"}),
+        )
+        .await;
+    assert!(!r.is_error(), "{}", r.text());
+    // No thread_id, task_id or id: the run id is the task id.
+    assert!(state.async_tasks.contains_key("r-1"));
+    {
+        let requests = server.requests.lock().unwrap();
+        let start = &requests[0];
+        assert!(start.starts_with("POST /runs HTTP/1.1"), "{start}");
+        assert!(
+            start.to_ascii_lowercase().contains("x-api-key: key-1"),
+            "{start}"
+        );
+        let body: Value = serde_json::from_str(start.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({"assistant_id": "raw-graph", "input": {"messages": [{"role": "user", "content": "dig"}]}})
+        );
+    }
+
+    let expectations = [
+        (MALFORMED, "sent a malformed answer"),
+        (NOT_AN_OBJECT, "expected a JSON object"),
+        (ERROR_500, "answered HTTP 500: internal boom"),
+        (SLOW, "did not answer within"),
+    ];
+    for (mode, expected) in expectations {
+        server.mode.store(mode, Ordering::SeqCst);
+        let (r, state) = sup
+            .call("check_async_task", json!({"task_id": "r-1"}))
+            .await;
+        assert!(r.is_error(), "mode {mode}");
+        assert!(r.text().contains(expected), "mode {mode}: {}", r.text());
+        let record = &state.async_tasks["r-1"];
+        assert_eq!(record.status, "running", "mode {mode}: the record is kept");
+        assert_eq!(record.description, "dig");
+        assert!(record.last_error.as_deref().unwrap().contains(expected));
+        // Every request carried the headers.
+        let last = server.requests.lock().unwrap().last().unwrap().clone();
+        assert!(last.starts_with("GET /runs/r-1 HTTP/1.1"), "{last}");
+        assert!(last.to_ascii_lowercase().contains("x-api-key: key-1"));
+    }
+
+    // An update that fails is not recorded as sent.
+    server.mode.store(ERROR_500, Ordering::SeqCst);
+    let (r, state) = sup
+        .call(
+            "update_async_task",
+            json!({"task_id": "r-1", "message": "again"}),
+        )
+        .await;
+    assert!(r.is_error());
+    assert!(state.async_tasks["r-1"].updates.is_empty());
+
+    // A listing that cannot refresh says so per task and keeps the records.
+    let (r, _) = sup.call("list_async_tasks", json!({})).await;
+    assert!(r.text().contains("could not refresh"), "{}", r.text());
+
+    // Back to normal: the result arrives.
+    server.mode.store(OK, Ordering::SeqCst);
+    let (r, state) = sup
+        .call("check_async_task", json!({"task_id": "r-1"}))
+        .await;
+    let out: Value = serde_json::from_str(&r.text()).unwrap();
+    assert_eq!(out["status"], "success");
+    assert_eq!(out["result"], "raw result");
+    assert_eq!(state.async_tasks["r-1"].last_error, None);
+
+    // A 204 without a body on cancel: the task is marked cancelled.
+    server.mode.store(EMPTY_204, Ordering::SeqCst);
+    let (r, state) = sup
+        .call("cancel_async_task", json!({"task_id": "r-1"}))
+        .await;
+    assert!(!r.is_error(), "{}", r.text());
+    let last = server.requests.lock().unwrap().last().unwrap().clone();
+    assert!(last.starts_with("POST /runs/r-1/cancel HTTP/1.1"), "{last}");
+    // The remote answer had no status: the task is marked cancelled, as the tool promises.
+    assert_eq!(state.async_tasks["r-1"].status, "cancelled");
+}
+
+#[tokio::test]
+async fn an_unreachable_worker_is_a_transport_error() {
+    // A port nothing listens on.
+    let addr = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap()
+    };
+    let sup = Supervisor::new(vec![
+        AsyncSpec::new("gone", "Nobody home.", "g").url(format!("http://{addr}")),
+    ]);
+    let (r, state) = sup
+        .call(
+            "start_async_task",
+            json!({"description": "d", "subagent_name": "gone"}),
+        )
+        .await;
+    assert!(r.is_error());
+    assert!(
+        r.text().starts_with(
+            "Error: failed to launch async subagent 'gone': could not reach the worker"
+        ),
+        "{}",
+        r.text()
+    );
+    assert!(state.async_tasks.is_empty());
+}
