@@ -19,3 +19,4 @@ expect() {
 expect graph "paused in \`refund\`" "resolution: refunded" "3 checkpoints"
 expect agent "← convert: \"108.00 USD\"" "follow-up answer: Together that is 171.50 USD." "guardrail: I can only help with currency questions."
 expect filesystem "← write_file (error): Error: parallel file mutations to the same path are not allowed." "@@ lines 101-103 of 250 | next offset 103 @@" "on disk, todo.md"
+expect async_subagents "status while the tool waits: running" "follow-up queued on the same task" "result: Report on the Rust 1.0 release: 3 sources agree about the Rust 1.0 release" "agent: researcher  status: success" "worker stopped"
