@@ -6,6 +6,7 @@
 //! cargo run --release --example bench -- all        # every workload, each in its own process
 //! cargo run --release --example bench -- w1         # one workload
 //! cargo run --release --example bench -- w1 --reps=500
+//! cargo run --release --example bench -- w7         # 1000 async-subagent runs on a worker
 //! ```
 //!
 //! Output lines starting with `RESULT` have the anchor's format, so the two can be compared
@@ -538,13 +539,133 @@ fn w4() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// W7: async-subagent runs on a kit worker over loopback HTTP
+
+const W7_RUNS: usize = 1000;
+const W7_CAPACITY: usize = 16;
+
+/// Submits `runs` runs to the worker at `url` (at most 256 requests in flight), returns their
+/// ids and the time the submissions took.
+async fn w7_submit(http: &reqwest::Client, url: &str, runs: usize, round: usize) -> Vec<String> {
+    use futures::StreamExt;
+    futures::stream::iter(0..runs)
+        .map(|i| {
+            let http = http.clone();
+            let url = url.to_string();
+            async move {
+                let body = serde_json::json!({"assistant_id": "research",
+                    "input": {"messages": [{"role": "user", "content": format!("r{round} topic {i}")}]}});
+                let response = match http.post(format!("{url}/runs")).json(&body).send().await {
+                    Ok(r) => r,
+                    Err(e) => fail(&format!("W7 submit: {e}")),
+                };
+                let run: serde_json::Value = match response.json().await {
+                    Ok(v) => v,
+                    Err(e) => fail(&format!("W7 submit answer: {e}")),
+                };
+                match run["run_id"].as_str() {
+                    Some(id) => id.to_string(),
+                    None => fail(&format!("W7 submit refused: {run}")),
+                }
+            }
+        })
+        .buffer_unordered(256)
+        .collect()
+        .await
+}
+
+fn w7() {
+    let workers = 2;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| fail(&format!("runtime: {e}")));
+    println!(
+        "# W7 {W7_RUNS} async-subagent runs submitted concurrently over loopback HTTP to one kit \
+         worker (capacity {W7_CAPACITY}, SQLite run store file, the scripted researcher agent: \
+         one tool call per run)"
+    );
+    println!("# runtime: tokio multi_thread, {workers} workers; client and worker in one process");
+    println!("# maxrss before rounds: {:.1} MiB", maxrss_mib());
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| fail(&format!("tempdir: {e}")));
+        let stats = Arc::new(kit_examples::load::LoadStats::default());
+        let worker = kit::server::Worker::builder()
+            .host(
+                "research",
+                kit_examples::load::Counting {
+                    inner: kit_examples::researcher::agent(kit_examples::researcher::Gate::open()),
+                    stats: stats.clone(),
+                },
+            )
+            .sqlite(dir.path().join("w7.sqlite"))
+            .unwrap_or_else(|e| fail(&format!("W7 store: {e}")))
+            .capacity(W7_CAPACITY)
+            .build()
+            .await
+            .unwrap_or_else(|e| fail(&format!("W7 worker: {e}")));
+        let handle = worker
+            .start("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| fail(&format!("W7 start: {e}")));
+        let url = handle.url();
+        let http = reqwest::Client::new();
+        let mut expected = 0;
+        // Warm-up round (untimed).
+        expected += w7_submit(&http, &url, 50, 0).await.len();
+        stats.wait_finished(expected).await;
+        for round in 1..=3 {
+            let start = Instant::now();
+            let ids = w7_submit(&http, &url, W7_RUNS, round).await;
+            let submitted = start.elapsed().as_secs_f64();
+            expected += ids.len();
+            stats.wait_finished(expected).await;
+            let wall = start.elapsed().as_secs_f64();
+            // Completeness (untimed): every run succeeded, each executed exactly once.
+            let executions = stats.executions();
+            for id in &ids {
+                match handle.store().get_run(id).await {
+                    Ok(Some(run)) if run.status == kit::server::RunStatus::Success => {}
+                    other => fail(&format!("W7 run {id} did not succeed: {other:?}")),
+                }
+                if executions.get(id) != Some(&1) {
+                    fail(&format!(
+                        "W7 run {id} executed {:?} times",
+                        executions.get(id)
+                    ));
+                }
+            }
+            if stats.peak() > W7_CAPACITY {
+                fail(&format!(
+                    "W7 ran {} at once (capacity {W7_CAPACITY})",
+                    stats.peak()
+                ));
+            }
+            println!(
+                "RESULT W7 round={round} runs={W7_RUNS} capacity={W7_CAPACITY} wall_s={wall:.3} \
+                 runs_per_s={:.0} submit_s={submitted:.3} peak_concurrent={} rss_now_mib={:.1} \
+                 maxrss_mib={:.1}",
+                W7_RUNS as f64 / wall,
+                stats.peak(),
+                proc_status_kib("VmRSS:") / 1024.0,
+                maxrss_mib()
+            );
+        }
+        if let Err(e) = handle.shutdown().await {
+            fail(&format!("W7 shutdown: {e}"));
+        }
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
 
 fn fail(message: &str) -> ! {
     eprintln!("bench: {message}");
     std::process::exit(1)
 }
 
-const WORKLOADS: &[&str] = &["w1", "w2", "w3", "w4", "w6"];
+const WORKLOADS: &[&str] = &["w1", "w2", "w3", "w4", "w6", "w7"];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -574,6 +695,10 @@ fn main() {
     }
     if which == "w4" {
         w4();
+        return;
+    }
+    if which == "w7" {
+        w7();
         return;
     }
     let rt = tokio::runtime::Builder::new_current_thread()
