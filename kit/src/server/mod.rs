@@ -51,10 +51,23 @@
 //! shutting down. Responses never carry stack traces, SQL or paths; those go to the log
 //! (`tracing`).
 //!
-//! LangGraph threads API (for deepagents): see the table in the `interop` part of this module:
-//! `POST /threads`, `GET /threads/{id}`, `POST|GET /threads/{id}/runs`,
-//! `GET /threads/{id}/runs/{run_id}`, `POST /threads/{id}/runs/{run_id}/cancel`.
+//! # LangGraph threads API (for Python deepagents)
 //!
+//! Python deepagents' async subagents call a LangGraph server through the LangGraph SDK; a kit
+//! worker serves the part they use, so a deepagents supervisor can delegate to kit agents:
+//!
+//! | route | what |
+//! |---|---|
+//! | `POST /threads` | creates a thread (`thread_id`, `metadata`, `if_exists` = `raise` \| `do_nothing`) |
+//! | `GET /threads/{thread_id}` | the thread: `status` (`idle`, `busy`, `interrupted`, `error`), `values` (with `messages`), `interrupts` |
+//! | `POST /threads/{thread_id}/runs` | queues a run: `assistant_id`, `input` or `command.resume`, `metadata`, `multitask_strategy` (`enqueue`, `interrupt`, `rollback`, `reject`), `if_not_exists` = `create` |
+//! | `GET /threads/{thread_id}/runs` | the thread's runs, newest first (`limit`, `offset`) |
+//! | `GET /threads/{thread_id}/runs/{run_id}` | one run |
+//! | `POST /threads/{thread_id}/runs/{run_id}/cancel` | cancels it (`wait=1` waits for it to stop) |
+//!
+//! Run statuses there follow LangGraph: a cancelled run is `interrupted`, and a run that paused
+//! for human input is `success` with its thread `interrupted` (carrying the `interrupts`).
+
 //! # Threads and follow-ups
 //!
 //! Each task is one thread; the runs of a thread execute one at a time, in order, on the
@@ -453,6 +466,11 @@ impl Worker {
     /// This process's worker id.
     pub fn worker_id(&self) -> &str {
         &self.shared.worker_id
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &WorkerConfig {
+        &self.shared.config
     }
 
     /// Binds `addr` (e.g. `"127.0.0.1:0"` for a free port) and starts serving.
