@@ -106,6 +106,7 @@ pub enum RunInput {
     Resume(Value),
 }
 
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 impl RunInput {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
@@ -340,6 +341,7 @@ pub trait RunStore: Send + Sync + 'static {
 }
 
 /// The error text of a run whose worker died and that is not retried.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn abandoned_message(attempts: u32, requeue: bool) -> String {
     if requeue {
         format!(
