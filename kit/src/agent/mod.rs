@@ -24,6 +24,7 @@ pub mod middleware;
 mod state;
 
 pub use builder::{AgentBuilder, IntoModelSource, ModelSource, Subagent};
+pub use kit_macros::agent;
 pub use middleware::{
     Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelNext, Runtime, ToolNext,
 };
