@@ -264,6 +264,7 @@ impl Agent {
         if opts.recursion_limit.is_none() {
             opts.recursion_limit = self.inner.recursion_limit;
         }
+        opts.trace_kind = Some(crate::trace::RunKind::Agent);
         opts
     }
 
