@@ -36,7 +36,7 @@ use serde_json::{Map, Value, json};
 
 use super::common::{
     DEFAULT_MODEL_TIMEOUT, ProviderError, SseParser, annotate_cost, classify, clip, event_json,
-    map_http_error, merge_extra, model_stream, u64_at,
+    f32_json, map_http_error, merge_extra, model_stream, u64_at,
 };
 use super::{
     ChatModel, FinishReason, ModelChunk, ModelError, ModelOptions, ModelProfile, ModelRequest,
@@ -190,7 +190,7 @@ impl AnthropicModel {
             body.insert("tool_choice".into(), choice);
         }
         if let Some(t) = opts.temperature {
-            body.insert("temperature".into(), json!(t));
+            body.insert("temperature".into(), f32_json(t));
         }
         if stream {
             body.insert("stream".into(), Value::Bool(true));

@@ -190,6 +190,15 @@ pub(crate) fn merge_extra(body: &mut Map<String, Value>, extra: &Map<String, Val
     }
 }
 
+/// An `f32` option as the JSON number the user wrote (`0.2`, not `0.20000000298023224`).
+pub(crate) fn f32_json(x: f32) -> Value {
+    x.to_string()
+        .parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map_or(Value::Null, Value::Number)
+}
+
 pub(crate) fn clip(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()

@@ -35,7 +35,7 @@ use serde_json::{Map, Value, json};
 
 use super::common::{
     DEFAULT_MODEL_TIMEOUT, ProviderError, SseParser, annotate_cost, classify, clip, event_json,
-    map_http_error, merge_extra, model_stream, u64_at,
+    f32_json, map_http_error, merge_extra, model_stream, u64_at,
 };
 use super::{
     ChatModel, FinishReason, ModelChunk, ModelError, ModelOptions, ModelProfile, ModelRequest,
@@ -247,7 +247,7 @@ impl OpenAiModel {
             );
         }
         if let Some(t) = opts.temperature {
-            body.insert("temperature".into(), json!(t));
+            body.insert("temperature".into(), f32_json(t));
         }
         if let Some(n) = opts.max_tokens {
             let field = match self.max_tokens_param {
