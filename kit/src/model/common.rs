@@ -126,9 +126,23 @@ pub(crate) fn map_http_error(provider: &str, e: HttpError) -> ModelError {
             provider,
             after: e.timeout.unwrap_or_default(),
         },
-        HttpErrorKind::Connection | HttpErrorKind::Body => ModelError::Connection {
+        HttpErrorKind::Connection => ModelError::Connection {
             provider,
-            message: e.to_string(),
+            message: format!(
+                "{} {} ({} attempt{}): {}; check the base URL and the network",
+                e.method,
+                e.url,
+                e.attempts,
+                if e.attempts == 1 { "" } else { "s" },
+                e.message
+            ),
+        },
+        HttpErrorKind::Body => ModelError::Connection {
+            provider,
+            message: format!(
+                "the answer broke off mid-stream ({}); it is incomplete — try again",
+                e.message
+            ),
         },
         HttpErrorKind::Decode => ModelError::MalformedResponse {
             provider,
