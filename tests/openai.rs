@@ -760,3 +760,26 @@ async fn an_agent_calls_tools_through_the_provider() {
         "Error: no weather station in Atlantis"
     );
 }
+
+#[tokio::test]
+async fn a_key_echoed_by_a_proxy_is_scrubbed_from_errors() {
+    let server = MockOpenAi::start().await.unwrap();
+    server.enqueue(openai::error(
+        401,
+        &format!("proxy: key {TEST_KEY} is not allowed"),
+        "auth_error",
+        None,
+        None,
+    ));
+    let err = server
+        .model("gpt-4o-mini")
+        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .await
+        .unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(TEST_KEY), "{shown}");
+    assert!(
+        shown.contains("proxy: key [REDACTED] is not allowed"),
+        "{shown}"
+    );
+}

@@ -56,8 +56,13 @@ impl ToolHandler for SearchDocs {
                 "the search index is rebuilding; try again in a minute",
             ));
         }
+        let scope = match (&self.language, self.include_archived) {
+            (Some(lang), _) => format!(" [{lang}]"),
+            (None, true) => " [+archive]".to_string(),
+            (None, false) => String::new(),
+        };
         Ok((1..=self.limit)
-            .map(|i| format!("{} #{i} ({:?})", self.query, self.order))
+            .map(|i| format!("{} #{i} ({:?}){scope}", self.query, self.order))
             .collect())
     }
 }

@@ -104,7 +104,7 @@ impl RetryPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HttpErrorKind {
-    /// The server answered with a non-success status (see [`HttpError::status`]).
+    /// The server answered with a non-success status (see [`HttpErrorDetails::status`]).
     Status,
     /// No response (or, for a stream, no data) within the timeout.
     Timeout,

@@ -43,21 +43,22 @@ pub fn is_sensitive_name(name: &str) -> bool {
     PARTS.iter().any(|p| n.contains(p)) || n == "sig" || n == "code"
 }
 
-/// The URL with its secrets replaced by [`REDACTED`]: the user-info password and the values of
-/// sensitive query parameters (see [`is_sensitive_name`]).
+/// The URL with its secrets replaced: the user-info password (by `REDACTED`) and the values of
+/// sensitive query parameters (by [`REDACTED`]; see [`is_sensitive_name`]).
 ///
 /// ```
 /// let url = reqwest::Url::parse("https://u:pw@example.com/v1/x?api-version=1&key=sk-123").unwrap();
 /// assert_eq!(
 ///     kit::http::redact_url(&url),
-///     "https://u:[REDACTED]@example.com/v1/x?api-version=1&key=[REDACTED]"
+///     "https://u:REDACTED@example.com/v1/x?api-version=1&key=[REDACTED]"
 /// );
 /// ```
 pub fn redact_url(url: &Url) -> String {
     let mut out = url.clone();
     if out.password().is_some() {
-        // Only fails for URLs that cannot have credentials, which then have none.
-        let _ = out.set_password(Some(REDACTED));
+        // Brackets would be percent-encoded in the user-info part, hence the bare word. Only
+        // fails for URLs that cannot have credentials, which then have none.
+        let _ = out.set_password(Some("REDACTED"));
     }
     if out.query().is_some() {
         let pairs: Vec<(String, String)> = url

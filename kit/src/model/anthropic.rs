@@ -36,7 +36,7 @@ use serde_json::{Map, Value, json};
 
 use super::common::{
     DEFAULT_MODEL_TIMEOUT, ProviderError, SseParser, annotate_cost, classify, clip, event_json,
-    f32_json, map_http_error, merge_extra, model_stream, u64_at,
+    f32_json, map_http_error_scrubbed, merge_extra, model_stream, u64_at,
 };
 use super::{
     ChatModel, FinishReason, ModelChunk, ModelError, ModelOptions, ModelProfile, ModelRequest,
@@ -580,10 +580,10 @@ impl ChatModel for AnthropicModel {
             .http
             .send(self.http_request(&request, false))
             .await
-            .map_err(|e| map_http_error("anthropic", e))?;
+            .map_err(|e| map_http_error_scrubbed("anthropic", e, &[&self.api_key]))?;
         let v: Value = response
             .json()
-            .map_err(|e| map_http_error("anthropic", e))?;
+            .map_err(|e| map_http_error_scrubbed("anthropic", e, &[&self.api_key]))?;
         self.parse_response(&v)
     }
 
@@ -592,7 +592,7 @@ impl ChatModel for AnthropicModel {
             .http
             .send_stream(self.http_request(&request, true))
             .await
-            .map_err(|e| map_http_error("anthropic", e))?;
+            .map_err(|e| map_http_error_scrubbed("anthropic", e, &[&self.api_key]))?;
         Ok(model_stream(
             "anthropic",
             response.sse(),

@@ -7,7 +7,7 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 
 use super::{ModelChunk, ModelError, ModelStream};
-use crate::http::{HttpError, HttpErrorKind, SseEvent, SseStream};
+use crate::http::{HttpError, HttpErrorKind, SseEvent, SseStream, redact_secrets};
 use crate::message::Usage;
 
 /// The default timeout of a model call: 10 minutes, like the official OpenAI and Anthropic
@@ -150,6 +150,18 @@ pub(crate) fn map_http_error(provider: &str, e: HttpError) -> ModelError {
         },
         HttpErrorKind::Request => ModelError::Other(format!("{provider}: {e}")),
     }
+}
+
+/// [`map_http_error`], with `secrets` (the API key) scrubbed from the body and message first,
+/// in case a proxy echoes them back.
+pub(crate) fn map_http_error_scrubbed(
+    provider: &str,
+    mut e: HttpError,
+    secrets: &[&str],
+) -> ModelError {
+    e.body = redact_secrets(&e.body, secrets);
+    e.message = redact_secrets(&e.message, secrets);
+    map_http_error(provider, e)
 }
 
 /// Classifies a provider error by HTTP status (when known — stream error events have none)

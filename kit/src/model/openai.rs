@@ -35,7 +35,7 @@ use serde_json::{Map, Value, json};
 
 use super::common::{
     DEFAULT_MODEL_TIMEOUT, ProviderError, SseParser, annotate_cost, classify, clip, event_json,
-    f32_json, map_http_error, merge_extra, model_stream, u64_at,
+    f32_json, map_http_error_scrubbed, merge_extra, model_stream, u64_at,
 };
 use super::{
     ChatModel, FinishReason, ModelChunk, ModelError, ModelOptions, ModelProfile, ModelRequest,
@@ -289,6 +289,15 @@ impl OpenAiModel {
             r = r.max_retries(n);
         }
         r
+    }
+
+    /// Maps an HTTP failure, the credentials scrubbed from what the server sent back.
+    fn map_error(&self, e: crate::http::HttpError) -> ModelError {
+        let secret = match &self.auth {
+            Auth::None => "",
+            Auth::Bearer(k) | Auth::Header(_, k) => k.as_str(),
+        };
+        map_http_error_scrubbed(&self.provider, e, &[secret])
     }
 
     fn parse_response(&self, v: &Value) -> Result<ModelResponse, ModelError> {
@@ -598,10 +607,8 @@ impl ChatModel for OpenAiModel {
             .http
             .send(self.http_request(&request, false))
             .await
-            .map_err(|e| map_http_error(&self.provider, e))?;
-        let v: Value = response
-            .json()
-            .map_err(|e| map_http_error(&self.provider, e))?;
+            .map_err(|e| self.map_error(e))?;
+        let v: Value = response.json().map_err(|e| self.map_error(e))?;
         self.parse_response(&v)
     }
 
@@ -610,7 +617,7 @@ impl ChatModel for OpenAiModel {
             .http
             .send_stream(self.http_request(&request, true))
             .await
-            .map_err(|e| map_http_error(&self.provider, e))?;
+            .map_err(|e| self.map_error(e))?;
         let parser = ChunkParser {
             provider: self.provider.clone(),
             done: false,
