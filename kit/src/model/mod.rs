@@ -472,7 +472,7 @@ pub const PROVIDERS: &[&str] = &["openai", "anthropic", "ollama"];
 ///
 /// | spec | model | credentials | endpoint |
 /// |---|---|---|---|
-/// | `openai:<model>` | [`openai::OpenAiModel`] | `OPENAI_API_KEY` (required) | `OPENAI_BASE_URL`, default `https://api.openai.com/v1` |
+/// | `openai:<model>` | [`openai::OpenAiModel`] | `OPENAI_API_KEY` (required) | `OPENAI_BASE_URL`, default `https://api.openai.com/v1` (another server there gets `max_tokens` instead of `max_completion_tokens`) |
 /// | `anthropic:<model>` | [`anthropic::AnthropicModel`] | `ANTHROPIC_API_KEY` (required) | `ANTHROPIC_BASE_URL`, default `https://api.anthropic.com` |
 /// | `ollama:<model>` | [`openai::OpenAiModel`] | none | `OLLAMA_BASE_URL`, default `http://localhost:11434/v1` |
 ///
@@ -530,6 +530,10 @@ pub fn init(
             let mut m = openai::OpenAiModel::new(model, api_key).options(options);
             if let Some(url) = &config.openai_base_url {
                 m = m.base_url(url.clone());
+                // Another server behind OPENAI_BASE_URL most likely knows `max_tokens` only.
+                if !url.contains("api.openai.com") && !url.contains(".openai.azure.com") {
+                    m = m.max_tokens_param(openai::MaxTokensParam::MaxTokens);
+                }
             }
             Arc::new(m)
         }

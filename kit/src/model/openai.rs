@@ -15,8 +15,9 @@
 //! **Output-token cap.** OpenAI deprecated `max_tokens` for `max_completion_tokens` (reasoning
 //! models reject the old name), but many compatible servers only know `max_tokens`. So:
 //! [`MaxTokensParam::MaxCompletionTokens`] for OpenAI itself and Azure,
-//! [`MaxTokensParam::MaxTokens`] for everything else (Ollama and any custom server); override
-//! with [`OpenAiModel::max_tokens_param`].
+//! [`MaxTokensParam::MaxTokens`] for everything else (Ollama, [`OpenAiModel::compatible`]
+//! servers, and `openai:` models whose `OPENAI_BASE_URL` points elsewhere); override with
+//! [`OpenAiModel::max_tokens_param`].
 //!
 //! ```no_run
 //! use kit::model::{ChatModel, ModelRequest, openai::OpenAiModel};
