@@ -17,9 +17,9 @@
 //! * **Typed errors.** [`HttpError`] carries the [`HttpErrorKind`], status, body text,
 //!   `retry_after` and attempt count; providers map it to [`ModelError`](crate::model::ModelError).
 //! * **Tracing.** Each attempt emits `tracing` events on target `kit::http` with a `phase`
-//!   field — `start`, `stop` (with `status`), `exception` (with `error`), `retry` (with
-//!   `delay_ms` and `reason`), and for streams `body_stop` / `body_exception` — plus `method`,
-//!   `host`, `path`, `attempt` and `duration_ms`. Headers and bodies are never logged; query
+//!   field — `start` (with the redacted `url`), `stop` (with `status`), `exception` (with
+//!   `error`), `retry` (with `delay_ms` and `reason`), and for streams `body_stop` /
+//!   `body_exception` — plus `method`, `host`, `path`, `attempt` and `duration_ms`. Headers and bodies are never logged; query
 //!   parameters are logged through [`redact_url`], so API keys never reach a log.
 //!
 //! ```no_run
@@ -687,7 +687,6 @@ impl HttpClient {
             .map_err(|e| HttpError::new(HttpErrorKind::Request, &method, &shown, e))?;
         let host = url.host_str().unwrap_or("").to_string();
         let path = url.path().to_string();
-        let query = url.query().map(|_| redact_url(&url)).unwrap_or_default();
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
@@ -697,7 +696,7 @@ impl HttpClient {
                 method = %method,
                 host = %host,
                 path = %path,
-                url = %query,
+                url = %shown,
                 attempt,
                 stream,
                 "http request start"
