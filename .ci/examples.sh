@@ -19,3 +19,6 @@ expect() {
 expect graph "paused in \`refund\`" "resolution: refunded" "3 checkpoints"
 expect agent "← convert: \"108.00 USD\"" "follow-up answer: Together that is 171.50 USD." "guardrail: I can only help with currency questions."
 expect filesystem "← write_file (error): Error: parallel file mutations to the same path are not allowed." "@@ lines 101-103 of 250 | next offset 103 @@" "on disk, todo.md"
+expect memory "[process 2] restored 2 messages from turn 1" \
+  "assistant: You told me earlier: \"Hi, I'm Ada and my favourite colour is green.\"" \
+  "the second process continued the conversation from the file"
