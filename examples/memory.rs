@@ -107,11 +107,11 @@ async fn second_turn(db: &Path) {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if let (Some(flag), Some(db)) = (args.get(1), args.get(2)) {
-        if flag == SECOND {
-            second_turn(Path::new(db)).await;
-            return;
-        }
+    if let (Some(flag), Some(db)) = (args.get(1), args.get(2))
+        && flag == SECOND
+    {
+        second_turn(Path::new(db)).await;
+        return;
     }
     // A fresh file for this run.
     let dir = tempfile::tempdir().unwrap_or_else(|e| fail(format!("temporary directory: {e}")));

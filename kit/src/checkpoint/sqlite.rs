@@ -468,7 +468,7 @@ impl SqliteCheckpointer {
             //    and the next write starts the WAL over: a checkpoint racing a stream of writes
             //    never catches up, and the WAL would grow without bound. Only the frames
             //    written since step 1 are left to copy; writers wait on the blocking pool.
-            if round % WAL_RESTART_EVERY == 0 {
+            if round.is_multiple_of(WAL_RESTART_EVERY) {
                 let conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
                 let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
             }
