@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
+use kit::checkpoint::sqlite::{SqliteOptions, SqliteSynchronous};
 use kit::checkpoint::{
     BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
     Checkpointer, LoadedCheckpoint, MemoryCheckpointer, PendingWrite, PostgresCheckpointer,
@@ -1398,6 +1399,32 @@ async fn sqlite_urls_and_bad_paths() {
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
     assert_eq!(mode, "wal");
+
+    // Full sync: every commit waits for the disk (and runs off the async runtime).
+    let full: Cp = Arc::new(
+        SqliteCheckpointer::open_with(
+            dir.path().join("full.sqlite"),
+            SqliteOptions {
+                synchronous: SqliteSynchronous::Full,
+                ..SqliteOptions::default()
+            },
+        )
+        .unwrap(),
+    );
+    let graph = chain(3).with_checkpointer(full.clone());
+    let opts = RunOptions::new()
+        .thread_id("full")
+        .durability(Durability::Sync);
+    assert_eq!(
+        graph
+            .invoke(SUpdate::new(), &opts)
+            .await
+            .unwrap()
+            .state()
+            .count,
+        3
+    );
+    assert_eq!(full.history("full", "", None).await.unwrap().len(), 4);
 
     let mem: Cp = Arc::new(SqliteCheckpointer::open_url("sqlite::memory:").unwrap());
     mem.put(simple("m", &id, None, -1)).await.unwrap();

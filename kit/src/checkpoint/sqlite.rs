@@ -14,7 +14,8 @@
 //!   write lock (`BEGIN IMMEDIATE` with a zero busy timeout succeeds), the whole transaction
 //!   runs without a thread hop. Otherwise (another task or process is writing) it moves to
 //!   tokio's blocking pool and waits there, with the configured busy timeout, so an async
-//!   worker thread never sleeps on a lock. Reads (`load`, `history`, `threads`) may walk long
+//!   worker thread never sleeps on a lock. With [`SqliteSynchronous::Full`] a commit waits for
+//!   the disk, so writes always run on the blocking pool. Reads (`load`, `history`, `threads`) may walk long
 //!   delta chains and always run on the blocking pool. Measured on W5 (a 100-step chain, a
 //!   checkpoint per step, release build, 2 shared cores, tokio `current_thread`): about 27 µs
 //!   per step inline, against 51 µs (sync durability) and 67 µs (async) when every write went
@@ -412,7 +413,9 @@ impl SqliteCheckpointer {
         f: fn(&rusqlite::Transaction<'_>, &D) -> R<T>,
     ) -> Result<T, CheckpointError> {
         let weight = COMMIT_PAGES_BYTES + data_bytes as u64;
-        if let Ok(mut conn) = self.inner.writer.try_lock() {
+        // With `synchronous = FULL` every commit waits for the disk: never on the runtime.
+        let inline = self.inner.options.synchronous == SqliteSynchronous::Normal;
+        if let (true, Ok(mut conn)) = (inline, self.inner.writer.try_lock()) {
             match run_write(&mut conn, Duration::ZERO, &data, f) {
                 Err(e) if is_busy(&e) => {}
                 result => {
