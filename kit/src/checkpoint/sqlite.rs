@@ -471,9 +471,12 @@ impl SqliteCheckpointer {
             //    and the next write starts the WAL over: a checkpoint racing a stream of writes
             //    never catches up, and the WAL would grow without bound. Only the frames
             //    written since step 1 are left to copy; writers wait on the blocking pool.
+            //    TRUNCATE also waits (up to the busy timeout) for readers on an old snapshot and
+            //    empties the WAL file.
             if round.is_multiple_of(WAL_RESTART_EVERY) {
                 let conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());
-                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                let _ = conn.busy_timeout(inner.options.busy_timeout);
+                let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
             }
             inner.checkpointing.store(false, Ordering::Release);
         });
