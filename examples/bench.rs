@@ -7,6 +7,7 @@
 //! cargo run --release --example bench -- w1         # one workload
 //! cargo run --release --example bench -- w1 --reps=500
 //! cargo run --release --example bench -- w5         # checkpointing: memory, SQLite x3, size
+//! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w5  # + PostgreSQL
 //! ```
 //!
 //! Output lines starting with `RESULT` have the anchor's format, so the two can be compared
@@ -549,17 +550,32 @@ async fn w5(reps: usize) {
     header("W5 W1 + checkpointer (MemoryCheckpointer / SqliteCheckpointer file), invoke");
     let dir = tempfile::tempdir().unwrap_or_else(|e| fail(&format!("temp dir: {e}")));
     let mut next_thread = 0usize;
-    let variants: [(&str, Option<Durability>); 4] = [
+    let mut variants: Vec<(&str, Option<Durability>)> = vec![
         ("memory", None),
         ("sqlite-async", Some(Durability::Async)),
         ("sqlite-sync", Some(Durability::Sync)),
         ("sqlite-exit", Some(Durability::Exit)),
     ];
+    // Not part of the anchor's W5: PostgreSQL too, when a server is given.
+    let postgres_url = std::env::var("KIT_BENCH_POSTGRES_URL").ok();
+    if postgres_url.is_some() {
+        variants.push(("postgres-async", Some(Durability::Async)));
+        variants.push(("postgres-sync", Some(Durability::Sync)));
+    }
     for (tag, durability) in variants {
-        // A fresh saver (SQLite: a fresh file) per variant.
-        let saver: Arc<dyn Checkpointer> = match durability {
-            None => Arc::new(MemoryCheckpointer::new()),
-            Some(_) => {
+        // A fresh saver (SQLite: a fresh file; PostgreSQL: a fresh schema) per variant.
+        let mut schema_to_drop = None;
+        let saver: Arc<dyn Checkpointer> = match (durability, &postgres_url) {
+            (None, _) => Arc::new(MemoryCheckpointer::new()),
+            (Some(_), Some(url)) if tag.starts_with("postgres") => {
+                let schema = format!("kit_bench_{}_{}", std::process::id(), tag.len());
+                let pg = kit::checkpoint::PostgresCheckpointer::connect_in_schema(url, &schema)
+                    .await
+                    .unwrap_or_else(|e| fail(&format!("W5 connect {tag}: {e}")));
+                schema_to_drop = Some(pg.clone());
+                Arc::new(pg)
+            }
+            (Some(_), _) => {
                 let path = dir.path().join(format!("timing-{tag}.sqlite"));
                 Arc::new(
                     SqliteCheckpointer::open(&path)
@@ -590,6 +606,11 @@ async fn w5(reps: usize) {
             &[("node_step", N_LINEAR as f64)],
         );
         next_thread += reps + 11;
+        if let Some(pg) = schema_to_drop {
+            if let Err(e) = pg.drop_schema().await {
+                eprintln!("W5: could not drop the benchmark schema: {e}");
+            }
+        }
     }
 
     // Size: a fresh file after exactly 100 invokes on 100 distinct threads (default
