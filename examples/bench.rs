@@ -606,10 +606,10 @@ async fn w5(reps: usize) {
             &[("node_step", N_LINEAR as f64)],
         );
         next_thread += reps + 11;
-        if let Some(pg) = schema_to_drop {
-            if let Err(e) = pg.drop_schema().await {
-                eprintln!("W5: could not drop the benchmark schema: {e}");
-            }
+        if let Some(pg) = schema_to_drop
+            && let Err(e) = pg.drop_schema().await
+        {
+            eprintln!("W5: could not drop the benchmark schema: {e}");
         }
     }
 
