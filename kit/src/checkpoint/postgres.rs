@@ -13,7 +13,8 @@
 //! The same tables as the SQLite back-end (see [`super::sqlite`]): `kit_schema_version`,
 //! `kit_threads`, `kit_checkpoints`, `kit_blobs`, `kit_writes`. Ids are `TEXT COLLATE "C"` so
 //! they sort byte-wise, as UUIDv7 strings must for history order; channel data is `bytea`;
-//! next nodes, metadata, channel versions, bodies and pending writes are `jsonb`.
+//! the executor's body (opaque bytes) is `bytea` too; next nodes, metadata, channel versions
+//! and pending writes are `jsonb`.
 //!
 //! A step inserts one checkpoint row and one blob row per changed channel (in one statement,
 //! from arrays) and updates one thread row: constant work per step, whatever the length of the
@@ -86,7 +87,7 @@ const MIGRATIONS: &[&str] = &[
         next JSONB NOT NULL,
         metadata JSONB NOT NULL,
         channel_versions JSONB NOT NULL,
-        body JSONB NOT NULL,
+        body BYTEA NOT NULL,
         PRIMARY KEY (thread_id, ns, checkpoint_id)
     );
     CREATE TABLE kit_blobs (
@@ -526,16 +527,18 @@ impl PostgresCheckpointer {
         };
         let checkpoint = async {
             let next = to_text(&w.meta.next)?;
-            let metadata = to_text(&w.meta.metadata)?;
+            let metadata = match &w.meta.metadata {
+                serde_json::Value::Null => "{}".to_string(),
+                other => to_text(other)?,
+            };
             let versions = to_text(&w.channel_versions)?;
-            let body = to_text(&w.body)?;
             let stmt = tx
                 .prepare_cached(
                     "INSERT INTO kit_checkpoints
                         (thread_id, ns, checkpoint_id, parent_id, step, source, created_at,
                          next, metadata, channel_versions, body)
                      VALUES ($1, $2, $3, $4, $5, $6, $7,
-                             $8::text::jsonb, $9::text::jsonb, $10::text::jsonb, $11::text::jsonb)
+                             $8::text::jsonb, $9::text::jsonb, $10::text::jsonb, $11)
                      ON CONFLICT (thread_id, ns, checkpoint_id) DO UPDATE SET
                         parent_id = excluded.parent_id, step = excluded.step,
                         source = excluded.source, created_at = excluded.created_at,
@@ -556,7 +559,7 @@ impl PostgresCheckpointer {
                     &next,
                     &metadata,
                     &versions,
-                    &body,
+                    &w.body,
                 ],
             )
             .await?;
@@ -651,7 +654,7 @@ impl PostgresCheckpointer {
         let id = checkpoint_id.unwrap_or(&head);
         let stmt = tx
             .prepare_cached(&format!(
-                "SELECT {META_COLUMNS}, channel_versions::text, body::text FROM kit_checkpoints
+                "SELECT {META_COLUMNS}, channel_versions::text, body FROM kit_checkpoints
                   WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3"
             ))
             .await?;
@@ -664,7 +667,7 @@ impl PostgresCheckpointer {
         let meta = meta_from_row(&row)?;
         let channel_versions: BTreeMap<String, String> =
             parse_json(&row.try_get::<_, String>(7)?, "channel versions", id)?;
-        let body = parse_json(&row.try_get::<_, String>(8)?, "body", id)?;
+        let body: Vec<u8> = row.try_get(8)?;
 
         // Walk every channel's chain back to its full value in one recursive query.
         let names: Vec<&str> = channel_versions.keys().map(String::as_str).collect();

@@ -46,7 +46,7 @@
 //!
 //! All tables are `WITHOUT ROWID`, clustered on their primary key, so a thread's rows sit
 //! together and a checkpoint id range scan is an index walk. JSON columns are text; channel
-//! data is a BLOB. A step inserts one `kit_checkpoints` row, one `kit_blobs` row per channel it
+//! data and the executor's body (opaque bytes) are BLOBs. A step inserts one `kit_checkpoints` row, one `kit_blobs` row per channel it
 //! changed (a delta or, once the deltas outweigh the value, a full snapshot — see the
 //! [module docs](super)) and updates one `kit_threads` row: the same few hundred bytes at
 //! message 10 and at message 10,000. Loading walks each channel's chain with one recursive
@@ -119,7 +119,7 @@ const MIGRATIONS: &[&str] = &[
         next TEXT NOT NULL,
         metadata TEXT NOT NULL,
         channel_versions TEXT NOT NULL,
-        body TEXT NOT NULL,
+        body BLOB NOT NULL,
         PRIMARY KEY (thread_id, ns, checkpoint_id)
     ) WITHOUT ROWID;
     CREATE TABLE kit_blobs (
@@ -696,9 +696,9 @@ fn put_tx(tx: &rusqlite::Transaction<'_>, w: &CheckpointWrite) -> R<()> {
         w.meta.source.as_str(),
         w.meta.created_at,
         to_text(&w.meta.next)?,
-        to_text(&w.meta.metadata)?,
+        to_text(&metadata(&w.meta.metadata))?,
         to_text(&w.channel_versions)?,
-        to_text(&w.body)?,
+        w.body,
     ])?;
     tx.prepare_cached(
         "INSERT INTO kit_threads (thread_id, ns, head, updated_at, checkpoints)
@@ -709,6 +709,16 @@ fn put_tx(tx: &rusqlite::Transaction<'_>, w: &CheckpointWrite) -> R<()> {
     )?
     .execute(params![w.thread_id, w.ns, w.meta.id, w.meta.created_at])?;
     Ok(())
+}
+
+/// Metadata as stored: `null` becomes `{}` (as the memory back-end returns it).
+fn metadata(value: &serde_json::Value) -> std::borrow::Cow<'_, serde_json::Value> {
+    match value {
+        serde_json::Value::Null => {
+            std::borrow::Cow::Owned(serde_json::Value::Object(Default::default()))
+        }
+        other => std::borrow::Cow::Borrowed(other),
+    }
 }
 
 fn to_text<T: serde::Serialize>(value: &T) -> R<String> {
@@ -824,7 +834,7 @@ fn load_tx(
             Ok((
                 meta_from_row(row),
                 row.get::<_, String>(7)?,
-                row.get::<_, String>(8)?,
+                row.get::<_, Vec<u8>>(8)?,
             ))
         })
         .optional()?;
@@ -836,7 +846,6 @@ fn load_tx(
     };
     let meta = meta?;
     let channel_versions = parse_json(&versions_text, "channel versions", id)?;
-    let body = parse_json(&body, "body", id)?;
 
     // Walk every channel's chain back to its full value in one recursive query.
     let mut blobs: HashMap<(String, String), ChannelBlob> = HashMap::new();
