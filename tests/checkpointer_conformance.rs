@@ -1002,7 +1002,7 @@ struct LoadBarrier {
     barrier: Arc<tokio::sync::Barrier>,
 }
 
-#[async_trait::async_trait]
+#[kit::async_trait]
 impl Checkpointer for LoadBarrier {
     async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError> {
         self.inner.put(write).await
@@ -1157,7 +1157,7 @@ fn write_bytes(w: &CheckpointWrite) -> usize {
         + serde_json::to_vec(&w.meta).map(|b| b.len()).unwrap_or(0)
 }
 
-#[async_trait::async_trait]
+#[kit::async_trait]
 impl Checkpointer for Counting {
     async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError> {
         self.puts.lock().unwrap().push(write_bytes(&write));
