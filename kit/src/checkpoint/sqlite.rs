@@ -80,7 +80,7 @@
 //! # Size
 //!
 //! W5 (100-node chain, 100 invokes): 101 checkpoint rows and 202 blob rows per invoke, about
-//! 51 KB of file per invoke (Python LangGraph's SqliteSaver: about 938 KB).
+//! 47 KB of file per invoke (Python LangGraph's SqliteSaver: about 938 KB).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
