@@ -23,3 +23,4 @@ OPENAI_API_KEY= ANTHROPIC_API_KEY= KIT_MODEL= expect tools "model: scripted (off
 expect memory "[process 2] restored 2 messages from turn 1" \
   "assistant: You told me earlier: \"Hi, I'm Ada and my favourite colour is green.\"" \
   "the second process continued the conversation from the file"
+expect deep_agent "[task:research] researcher-model: - tokio" "← write_file: Updated file /report.md" "[completed] Write the report to /report.md"

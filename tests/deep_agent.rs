@@ -492,7 +492,9 @@ async fn overflow_recovery_against_the_providers_real_context_length_error() {
         // The conversation does not fit: OpenAI's real 400 body.
         openai::context_length_exceeded(),
         // The summary call, then the retried answer.
-        openai::json(openai::completion("SUMMARY: earlier turns asked about invoices.")),
+        openai::json(openai::completion(
+            "SUMMARY: earlier turns asked about invoices.",
+        )),
         openai::json(openai::completion("Here is your answer.")),
     ]);
     let agent = Agent::builder()
