@@ -153,6 +153,11 @@ pub const WAL_CHECKPOINT_BYTES: u64 = 4 << 20;
 /// (the WAL stays under about `WAL_CHECKPOINT_BYTES * WAL_RESTART_EVERY`).
 const WAL_RESTART_EVERY: u64 = 4;
 
+/// If background checkpoints fall behind (a loaded machine), the writer itself restarts the
+/// WAL once this many bytes were written since the last checkpoint: a hard bound on the WAL
+/// that does not depend on scheduling.
+const WAL_HARD_LIMIT_BYTES: u64 = 6 * WAL_CHECKPOINT_BYTES;
+
 /// WAL bytes a commit costs besides its data: a few B-tree pages of 4 KiB (measured: about
 /// six per checkpoint written).
 const COMMIT_PAGES_BYTES: u64 = 6 * 4096;
@@ -465,6 +470,19 @@ impl SqliteCheckpointer {
             return;
         }
         let total = self.inner.wal_bytes.fetch_add(weight, Ordering::Relaxed) + weight;
+        if total >= WAL_HARD_LIMIT_BYTES {
+            // Background checkpoints are behind: restart the WAL now, holding the writer (the
+            // next writes wait for it: back-pressure instead of an unbounded file).
+            let conn = self.inner.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = conn.busy_timeout(self.inner.options.busy_timeout);
+            if conn
+                .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
+                .is_ok()
+            {
+                self.inner.wal_bytes.store(0, Ordering::Relaxed);
+            }
+            return;
+        }
         if total < WAL_CHECKPOINT_BYTES || self.inner.checkpointing.swap(true, Ordering::AcqRel) {
             return;
         }
