@@ -19,6 +19,15 @@ use crate::model::{
 use crate::state::{DynSchema, Overwrite, Write};
 use crate::tool::{Tool, ToolContext, ToolExecution};
 
+/// An agent error as a node error: the interrupt signal of [`Runtime::interrupt`] pauses the
+/// run; everything else fails the node (and reaches the caller unchanged).
+fn node_error(e: AgentError) -> NodeError {
+    match e {
+        AgentError::Interrupted(interrupts) => NodeError::interrupted(interrupts),
+        other => other.into(),
+    }
+}
+
 /// Everything the agent's nodes share.
 pub(crate) struct AgentCore {
     pub(crate) name: Arc<str>,
@@ -192,7 +201,9 @@ impl HookNode {
             agent: self.core.name.clone(),
             model: self.core.model.clone(),
         };
-        let result = run_hook(mw.as_ref(), self.hook, &state, &rt).await?;
+        let result = run_hook(mw.as_ref(), self.hook, &state, &rt)
+            .await
+            .map_err(node_error)?;
         let Some(hook_update) = result else {
             let out = NodeOutput::new();
             return Ok(self.route(out, &state, None, None));
@@ -428,7 +439,7 @@ async fn model_node(
         base: &base,
         rt: &rt,
     };
-    let response = next.call(request).await?;
+    let response = next.call(request).await.map_err(node_error)?;
     let mut message = response.message;
     // Overflow recovery compacted the conversation to get this answer: keep it compacted.
     let compacted = message
