@@ -279,8 +279,8 @@ fn updated_messages(update: &AgentStateUpdate) -> Option<UpdatedMessages> {
 }
 
 /// Tool calls of the last assistant message that have no result, as the state will be once
-/// `update` is applied.
-fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> Vec<ToolCall> {
+/// `update` is applied, and whether that message made any call at all.
+fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> (Vec<ToolCall>, bool) {
     let (base, extra): (&[Message], &[Message]) = match update {
         None => (&state.messages, &[]),
         Some(UpdatedMessages::Appended(v)) => (&state.messages, v.as_slice()),
@@ -310,25 +310,33 @@ fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> Vec<To
             _ => {}
         }
     }
-    last_ai
-        .map(|ai| {
+    match last_ai {
+        Some(ai) => (
             ai.tool_calls
                 .iter()
                 .filter(|c| !answered.contains(&c.id.as_str()))
                 .cloned()
-                .collect()
-        })
-        .unwrap_or_default()
+                .collect(),
+            !ai.tool_calls.is_empty(),
+        ),
+        None => (Vec::new(), false),
+    }
 }
 
-/// Sends each pending tool call to the tools node, or goes to the exit when none is pending.
+/// Sends each pending tool call to the tools node. When the model made calls but hooks
+/// answered all of them (a human rejected them, a guard refused them), the model is called
+/// again to see the answers, as LangChain does; with no calls at all, the run goes to the exit.
 fn route_pending(
     out: NodeOutput<AgentState>,
     layout: &Layout,
     state: &AgentState,
     update: Option<&UpdatedMessages>,
 ) -> NodeOutput<AgentState> {
-    send_calls(out, layout, pending_calls(state, update))
+    let (calls, made_calls) = pending_calls(state, update);
+    if calls.is_empty() && made_calls {
+        return out.and_goto(layout.loop_start.clone());
+    }
+    send_calls(out, layout, calls)
 }
 
 fn send_calls(
