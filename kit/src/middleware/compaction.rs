@@ -94,10 +94,10 @@ impl CompactionMiddleware {
     }
 
     fn due(&self, messages: &[Message], model: &dyn ChatModel) -> bool {
-        if let Some(n) = self.trigger_messages {
-            if messages.len() >= n {
-                return true;
-            }
+        if let Some(n) = self.trigger_messages
+            && messages.len() >= n
+        {
+            return true;
         }
         conversation_tokens(messages) >= self.token_threshold(model)
     }

@@ -126,8 +126,7 @@ impl Middleware for TodoMiddleware {
             description(&self.tool_name),
             schema(),
             |args, _ctx| async move {
-                let args: Args =
-                    serde_json::from_value(args).map_err(|e| ToolError::invalid_args(e))?;
+                let args: Args = serde_json::from_value(args).map_err(ToolError::invalid_args)?;
                 let text = format!("Updated todo list to {}", render(&args.todos));
                 Ok::<_, ToolError>(
                     ToolOutput::text(text).with_update(AgentStateUpdate::new().todos(args.todos)),
