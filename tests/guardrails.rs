@@ -1,0 +1,750 @@
+//! Guardrails end to end: PII middleware in an agent (input, output and tool-call arguments,
+//! tool results, block), human review of tool calls (every decision, mixed turns, wrong
+//! answers, resume in a new agent instance), OpenAI moderation against a real HTTP server on
+//! 127.0.0.1 speaking the moderation API's wire format, and a custom guardrail.
+
+use std::sync::{Arc, Mutex};
+
+use kit::agent::{Agent, AgentError, AgentState};
+use kit::checkpoint::Checkpointer;
+use kit::middleware::pii::{PiiMiddleware, PiiStrategy, PiiType};
+use kit::middleware::review::{
+    Decision, DecisionType, HumanReviewMiddleware, InterruptOnConfig, ReviewRequest, resume_review,
+};
+use kit::testing::ScriptedModel;
+use kit::tool::{Tool, ToolError, ToolOutput};
+use kit::{MemoryCheckpointer, Message, Outcome, Role, RunOptions, ToolCall, ToolStatus};
+use serde_json::{Value, json};
+
+type Log = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// A tool that records its calls and answers `"{name} done: {args}"`.
+fn recording_tool(name: &str, log: &Log) -> Tool {
+    let log = log.clone();
+    let tool_name = name.to_string();
+    Tool::from_fn(
+        name,
+        format!("The {name} tool."),
+        json!({"type": "object"}),
+        move |args, _ctx| {
+            let log = log.clone();
+            let name = tool_name.clone();
+            async move {
+                log.lock().unwrap().push((name.clone(), args.clone()));
+                Ok::<_, ToolError>(ToolOutput::text(format!("{name} done: {args}")))
+            }
+        },
+    )
+}
+
+fn calls(list: &[(&str, &str, Value)]) -> Message {
+    Message::assistant_with_tool_calls(
+        "",
+        list.iter()
+            .map(|(id, name, args)| ToolCall::with_id(*id, *name, args.clone()))
+            .collect(),
+    )
+}
+
+fn tool_results(state: &AgentState) -> Vec<(String, String, ToolStatus)> {
+    state
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| {
+            (
+                m.tool_call_id.clone().unwrap(),
+                m.text(),
+                m.status.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn paused(outcome: &Outcome<AgentState>) -> ReviewRequest {
+    assert!(outcome.is_interrupted(), "expected a review interrupt");
+    assert_eq!(outcome.interrupts().len(), 1);
+    assert_eq!(
+        outcome.interrupts()[0].node,
+        "HumanInTheLoopMiddleware.after_model"
+    );
+    ReviewRequest::from_interrupt(&outcome.interrupts()[0]).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// PII
+
+#[tokio::test]
+async fn pii_input_is_scrubbed_in_state_and_for_the_model() {
+    let model = ScriptedModel::new([Message::assistant("Got it.")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(PiiMiddleware::new(PiiType::Email))
+        .middleware(PiiMiddleware::new(PiiType::CreditCard).strategy(PiiStrategy::Mask))
+        .middleware(PiiMiddleware::new(PiiType::Ip).strategy(PiiStrategy::Hash))
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke(
+            "Je suis élodie@exemple.fr — carte 3782 822463 10005, hôte 10.0.0.1 ✓",
+            &RunOptions::new(),
+        )
+        .await
+        .unwrap()
+        .into_state();
+    let expected = "Je suis [REDACTED_EMAIL] — carte **** ****** *0005, hôte <ip_hash:f5047344> ✓";
+    assert_eq!(state.messages[0].text(), expected, "written back to state");
+    assert_eq!(model.requests()[0].messages[0].text(), expected);
+}
+
+#[tokio::test]
+async fn pii_output_scrubs_tool_call_arguments_before_the_tool_runs() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([
+        Message::assistant_with_tool_calls(
+            "Mailing alice@example.com now.",
+            vec![ToolCall::with_id(
+                "c1",
+                "send_email",
+                json!({"to": "alice@example.com", "cc": ["bob@example.org", 7], "meta": {"note": "from carol@x.io"}}),
+            )],
+        ),
+        Message::assistant("Done; I wrote to alice@example.com."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(recording_tool("send_email", &log))
+        .middleware(
+            PiiMiddleware::new(PiiType::Email)
+                .apply_to_input(false)
+                .apply_to_output(true),
+        )
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("Write to Alice.", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    let scrubbed = json!({"to": "[REDACTED_EMAIL]", "cc": ["[REDACTED_EMAIL]", 7], "meta": {"note": "from [REDACTED_EMAIL]"}});
+    assert_eq!(
+        *log.lock().unwrap(),
+        [("send_email".to_string(), scrubbed.clone())]
+    );
+    let ai = &state.messages[1];
+    assert_eq!(ai.text(), "Mailing [REDACTED_EMAIL] now.");
+    assert_eq!(ai.tool_calls[0].args, scrubbed);
+    assert_eq!(state.final_text(), "Done; I wrote to [REDACTED_EMAIL].");
+}
+
+#[tokio::test]
+async fn pii_tool_results_are_scrubbed_before_the_model_sees_them() {
+    let lookup = Tool::from_fn(
+        "lookup",
+        "Looks up a customer.",
+        json!({"type": "object"}),
+        |_args, _ctx| async {
+            Ok::<_, ToolError>("name: Ann, mac 00:1A:2B:3C:4D:5E, site https://ann.example.com/me")
+        },
+    );
+    let model = ScriptedModel::new([
+        calls(&[("c1", "lookup", json!({}))]),
+        Message::assistant("Found her."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(lookup)
+        .middleware(
+            PiiMiddleware::new(PiiType::MacAddress)
+                .strategy(PiiStrategy::Mask)
+                .apply_to_tool_results(true),
+        )
+        .middleware(PiiMiddleware::new(PiiType::Url).apply_to_tool_results(true))
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("Who is Ann?", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    let expected = "name: Ann, mac **:**:**:**:**:5E, site [REDACTED_URL]";
+    assert_eq!(tool_results(&state)[0].1, expected);
+    assert_eq!(model.requests()[1].messages[2].text(), expected);
+}
+
+#[tokio::test]
+async fn pii_block_fails_the_run_with_a_typed_error() {
+    // In the input: the model is never called.
+    let model = ScriptedModel::new([Message::assistant("never")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(PiiMiddleware::new(PiiType::CreditCard).strategy(PiiStrategy::Block))
+        .build()
+        .unwrap();
+    let err = agent
+        .invoke(
+            "cards 4111111111111111 and 5555 5555 5555 4444",
+            &RunOptions::new(),
+        )
+        .await
+        .unwrap_err();
+    match &err {
+        AgentError::PiiDetected {
+            pii_type,
+            count,
+            location,
+        } => assert_eq!(
+            (pii_type.as_str(), *count, location.as_str()),
+            ("credit_card", 2, "input")
+        ),
+        other => panic!("expected PiiDetected, got {other:?}"),
+    }
+    assert_eq!(err.kind(), "pii_detected");
+    assert_eq!(model.calls(), 0);
+
+    // In tool-call arguments: the tool never runs.
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([calls(&[("c1", "ping", json!({"host": "2001:db8::1"}))])]);
+    let agent = Agent::builder()
+        .model(model)
+        .tool(recording_tool("ping", &log))
+        .middleware(
+            PiiMiddleware::new(PiiType::Ip)
+                .strategy(PiiStrategy::Block)
+                .apply_to_output(true),
+        )
+        .build()
+        .unwrap();
+    let err = agent
+        .invoke("ping it", &RunOptions::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, AgentError::PiiDetected { location, count: 1, .. } if location == "tool call arguments"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("choose the redact, mask or hash strategy"),
+        "{err}"
+    );
+    assert!(log.lock().unwrap().is_empty());
+
+    // In a tool result: stopped before the model sees it.
+    let leak = Tool::from_fn("leak", "Leaks.", json!({"type": "object"}), |_, _| async {
+        Ok::<_, ToolError>("contact: a@b.co")
+    });
+    let model = ScriptedModel::new([calls(&[("c1", "leak", json!({}))]), Message::assistant("x")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(leak)
+        .middleware(
+            PiiMiddleware::new(PiiType::Email)
+                .strategy(PiiStrategy::Block)
+                .apply_to_tool_results(true),
+        )
+        .build()
+        .unwrap();
+    let err = agent.invoke("go", &RunOptions::new()).await.unwrap_err();
+    assert!(
+        matches!(&err, AgentError::PiiDetected { location, .. } if location == "tool result"),
+        "{err:?}"
+    );
+    assert_eq!(model.calls(), 1, "the second model call never happened");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Human review
+
+fn review_agent(model: &ScriptedModel, log: &Log, checkpointer: Arc<dyn Checkpointer>) -> Agent {
+    Agent::builder()
+        .model(model.clone())
+        .tools(
+            ["send_email", "delete_file", "ask_color", "search", "rename"]
+                .iter()
+                .map(|n| recording_tool(n, log)),
+        )
+        .middleware(
+            HumanReviewMiddleware::new()
+                .interrupt_on("send_email", true)
+                .interrupt_on(
+                    "delete_file",
+                    InterruptOnConfig::allow([DecisionType::Approve, DecisionType::Reject])
+                        .unwrap(),
+                )
+                .interrupt_on("ask_color", true)
+                .interrupt_on("search", false)
+                .interrupt_on("rename", true),
+        )
+        .checkpointer(checkpointer)
+        .build()
+        .unwrap()
+}
+
+/// One turn with every decision type and an auto-approved call.
+fn mixed_turn() -> Message {
+    calls(&[
+        ("c1", "send_email", json!({"to": "a@x", "body": "hi"})),
+        ("c2", "delete_file", json!({"path": "/notes"})),
+        ("c3", "search", json!({"q": "rust"})),
+        ("c4", "ask_color", json!({"question": "favourite?"})),
+        ("c5", "rename", json!({"from": "a", "to": "b"})),
+        ("c6", "delete_file", json!({"path": "/tmp"})),
+    ])
+}
+
+#[tokio::test]
+async fn review_with_every_decision_and_an_auto_approved_call_in_one_turn() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([mixed_turn(), Message::assistant("All handled.")]);
+    let agent = review_agent(&model, &log, Arc::new(MemoryCheckpointer::new()));
+    let opts = RunOptions::new().thread_id("mixed");
+
+    let outcome = agent.invoke("do things", &opts).await.unwrap();
+    let request = paused(&outcome);
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "nothing runs before the review"
+    );
+    // The anchor's payload: one entry per reviewed call, in call order; `search` is not reviewed.
+    assert_eq!(
+        serde_json::to_value(&request).unwrap(),
+        json!({
+            "action_requests": [
+                {"name": "send_email", "args": {"to": "a@x", "body": "hi"},
+                 "description": "Tool execution requires approval\n\nTool: send_email\nArgs: {'body': 'hi', 'to': 'a@x'}"},
+                {"name": "delete_file", "args": {"path": "/notes"},
+                 "description": "Tool execution requires approval\n\nTool: delete_file\nArgs: {'path': '/notes'}"},
+                {"name": "ask_color", "args": {"question": "favourite?"},
+                 "description": "Tool execution requires approval\n\nTool: ask_color\nArgs: {'question': 'favourite?'}"},
+                {"name": "rename", "args": {"from": "a", "to": "b"},
+                 "description": "Tool execution requires approval\n\nTool: rename\nArgs: {'from': 'a', 'to': 'b'}"},
+                {"name": "delete_file", "args": {"path": "/tmp"},
+                 "description": "Tool execution requires approval\n\nTool: delete_file\nArgs: {'path': '/tmp'}"},
+            ],
+            "review_configs": [
+                {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject", "respond"]},
+                {"action_name": "delete_file", "allowed_decisions": ["approve", "reject"]},
+                {"action_name": "ask_color", "allowed_decisions": ["approve", "edit", "reject", "respond"]},
+                {"action_name": "rename", "allowed_decisions": ["approve", "edit", "reject", "respond"]},
+                {"action_name": "delete_file", "allowed_decisions": ["approve", "reject"]},
+            ]
+        })
+    );
+
+    let done = agent
+        .resume(
+            resume_review([
+                Decision::edit("send_email", json!({"to": "c@x", "body": "edited"})),
+                Decision::reject_with("Keep it"),
+                Decision::respond("blue"),
+                Decision::approve(),
+                Decision::reject(),
+            ]),
+            &opts,
+        )
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
+
+    // What ran: the edited email, the approved rename and the auto-approved search.
+    let mut ran = log.lock().unwrap().clone();
+    ran.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        ran,
+        [
+            ("rename".to_string(), json!({"from": "a", "to": "b"})),
+            ("search".to_string(), json!({"q": "rust"})),
+            (
+                "send_email".to_string(),
+                json!({"to": "c@x", "body": "edited"})
+            ),
+        ]
+    );
+
+    // Every call has exactly one result.
+    let mut results = tool_results(&done);
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    let ids: Vec<&str> = results.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2", "c3", "c4", "c5", "c6"]);
+    let by_id = |id: &str| results.iter().find(|r| r.0 == id).unwrap().clone();
+    assert_eq!(
+        by_id("c1"),
+        (
+            "c1".into(),
+            "Note: a human reviewer replaced this tool call before it ran. The call recorded in \
+             your message is the one you produced, not the one that executed. This was \
+             intentional and authorized. Do not re-issue your original call. Executed instead: \
+             send_email with arguments {\"body\": \"edited\", \"to\": \"c@x\"}.\n\nTool \
+             response:\nsend_email done: {\"body\":\"edited\",\"to\":\"c@x\"}"
+                .into(),
+            ToolStatus::Success
+        )
+    );
+    assert_eq!(
+        by_id("c2"),
+        (
+            "c2".into(),
+            "User rejected the tool call for `delete_file` with reason: Keep it".into(),
+            ToolStatus::Error
+        )
+    );
+    assert_eq!(by_id("c3").2, ToolStatus::Success);
+    assert_eq!(
+        by_id("c4"),
+        ("c4".into(), "blue".into(), ToolStatus::Success)
+    );
+    assert_eq!(by_id("c5").1, "rename done: {\"from\":\"a\",\"to\":\"b\"}");
+    assert_eq!(
+        by_id("c6"),
+        (
+            "c6".into(),
+            "User rejected the tool call for `delete_file` with id c6. The tool was not \
+             executed. Do not retry this tool call unless the user explicitly requests it."
+                .into(),
+            ToolStatus::Error
+        )
+    );
+    // The assistant message keeps the model's own call.
+    assert_eq!(
+        done.messages[1].tool_calls[0].args,
+        json!({"to": "a@x", "body": "hi"})
+    );
+    // The model's second request saw all six results after its message.
+    let second = &model.requests()[1];
+    assert_eq!(
+        second
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .count(),
+        6
+    );
+    assert_eq!(done.final_text(), "All handled.");
+    // The edits are dropped from the state once used.
+    assert_eq!(
+        done.custom.get(kit::middleware::review::EDITS_KEY),
+        Some(&Value::Null)
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_review_answer_asks_again_and_the_thread_stays_resumable() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([
+        calls(&[
+            ("c1", "delete_file", json!({"path": "/a"})),
+            ("c2", "send_email", json!({"to": "a@x"})),
+        ]),
+        Message::assistant("ok"),
+    ]);
+    let agent = review_agent(&model, &log, Arc::new(MemoryCheckpointer::new()));
+    let opts = RunOptions::new().thread_id("wrong");
+    let first = agent.invoke("go", &opts).await.unwrap();
+    assert!(paused(&first).error.is_none());
+
+    // A decision type `delete_file` does not allow.
+    let again = agent
+        .resume(
+            resume_review([Decision::respond("done"), Decision::approve()]),
+            &opts,
+        )
+        .await
+        .unwrap();
+    let request = paused(&again);
+    assert_eq!(
+        request.error.as_deref(),
+        Some(
+            "Unexpected human decision: {\"type\":\"respond\",\"message\":\"done\"}. Decision \
+             type 'respond' is not allowed for tool 'delete_file'. Expected one of ['approve', \
+             'reject'] based on the tool's configuration."
+        )
+    );
+    assert_eq!(
+        request.action_requests.len(),
+        2,
+        "the same calls are asked again"
+    );
+    assert_ne!(again.interrupts()[0].id, first.interrupts()[0].id);
+
+    // Too few decisions (a raw list this time).
+    let again = agent
+        .resume(resume_review(json!([{"type": "approve"}])), &opts)
+        .await
+        .unwrap();
+    assert_eq!(
+        paused(&again).error.as_deref(),
+        Some(
+            "Number of human decisions (1) does not match number of hanging tool calls (2). \
+             Resume with one decision per action request, in their order."
+        )
+    );
+    // Not decisions at all.
+    let again = agent
+        .resume(kit::Resume::value("yes please"), &opts)
+        .await
+        .unwrap();
+    assert!(
+        paused(&again)
+            .error
+            .unwrap()
+            .starts_with("a review is resumed with {\"decisions\": [...]}")
+    );
+    assert!(log.lock().unwrap().is_empty(), "nothing ran meanwhile");
+
+    // The corrected answer goes through.
+    let done = agent
+        .resume(
+            resume_review(vec![Decision::reject(), Decision::approve()]),
+            &opts,
+        )
+        .await
+        .unwrap();
+    assert!(!done.is_interrupted());
+    assert_eq!(
+        *log.lock().unwrap(),
+        [("send_email".to_string(), json!({"to": "a@x"}))]
+    );
+    assert_eq!(tool_results(done.state()).len(), 2);
+    // `check` reports the same errors before resuming.
+    let request = paused(&first);
+    assert!(request.check(&[Decision::approve()]).is_err());
+    assert!(
+        request
+            .check(&[Decision::approve(), Decision::approve()])
+            .is_ok()
+    );
+}
+
+/// The checkpointer that outlives an agent instance. Uses `MemoryCheckpointer` shared by two
+/// instances until `kit::checkpoint::SqliteCheckpointer` lands on main; then this becomes
+/// `SqliteCheckpointer::open(dir.join("review.db"))`.
+fn durable_checkpointer(dir: &std::path::Path) -> Arc<dyn Checkpointer> {
+    let _ = dir;
+    Arc::new(MemoryCheckpointer::new())
+}
+
+#[tokio::test]
+async fn review_resumes_in_a_new_agent_instance_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let checkpointer = durable_checkpointer(dir.path());
+    let opts = RunOptions::new().thread_id("restart");
+    let ids = {
+        // The first process: the model asks, the run pauses, the process ends.
+        let log: Log = Arc::default();
+        let model = ScriptedModel::new([calls(&[
+            ("c1", "send_email", json!({"to": "a@x", "body": "hi"})),
+            ("c2", "search", json!({"q": "x"})),
+        ])]);
+        let agent = review_agent(&model, &log, checkpointer.clone());
+        let outcome = agent.invoke("mail a", &opts).await.unwrap();
+        paused(&outcome);
+        assert!(log.lock().unwrap().is_empty());
+        outcome.interrupts()[0].id.clone()
+    };
+    // The second process: a new model, tools and agent over the same checkpoints.
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([Message::assistant("Edited and sent.")]);
+    let agent = review_agent(&model, &log, checkpointer);
+    let pending = agent.graph().get_state(&opts).await.unwrap().unwrap();
+    assert_eq!(pending.interrupts.len(), 1);
+    assert_eq!(pending.interrupts[0].id, ids);
+    let done = agent
+        .resume(
+            resume_review([Decision::edit(
+                "send_email",
+                json!({"to": "b@x", "body": "hi"}),
+            )]),
+            &opts,
+        )
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
+    let mut ran = log.lock().unwrap().clone();
+    ran.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        ran,
+        [
+            ("search".to_string(), json!({"q": "x"})),
+            ("send_email".to_string(), json!({"to": "b@x", "body": "hi"})),
+        ]
+    );
+    assert_eq!(done.final_text(), "Edited and sent.");
+    assert_eq!(tool_results(&done).len(), 2);
+}
+
+#[tokio::test]
+async fn review_needs_a_checkpointer_and_reviews_its_own_tools() {
+    let log: Log = Arc::default();
+    let err = Agent::builder()
+        .model(ScriptedModel::new([Message::assistant("x")]))
+        .middleware(HumanReviewMiddleware::new().interrupt_on("x", true))
+        .build()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "middleware `HumanInTheLoopMiddleware` pauses the run for human input, which needs a \
+             checkpointer"
+        ),
+        "{err}"
+    );
+
+    // Tools given to the middleware are added to the agent and reviewed.
+    let model = ScriptedModel::new([
+        calls(&[("c1", "wire_money", json!({"amount": 10}))]),
+        Message::assistant("Wired."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(HumanReviewMiddleware::new().tools([recording_tool("wire_money", &log)]))
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    assert_eq!(agent.tool_names(), ["wire_money"]);
+    let opts = RunOptions::new().thread_id("own");
+    let request = paused(&agent.invoke("pay", &opts).await.unwrap());
+    assert_eq!(request.action_requests[0].name, "wire_money");
+    let done = agent
+        .resume(resume_review(Decision::approve()), &opts)
+        .await
+        .unwrap();
+    assert_eq!(done.state().final_text(), "Wired.");
+    assert_eq!(log.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_reviewer_sees_pii_scrubbed_arguments() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([
+        calls(&[("c1", "send_email", json!({"to": "ann@example.com"}))]),
+        Message::assistant("ok"),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .tool(recording_tool("send_email", &log))
+        .middleware(HumanReviewMiddleware::new().interrupt_on("send_email", true))
+        .middleware(
+            PiiMiddleware::new(PiiType::Email)
+                .strategy(PiiStrategy::Hash)
+                .apply_to_output(true),
+        )
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("pii-review");
+    let request = paused(&agent.invoke("mail Ann", &opts).await.unwrap());
+    let hashed = json!({"to": "<email_hash:71d4f55f>"});
+    assert_eq!(request.action_requests[0].args, hashed);
+    agent
+        .resume(resume_review([Decision::approve()]), &opts)
+        .await
+        .unwrap();
+    assert_eq!(*log.lock().unwrap(), [("send_email".to_string(), hashed)]);
+}
+
+#[tokio::test]
+async fn a_review_inside_a_subagent_reaches_the_caller_and_resumes_into_the_child() {
+    use kit::middleware::review::resume_review_for;
+    use kit::middleware::subagents::SubagentSpec;
+
+    let log: Log = Arc::default();
+    let checkpointer: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::new());
+    let child_model = ScriptedModel::new([
+        calls(&[("d1", "delete_file", json!({"path": "/all"}))]),
+        Message::assistant("I was told to keep the files."),
+    ]);
+    // The child runs on the parent's checkpointer and thread (under its own namespace).
+    let child = Agent::builder()
+        .name("janitor")
+        .model(child_model.clone())
+        .tool(recording_tool("delete_file", &log))
+        .middleware(HumanReviewMiddleware::new().interrupt_on("delete_file", true))
+        .checkpointer(checkpointer.clone())
+        .build()
+        .unwrap();
+    let parent_model = ScriptedModel::new([
+        calls(&[(
+            "job",
+            "task",
+            json!({"description": "clean up", "subagent_type": "janitor"}),
+        )]),
+        Message::assistant("The janitor kept the files."),
+    ]);
+    let agent = Agent::builder()
+        .model(parent_model)
+        .general_purpose_subagent(false)
+        .subagents([SubagentSpec::from_agent("janitor", "Cleans up.", child)])
+        .checkpointer(checkpointer)
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("nested-review");
+    let outcome = agent.invoke("clean", &opts).await.unwrap();
+    let request = paused(&outcome);
+    let interrupt = &outcome.interrupts()[0];
+    assert_eq!(interrupt.namespace, ["task:job"], "raised inside the child");
+    assert_eq!(request.action_requests[0].args, json!({"path": "/all"}));
+
+    let done = agent
+        .resume(
+            resume_review_for(&interrupt.id, [Decision::reject_with("Keep them")]),
+            &opts,
+        )
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "the rejected call never ran"
+    );
+    eprintln!(
+        "{:#?}",
+        done.messages
+            .iter()
+            .map(|m| (m.role, m.text()))
+            .collect::<Vec<_>>()
+    );
+    eprintln!("child calls {}", child_model.calls());
+    assert_eq!(
+        child_model.requests()[1].messages[2].text(),
+        "User rejected the tool call for `delete_file` with reason: Keep them"
+    );
+    assert_eq!(tool_results(&done)[0].1, "I was told to keep the files.");
+    assert_eq!(done.final_text(), "The janitor kept the files.");
+}
+
+#[tokio::test]
+async fn when_every_call_is_rejected_or_answered_the_model_sees_the_answers() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([
+        calls(&[
+            ("c1", "send_email", json!({"to": "a@x"})),
+            ("c2", "ask_color", json!({})),
+        ]),
+        Message::assistant("Understood: no email, and blue it is."),
+    ]);
+    let agent = review_agent(&model, &log, Arc::new(MemoryCheckpointer::new()));
+    let opts = RunOptions::new().thread_id("all-answered");
+    paused(&agent.invoke("go", &opts).await.unwrap());
+    let done = agent
+        .resume(
+            resume_review([Decision::reject(), Decision::respond("blue")]),
+            &opts,
+        )
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
+    assert!(log.lock().unwrap().is_empty());
+    assert_eq!(done.final_text(), "Understood: no email, and blue it is.");
+    let seen: Vec<String> = model.requests()[1]
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(Message::text)
+        .collect();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1], "blue");
+}
