@@ -613,3 +613,36 @@ async fn a_tool_can_update_state() {
     assert_eq!(state.todos.len(), 1);
     assert_eq!(state.todos[0].content, "buy milk");
 }
+
+/// Declared with the attribute macro: model, prompt, tools, async subagents.
+#[kit::agent(
+    name = "calculator",
+    model = ScriptedModel::new([
+        calls(&[("m1", "add", json!({"a": 40, "b": 2}))]),
+        Message::assistant("42"),
+    ]),
+    system_prompt = "You add numbers.",
+    tools = [Add::tool()],
+    async_subagents<
+        researcher(description = "Slow research", graph_id = "research", url = "http://127.0.0.1:9"),
+        writer(description = "Writes", graph_id = "writer", headers = {"Authorization": "Bearer t"}),
+    >,
+)]
+struct Calculator;
+
+#[tokio::test]
+async fn agent_attribute_declares_a_working_agent() {
+    let agent = Calculator::agent().unwrap();
+    assert_eq!(agent.name(), "calculator");
+    let tools = agent.tool_names();
+    assert!(tools.contains(&"add"));
+    assert!(tools.contains(&"start_async_task"));
+    assert!(tools.contains(&"list_async_tasks"));
+    let state = Calculator::invoke("40 + 2?", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), "42");
+    // build() makes a fresh instance each time; agent() is shared.
+    assert!(std::ptr::eq(Calculator::agent().unwrap(), agent));
+}

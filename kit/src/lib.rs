@@ -17,6 +17,7 @@ pub mod ids;
 pub mod message;
 pub mod middleware;
 pub mod model;
+pub mod protocol;
 pub mod state;
 pub mod testing;
 pub mod tool;
@@ -33,7 +34,7 @@ pub use graph::{
     END, Graph, GraphBuilder, GraphError, Interrupt, NodeContext, NodeOutput, Outcome, Resume,
     RunOptions, START, Send,
 };
-pub use kit_macros::{State, Tool, graph};
+pub use kit_macros::{State, Tool, agent, graph};
 pub use message::{Content, ContentPart, Message, Role, ToolCall, ToolStatus, Usage};
 pub use model::ChatModel;
 pub use state::{Overwrite, State, reducers};

@@ -6,4 +6,5 @@ fn ui() {
     t.pass("cases/pass/*.rs");
     t.compile_fail("cases/state/*.rs");
     t.compile_fail("cases/graph/*.rs");
+    t.compile_fail("cases/agent/*.rs");
 }

@@ -28,6 +28,27 @@ impl std::fmt::Debug for ModelSource {
     }
 }
 
+/// A subagent spec of either kind, for [`AgentBuilder::subagents`].
+#[derive(Debug, Clone)]
+pub enum Subagent {
+    /// Runs in-process behind the `task` tool.
+    Sync(crate::middleware::subagents::SubagentSpec),
+    /// Runs on a remote worker behind the async-task tools.
+    Async(crate::middleware::async_subagents::AsyncSpec),
+}
+
+impl From<crate::middleware::subagents::SubagentSpec> for Subagent {
+    fn from(s: crate::middleware::subagents::SubagentSpec) -> Self {
+        Subagent::Sync(s)
+    }
+}
+
+impl From<crate::middleware::async_subagents::AsyncSpec> for Subagent {
+    fn from(s: crate::middleware::async_subagents::AsyncSpec) -> Self {
+        Subagent::Async(s)
+    }
+}
+
 /// Anything the builder accepts as a model.
 pub trait IntoModelSource {
     /// The conversion.
@@ -61,6 +82,7 @@ impl IntoModelSource for String {
 /// Builds an [`Agent`]. Every option of the interface is a method; `build` checks the
 /// combination and reports what is wrong.
 #[must_use = "a builder does nothing until `build` is called"]
+#[derive(Default)]
 pub struct AgentBuilder {
     name: Option<String>,
     model: Option<ModelSource>,
@@ -73,49 +95,42 @@ pub struct AgentBuilder {
     response_format: Option<ResponseFormat>,
     config: Option<crate::config::Config>,
     filesystem: Option<Arc<dyn Middleware>>,
-    subagents: Option<Vec<crate::middleware::subagents::SubagentSpec>>,
-    general_purpose: bool,
+    subagents: Vec<crate::middleware::subagents::SubagentSpec>,
+    async_subagents: Vec<crate::middleware::async_subagents::AsyncSpec>,
+    general_purpose: Option<bool>,
     compaction: Option<crate::middleware::compaction::CompactionMiddleware>,
     overflow_recovery: bool,
 }
 
-impl Default for AgentBuilder {
-    fn default() -> Self {
-        AgentBuilder {
-            name: None,
-            model: None,
-            model_opts: ModelOptions::default(),
-            tools: Vec::new(),
-            system_prompt: None,
-            middleware: Vec::new(),
-            checkpointer: None,
-            recursion_limit: None,
-            response_format: None,
-            config: None,
-            filesystem: None,
-            subagents: None,
-            general_purpose: true,
-            compaction: None,
-            overflow_recovery: false,
-        }
-    }
-}
-
 impl AgentBuilder {
-    /// Sync subagents behind a `task` tool. A general-purpose subagent (the parent's model and
-    /// tools) is included unless one of the specs is named `general-purpose` or it is turned
-    /// off with [`general_purpose_subagent(false)`](Self::general_purpose_subagent).
-    pub fn subagents(
-        mut self,
-        specs: impl IntoIterator<Item = crate::middleware::subagents::SubagentSpec>,
-    ) -> Self {
-        self.subagents.get_or_insert_with(Vec::new).extend(specs);
+    /// Subagents: sync specs go behind a `task` tool, async specs to the async-task tools.
+    ///
+    /// With at least one sync spec, a general-purpose subagent (the parent's model and tools)
+    /// is included unless one of the specs is named `general-purpose` or it is turned off with
+    /// [`general_purpose_subagent(false)`](Self::general_purpose_subagent).
+    pub fn subagents<S: Into<Subagent>>(mut self, specs: impl IntoIterator<Item = S>) -> Self {
+        for spec in specs {
+            match spec.into() {
+                Subagent::Sync(s) => self.subagents.push(s),
+                Subagent::Async(a) => self.async_subagents.push(a),
+            }
+        }
         self
     }
 
-    /// Includes (default) or leaves out the general-purpose subagent.
+    /// Async subagents on remote workers (the five async-task tools).
+    pub fn async_subagents(
+        mut self,
+        specs: impl IntoIterator<Item = crate::middleware::async_subagents::AsyncSpec>,
+    ) -> Self {
+        self.async_subagents.extend(specs);
+        self
+    }
+
+    /// Includes or leaves out the general-purpose subagent (`true` adds the `task` tool even
+    /// without other sync subagents).
     pub fn general_purpose_subagent(mut self, on: bool) -> Self {
-        self.general_purpose = on;
+        self.general_purpose = Some(on);
         self
     }
 
@@ -247,10 +262,11 @@ impl AgentBuilder {
         if let Some(fs) = self.filesystem {
             middleware.push(fs);
         }
-        if self.subagents.is_some() {
+        let general_purpose = self.general_purpose.unwrap_or(!self.subagents.is_empty());
+        if !self.subagents.is_empty() || general_purpose {
             let children = crate::middleware::subagents::build_children(
-                self.subagents.unwrap_or_default(),
-                self.general_purpose,
+                self.subagents,
+                general_purpose,
                 &model,
                 &self.tools,
             )?;
@@ -260,6 +276,13 @@ impl AgentBuilder {
         }
         if let Some(compaction) = self.compaction {
             middleware.push(Arc::new(compaction));
+        }
+        if !self.async_subagents.is_empty() {
+            middleware.push(Arc::new(
+                crate::middleware::async_subagents::AsyncSubagentMiddleware::new(
+                    self.async_subagents,
+                )?,
+            ));
         }
         if self.overflow_recovery {
             middleware.push(Arc::new(

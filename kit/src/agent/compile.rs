@@ -196,6 +196,9 @@ impl HookNode {
         ctx: NodeContext,
     ) -> Result<NodeOutput<AgentState>, NodeError> {
         let mw = &self.core.middleware[self.mw];
+        if let Some(run) = crate::trace::current() {
+            run.set_kind(crate::trace::RunKind::Middleware);
+        }
         let rt = Runtime {
             node: ctx.clone(),
             agent: self.core.name.clone(),
@@ -484,8 +487,58 @@ async fn model_node(
     })
 }
 
-/// Calls the model, streaming tokens as events when someone listens.
+/// Calls the model inside a `model` trace run (inputs, output, provider, usage, parameters).
 async fn call_model(
+    core: &AgentCore,
+    request: ModelRequest,
+    ctx: &NodeContext,
+) -> Result<ModelResponse, AgentError> {
+    let Some(parent) = crate::trace::current() else {
+        return call_model_untraced(core, request, ctx).await;
+    };
+    let run = parent.child(
+        core.model.model_name(),
+        crate::trace::RunKind::Model,
+        || {
+            json!({"system": request.system, "messages": request.messages,
+               "tools": request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>()})
+        },
+    );
+    let mut info = crate::trace::ModelInfo {
+        provider: core.model.provider().to_string(),
+        model: core.model.model_name().to_string(),
+        structured_output: request
+            .response_format
+            .as_ref()
+            .map(|_| "provider".to_string()),
+        ..Default::default()
+    };
+    if let Ok(Value::Object(params)) = serde_json::to_value(&request.options) {
+        info.params = params;
+    }
+    let result = run
+        .clone()
+        .scope(call_model_untraced(core, request, ctx))
+        .await;
+    match &result {
+        Ok(response) => {
+            info.usage = response.message.usage;
+            info.finish_reason = serde_json::to_value(&response.finish_reason)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from));
+            run.set_model(info);
+            run.finish(json!({ "message": response.message }));
+        }
+        Err(e) => {
+            run.set_model(info);
+            run.fail(&e.to_string());
+        }
+    }
+    result
+}
+
+/// Calls the model, streaming tokens as events when someone listens.
+async fn call_model_untraced(
     core: &AgentCore,
     request: ModelRequest,
     ctx: &NodeContext,
@@ -561,7 +614,34 @@ async fn tools_node(
         base: &base,
         rt: &rt,
     };
-    let execution = next.call(call.clone(), tool_ctx).await;
+    let tool_run = crate::trace::current().map(|parent| {
+        let run = parent.child(&call.name, crate::trace::RunKind::Tool, || {
+            call.args.clone()
+        });
+        run.set_tool(crate::trace::ToolInfo {
+            name: call.name.clone(),
+            call_id: call.id.clone(),
+            description: core
+                .tool_index
+                .get(&call.name)
+                .map(|&i| core.tools[i].description().to_string())
+                .unwrap_or_default(),
+        });
+        run
+    });
+    let execution = match &tool_run {
+        Some(run) => run.clone().scope(next.call(call.clone(), tool_ctx)).await,
+        None => next.call(call.clone(), tool_ctx).await,
+    };
+    if let Some(run) = &tool_run {
+        if execution.interrupts.is_some() {
+            run.finish(json!({"interrupted": true}));
+        } else if execution.message.is_error() {
+            run.fail(&execution.message.text());
+        } else {
+            run.finish(json!({ "result": execution.message.content }));
+        }
+    }
     if let Some(interrupts) = execution.interrupts {
         return Err(NodeError::interrupted(interrupts));
     }

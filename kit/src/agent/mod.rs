@@ -23,7 +23,8 @@ mod compile;
 pub mod middleware;
 mod state;
 
-pub use builder::AgentBuilder;
+pub use builder::{AgentBuilder, IntoModelSource, ModelSource, Subagent};
+pub use kit_macros::agent;
 pub use middleware::{
     Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelNext, Runtime, ToolNext,
 };
@@ -278,6 +279,7 @@ impl Agent {
         if opts.recursion_limit.is_none() {
             opts.recursion_limit = self.inner.recursion_limit;
         }
+        opts.trace_kind = Some(crate::trace::RunKind::Agent);
         opts
     }
 

@@ -5,11 +5,13 @@
 //! | [`todos::TodoMiddleware`] | `middleware(..)` | planning with `write_todos` |
 //! | [`filesystem::FilesystemMiddleware`] | `filesystem(..)` | a virtual filesystem (`ls`, `read_file`, `write_file`, `edit_file`, `delete`, `glob`, `grep`) in the state or a real directory, and eviction of large tool results to files |
 //! | [`subagents::SubagentMiddleware`] | `subagents(..)` | the `task` tool: sync subagents |
+//! | [`async_subagents::AsyncSubagentMiddleware`] | `async_subagents(..)` | `start/check/update/cancel/list_async_task(s)`: background work on remote workers |
 //! | [`compaction::CompactionMiddleware`] | `compact_conversation(true)` | summarises old messages |
 //! | [`overflow::OverflowRecoveryMiddleware`] | `overflow_recovery(true)` | compacts and retries when the provider says the context is full |
 //! | [`pii::PiiMiddleware`] | `middleware(..)` | guardrail: redacts, masks, hashes or blocks emails, cards, IPs, MAC addresses, URLs and custom types in input, output (text and tool-call arguments) and tool results |
 //! | [`review::HumanReviewMiddleware`] | `middleware(..)` | guardrail: pauses the run for a person to approve, edit, reject or answer the model's calls of chosen tools |
 
+pub mod async_subagents;
 pub mod compaction;
 pub mod filesystem;
 pub mod overflow;

@@ -1,0 +1,19 @@
+//! The remote run protocol that async subagents speak to workers.
+//!
+//! | operation | request | response |
+//! |---|---|---|
+//! | start | `POST {url}/runs` with `{"assistant_id": graph_id, "input": {"messages": [{"role": "user", "content": description}]}}` | the run (fields below) |
+//! | check | `GET {url}/runs/{task_id}` | the run |
+//! | update | `POST {url}/runs/{task_id}/input` with `{"message": text}` | the run |
+//! | cancel | `POST {url}/runs/{task_id}/cancel` | at least `{"status": ..}` |
+//!
+//! A run response carries `status`, `result`, `thread_id`, `run_id`, `id` and `values.messages`
+//! (read by the supervisor). The spec's headers are sent on every request.
+//!
+//! [`RunClient`] is the client side as a trait (implement it to reach workers another way);
+//! [`HttpRunClient`] speaks the protocol over HTTP. The worker side is
+//! `kit::server` (feature `server`).
+
+mod client;
+
+pub use client::{HttpRunClient, RunClient, RunClientError};
