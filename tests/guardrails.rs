@@ -748,3 +748,378 @@ async fn when_every_call_is_rejected_or_answered_the_model_sees_the_answers() {
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[1], "blue");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Moderation, against a server on 127.0.0.1 speaking the moderation API's wire format
+
+mod moderation_api {
+    use std::sync::{Arc, Mutex};
+
+    use axum::Json;
+    use axum::extract::State;
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::routing::post;
+    use serde_json::{Map, Value, json};
+
+    pub const KEY: &str = "sk-test-moderation";
+
+    /// Every request the server received: the Authorization header and the JSON body.
+    pub type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+
+    const CATEGORIES: [&str; 13] = [
+        "harassment",
+        "harassment/threatening",
+        "hate",
+        "hate/threatening",
+        "illicit",
+        "illicit/violent",
+        "self-harm",
+        "self-harm/instructions",
+        "self-harm/intent",
+        "sexual",
+        "sexual/minors",
+        "violence",
+        "violence/graphic",
+    ];
+
+    /// The categories a text is flagged for, by keyword.
+    fn flagged_for(text: &str) -> Vec<&'static str> {
+        let text = text.to_lowercase();
+        let mut flagged = Vec::new();
+        if text.contains("hurt myself") {
+            flagged.extend(["self-harm", "self-harm/intent"]);
+        }
+        if text.contains("attack") {
+            flagged.push("violence");
+        }
+        flagged
+    }
+
+    /// One result in the API's shape: every category, its score and the input types.
+    fn result(text: &str) -> Value {
+        let flagged = flagged_for(text);
+        let mut categories = Map::new();
+        let mut scores = Map::new();
+        let mut applied = Map::new();
+        for (i, c) in CATEGORIES.iter().enumerate() {
+            let on = flagged.contains(c);
+            categories.insert(c.to_string(), json!(on));
+            let score = if on { 0.91 } else { 0.0001 * (i as f64 + 1.0) };
+            scores.insert(c.to_string(), json!(score));
+            let types = match *c {
+                "self-harm"
+                | "self-harm/instructions"
+                | "self-harm/intent"
+                | "sexual"
+                | "violence"
+                | "violence/graphic" => json!(["text", "image"]),
+                _ => json!(["text"]),
+            };
+            applied.insert(c.to_string(), types);
+        }
+        json!({
+            "flagged": !flagged.is_empty(),
+            "categories": categories,
+            "category_scores": scores,
+            "category_applied_input_types": applied,
+        })
+    }
+
+    async fn moderations(
+        State(seen): State<Seen>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> (StatusCode, Json<Value>) {
+        let auth = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        seen.lock().unwrap().push((auth.clone(), body.clone()));
+        if auth != format!("Bearer {KEY}") {
+            return (
+                StatusCode::UNAUTHORIZED,
+                Json(json!({"error": {
+                    "message": "Incorrect API key provided: sk-wrong. You can find your API key at https://platform.openai.com/account/api-keys.",
+                    "type": "invalid_request_error", "param": null, "code": "invalid_api_key"
+                }})),
+            );
+        }
+        let inputs: Vec<String> = match &body["input"] {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(items) => items
+                .iter()
+                .map(|v| v.as_str().unwrap_or_default().to_string())
+                .collect(),
+            _ => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    Json(
+                        json!({"error": {"message": "input is required", "type": "invalid_request_error"}}),
+                    ),
+                );
+            }
+        };
+        let n = seen.lock().unwrap().len();
+        (
+            StatusCode::OK,
+            Json(json!({
+                "id": format!("modr-{n}"),
+                "model": body["model"].as_str().unwrap_or("omni-moderation-latest"),
+                "results": inputs.iter().map(|t| result(t)).collect::<Vec<_>>(),
+            })),
+        )
+    }
+
+    /// Starts the server; returns its base URL (`http://127.0.0.1:<port>/v1`).
+    pub async fn start() -> (String, Seen) {
+        let seen: Seen = Arc::default();
+        let app = axum::Router::new()
+            .route("/v1/moderations", post(moderations))
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}/v1"), seen)
+    }
+}
+
+fn moderation(
+    base_url: &str,
+    exit: kit::middleware::moderation::ExitBehavior,
+) -> kit::middleware::moderation::ModerationMiddleware {
+    let config = kit::Config {
+        openai_api_key: Some(moderation_api::KEY.into()),
+        openai_base_url: Some(base_url.into()),
+        ..kit::Config::default()
+    };
+    kit::middleware::moderation::ModerationMiddleware::new(&config)
+        .unwrap()
+        .exit_behavior(exit)
+}
+
+const VIOLENCE: &str =
+    "I'm sorry, but I can't comply with that request. It was flagged for violence.";
+
+#[tokio::test]
+async fn moderation_error_fails_the_run_with_stage_and_categories() {
+    use kit::middleware::moderation::ExitBehavior;
+    let (url, seen) = moderation_api::start().await;
+    let model = ScriptedModel::new([Message::assistant("never")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(moderation(&url, ExitBehavior::Error))
+        .build()
+        .unwrap();
+    let err = agent
+        .invoke("I want to hurt myself and attack them", &RunOptions::new())
+        .await
+        .unwrap_err();
+    match &err {
+        AgentError::ModerationViolation {
+            stage,
+            categories,
+            message,
+        } => {
+            assert_eq!(stage, "input");
+            assert_eq!(categories, &["self-harm", "self-harm/intent", "violence"]);
+            assert_eq!(
+                message,
+                "I'm sorry, but I can't comply with that request. It was flagged for self harm, \
+                 self harm intent, violence."
+            );
+        }
+        other => panic!("expected ModerationViolation, got {other:?}"),
+    }
+    assert_eq!(err.kind(), "vendor_moderation_violation");
+    assert_eq!(model.calls(), 0);
+    // The request on the wire.
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].0, format!("Bearer {}", moderation_api::KEY));
+    assert_eq!(
+        requests[0].1,
+        json!({"model": "omni-moderation-latest", "input": ["I want to hurt myself and attack them"]})
+    );
+
+    // Flagged output: stage `output`.
+    let model = ScriptedModel::new([Message::assistant("Let's attack at dawn.")]);
+    let agent = Agent::builder()
+        .model(model)
+        .middleware(moderation(&url, ExitBehavior::Error))
+        .build()
+        .unwrap();
+    let err = agent.invoke("plan?", &RunOptions::new()).await.unwrap_err();
+    assert!(
+        matches!(&err, AgentError::ModerationViolation { stage, categories, .. }
+            if stage == "output" && categories == &["violence"]),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn moderation_end_stops_the_run_with_the_violation_message() {
+    use kit::middleware::moderation::ExitBehavior;
+    let (url, _seen) = moderation_api::start().await;
+    // Flagged input: the model is never called; the user message stays.
+    let model = ScriptedModel::new([Message::assistant("never")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(moderation(&url, ExitBehavior::End))
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("attack the server", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(model.calls(), 0);
+    let texts: Vec<String> = state.messages.iter().map(Message::text).collect();
+    assert_eq!(texts, ["attack the server", VIOLENCE]);
+
+    // Flagged output: the violation message follows the flagged answer, whose tool calls do
+    // not run.
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([Message::assistant_with_tool_calls(
+        "We attack now.",
+        vec![ToolCall::with_id("c1", "launch", json!({}))],
+    )]);
+    let agent = Agent::builder()
+        .model(model)
+        .tool(recording_tool("launch", &log))
+        .middleware(moderation(&url, ExitBehavior::End))
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("status?", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), VIOLENCE);
+    assert_eq!(state.messages[1].text(), "We attack now.");
+    assert!(log.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn moderation_replace_swaps_flagged_content_and_goes_on() {
+    use kit::middleware::moderation::ExitBehavior;
+    let (url, seen) = moderation_api::start().await;
+    let reader = Tool::from_fn("read", "Reads.", json!({"type": "object"}), |_, _| async {
+        Ok::<_, ToolError>("page says: attack at noon")
+    });
+    let model = ScriptedModel::new([
+        calls(&[("c1", "read", json!({})), ("c2", "read", json!({}))]),
+        Message::assistant("Summary: they will attack."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(reader)
+        .middleware(
+            moderation(&url, ExitBehavior::Replace)
+                .check_tool_results(true)
+                .violation_message("[removed: {categories}]"),
+        )
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("Summarise, then attack the plan", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    // The input was replaced and the model still ran on it.
+    assert_eq!(state.messages[0].text(), "[removed: violence]");
+    assert_eq!(
+        model.requests()[0].messages[0].text(),
+        "[removed: violence]"
+    );
+    // Both tool results were replaced before the model saw them.
+    let second: Vec<String> = model.requests()[1]
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(Message::text)
+        .collect();
+    assert_eq!(second, ["[removed: violence]", "[removed: violence]"]);
+    // The answer was replaced in place.
+    assert_eq!(state.messages.last().unwrap().text(), "[removed: violence]");
+    assert_eq!(state.messages.len(), 5);
+    // One request per hook: input; output (tool calls, empty text: not sent); tool results
+    // batched; the last answer. The user message was not sent again.
+    let inputs: Vec<Value> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, b)| b["input"].clone())
+        .collect();
+    assert_eq!(
+        inputs,
+        [
+            json!(["Summarise, then attack the plan"]),
+            json!(["page says: attack at noon", "page says: attack at noon"]),
+            json!(["Summary: they will attack."]),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn moderation_failures_are_clear_errors() {
+    use kit::middleware::moderation::{ExitBehavior, ModerationError, ModerationMiddleware};
+    let (url, _seen) = moderation_api::start().await;
+    // A wrong key: the endpoint's 401 fails the run with a hint.
+    let model = ScriptedModel::new([Message::assistant("never")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(moderation(&url, ExitBehavior::End).api_key("sk-wrong"))
+        .build()
+        .unwrap();
+    let err = agent.invoke("hello", &RunOptions::new()).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(&err, AgentError::Middleware { middleware, .. } if middleware == "OpenAIModerationMiddleware"),
+        "{err:?}"
+    );
+    assert!(text.contains("answered HTTP 401"), "{text}");
+    assert!(
+        text.contains("check the API key (OPENAI_API_KEY)"),
+        "{text}"
+    );
+    assert!(!text.contains("sk-test-moderation"), "{text}");
+    assert_eq!(model.calls(), 0, "unchecked input never reaches the model");
+
+    // Nothing listening.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let agent = Agent::builder()
+        .model(ScriptedModel::new([Message::assistant("never")]))
+        .middleware(moderation(
+            &format!("http://{closed}/v1"),
+            ExitBehavior::End,
+        ))
+        .build()
+        .unwrap();
+    let err = agent.invoke("hello", &RunOptions::new()).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("check the base URL and the network"),
+        "{err}"
+    );
+
+    // No key at all: an error when the middleware is made.
+    let err = ModerationMiddleware::new(&kit::Config::default()).unwrap_err();
+    assert_eq!(err, ModerationError::MissingApiKey);
+    assert!(err.to_string().contains("OPENAI_API_KEY"));
+
+    // The moderation call on its own.
+    let mw = moderation(&url, ExitBehavior::End);
+    let results = mw.moderate(&["hi", "attack"]).await.unwrap();
+    assert_eq!(
+        results.iter().map(|r| r.flagged).collect::<Vec<_>>(),
+        [false, true]
+    );
+    assert_eq!(
+        results[1].category_applied_input_types["violence"],
+        ["text", "image"]
+    );
+}
