@@ -1123,3 +1123,52 @@ async fn moderation_failures_are_clear_errors() {
         ["text", "image"]
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// A custom guardrail: before_agent / after_agent with jump_to end
+
+#[tokio::test]
+async fn topic_filter_ends_off_topic_requests_and_replaces_off_topic_answers() {
+    use kit::middleware::guardrail::TopicFilter;
+    const REFUSAL: &str = "I can only help with cooking.";
+    let model = ScriptedModel::new([
+        Message::assistant("Simmer for 20 minutes."),
+        Message::assistant("Salt it. By the way, buy Crypto!"),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(
+            TopicFilter::new(REFUSAL)
+                .block(["crypto", "stock tips"])
+                .check_output(true),
+        )
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("cooking");
+    // Off topic: ends before the model with the refusal; the question stays in the thread.
+    let state = agent
+        .invoke("Any stock tips?", &opts)
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(model.calls(), 0);
+    let texts: Vec<String> = state.messages.iter().map(Message::text).collect();
+    assert_eq!(texts, ["Any stock tips?", REFUSAL]);
+    // On topic: the model answers.
+    let state = agent
+        .invoke("How long for the sauce?", &opts)
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), "Simmer for 20 minutes.");
+    // An answer that drifts off topic is replaced by the refusal (same message, in place).
+    let state = agent
+        .invoke("And seasoning?", &opts)
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), REFUSAL);
+    assert_eq!(state.messages.len(), 6);
+    assert_eq!(model.calls(), 2);
+}

@@ -11,10 +11,12 @@
 //! | [`pii::PiiMiddleware`] | `middleware(..)` | guardrail: redacts, masks, hashes or blocks emails, cards, IPs, MAC addresses, URLs and custom types in input, output (text and tool-call arguments) and tool results |
 //! | [`moderation::ModerationMiddleware`] | `middleware(..)` | guardrail: checks input, output and tool results with OpenAI's moderation endpoint; ends the run, replaces the content or fails when something is flagged |
 //! | [`review::HumanReviewMiddleware`] | `middleware(..)` | guardrail: pauses the run for a person to approve, edit, reject or answer the model's calls of chosen tools |
+//! | [`guardrail::TopicFilter`] | `middleware(..)` | guardrail: refuses requests (and optionally answers) on blocked topics; [`guardrail`] documents how to write your own |
 
 pub mod async_subagents;
 pub mod compaction;
 pub mod filesystem;
+pub mod guardrail;
 pub mod moderation;
 pub mod overflow;
 pub mod pii;
