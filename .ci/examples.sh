@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 expect() {
   local example=$1; shift
   local out
-  out=$(cargo run -q --all-features --example "$example" 2>&1) || {
+  # stdin is not a terminal, so interactive examples take their non-interactive path.
+  out=$(cargo run -q --all-features --example "$example" 2>&1 </dev/null) || {
     echo "$out"; echo "example $example failed"; exit 1; }
   for line in "$@"; do
     if ! grep -qF -- "$line" <<<"$out"; then
@@ -19,3 +20,4 @@ expect() {
 expect graph "paused in \`refund\`" "resolution: refunded" "3 checkpoints"
 expect agent "← convert: \"108.00 USD\"" "follow-up answer: Together that is 171.50 USD." "guardrail: I can only help with currency questions."
 expect filesystem "← write_file (error): Error: parallel file mutations to the same path are not allowed." "@@ lines 101-103 of 250 | next offset 103 @@" "on disk, todo.md"
+expect guardrails "model saw:  Refund order 42 and email the receipt to [REDACTED_EMAIL]. Card: ****-****-****-1111." "stdin is not a terminal: approving every call" "← send_email: sent to customer-42: Refunded 30.00 to card ****-****-****-1111." "final answer: Summary: lookup_order done, refund done, send_email done."
