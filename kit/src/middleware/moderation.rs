@@ -50,15 +50,13 @@
 //! sorted JSON) and `{original_content}`; a template with another placeholder is used as is.
 //!
 //! **Failures.** A missing key is an error when the middleware is made
-//! ([`ModerationError::MissingApiKey`]). A failed request (network, HTTP status, an answer
-//! that does not parse) fails the run with [`AgentError::Middleware`] naming the cause: a
-//! guardrail that cannot check does not let content through.
-//!
-//! The HTTP call is one internal function over `reqwest` (30 s timeout, no retries); it moves
-//! to the shared HTTP layer (`kit::http`, with retries and redacted tracing) when that lands.
+//! ([`ModerationError::MissingApiKey`]). Requests go through the shared HTTP layer
+//! ([`kit::http`](crate::http): 30 s timeout, retries on 429, 5xx and connection failures,
+//! redacted tracing). A request that still fails (network, HTTP status, an answer that does
+//! not parse) fails the run with [`AgentError::Middleware`] naming the cause: a guardrail
+//! that cannot check does not let content through.
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -68,6 +66,7 @@ use crate::agent::{
     AgentError, AgentState, Hook, HookResult, HookUpdate, JumpTo, Middleware, Runtime,
 };
 use crate::config::Config;
+use crate::http::{HttpClient, HttpError, HttpErrorKind, HttpRequest};
 use crate::message::{Message, Role};
 
 /// The moderation model used unless another is set.
@@ -129,7 +128,7 @@ impl std::str::FromStr for ExitBehavior {
 }
 
 /// A moderation check could not be made.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModerationError {
     /// No API key in the configuration.
@@ -141,28 +140,10 @@ pub enum ModerationError {
     /// An exit behaviour name that does not exist.
     #[error("unknown exit behavior `{0}`: use end, replace or error")]
     UnknownExitBehavior(String),
-    /// The endpoint answered with an error status.
-    #[error("the moderation endpoint {url} answered HTTP {status}: {body}; {hint}")]
-    Status {
-        /// The URL.
-        url: String,
-        /// The HTTP status.
-        status: u16,
-        /// The response body (clipped).
-        body: String,
-        /// What to do.
-        hint: String,
-    },
-    /// No answer: connection refused, timeout, TLS.
-    #[error(
-        "the moderation request to {url} failed: {message}; check the base URL and the network, then try again"
-    )]
-    Transport {
-        /// The URL.
-        url: String,
-        /// What failed.
-        message: String,
-    },
+    /// The request failed: no answer, an error status, a body that is not JSON (the
+    /// [`HttpError`] says which, and what to do).
+    #[error("the moderation request failed: {0}{hint}", hint = http_hint(.0))]
+    Http(#[from] HttpError),
     /// An answer that is not the moderation API's format.
     #[error(
         "the moderation endpoint {url} answered something that is not a moderation result: {message}"
@@ -173,6 +154,20 @@ pub enum ModerationError {
         /// What is wrong.
         message: String,
     },
+}
+
+/// What to add to an HTTP error's own advice for the moderation endpoint.
+fn http_hint(e: &HttpError) -> &'static str {
+    match (e.kind, e.status) {
+        (HttpErrorKind::Status, Some(401 | 403)) => {
+            " (the key comes from OPENAI_API_KEY, Config::openai_api_key or \
+             ModerationMiddleware::api_key)"
+        }
+        (HttpErrorKind::Status, Some(404)) => {
+            " (the base URL should end with /v1: OPENAI_BASE_URL or ModerationMiddleware::base_url)"
+        }
+        _ => "",
+    }
 }
 
 /// The moderation API's answer.
@@ -238,7 +233,7 @@ impl ModerationResult {
 /// # let _ = moderation;
 ///
 /// let err = ModerationMiddleware::new(&Config::default()).unwrap_err();
-/// assert_eq!(err, ModerationError::MissingApiKey);
+/// assert!(matches!(err, ModerationError::MissingApiKey));
 /// assert!(err.to_string().contains("OPENAI_API_KEY"));
 /// ```
 #[derive(Clone)]
@@ -251,7 +246,7 @@ pub struct ModerationMiddleware {
     violation_message: Option<String>,
     base_url: String,
     api_key: String,
-    timeout: Duration,
+    http: HttpClient,
 }
 
 impl std::fmt::Debug for ModerationMiddleware {
@@ -289,7 +284,7 @@ impl ModerationMiddleware {
                 .clone()
                 .unwrap_or_else(|| DEFAULT_BASE_URL.to_string()),
             api_key,
-            timeout: Duration::from_secs(30),
+            http: HttpClient::new().timeout(Duration::from_secs(30)),
         })
     }
 
@@ -350,7 +345,14 @@ impl ModerationMiddleware {
 
     /// The timeout of one moderation request (default 30 s).
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.http = self.http.timeout(timeout);
+        self
+    }
+
+    /// The HTTP client (default: the shared pool, 30 s timeout, the default retry policy),
+    /// e.g. to change retries or use your own `reqwest::Client`.
+    pub fn http_client(mut self, http: HttpClient) -> Self {
+        self.http = http;
         self
     }
 
@@ -361,12 +363,10 @@ impl ModerationMiddleware {
         }
         let url = format!("{}/moderations", self.base_url.trim_end_matches('/'));
         let body = json!({"model": self.model, "input": texts});
-        let answer = post_json(&url, &self.api_key, &body, self.timeout).await?;
-        let response: ModerationResponse =
-            serde_json::from_value(answer).map_err(|e| ModerationError::Decode {
-                url: url.clone(),
-                message: e.to_string(),
-            })?;
+        let request = HttpRequest::post(&url)
+            .bearer_auth(&self.api_key)
+            .json(&body);
+        let response: ModerationResponse = self.http.send(request).await?.json()?;
         if response.results.len() != texts.len() {
             return Err(ModerationError::Decode {
                 url,
@@ -481,67 +481,6 @@ fn format_violation(template: &str, result: &ModerationResult, original: &str) -
         }
     }
     out
-}
-
-/// POSTs JSON with a bearer key and returns the JSON answer. The one place moderation talks
-/// HTTP, so it can move to the shared HTTP layer without touching the rest.
-async fn post_json(
-    url: &str,
-    api_key: &str,
-    body: &Value,
-    timeout: Duration,
-) -> Result<Value, ModerationError> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    let client = CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .build()
-                .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|message| ModerationError::Transport {
-            url: url.to_string(),
-            message: message.clone(),
-        })?;
-    tracing::debug!(target: "kit::moderation", url, "moderation request");
-    let response = client
-        .post(url)
-        .bearer_auth(api_key)
-        .json(body)
-        .timeout(timeout)
-        .send()
-        .await
-        .map_err(|e| ModerationError::Transport {
-            url: url.to_string(),
-            message: e.to_string(),
-        })?;
-    let status = response.status();
-    let text = response
-        .text()
-        .await
-        .map_err(|e| ModerationError::Transport {
-            url: url.to_string(),
-            message: e.to_string(),
-        })?;
-    if !status.is_success() {
-        let hint = match status.as_u16() {
-            401 | 403 => "check the API key (OPENAI_API_KEY)",
-            404 => "check the base URL: it should end with /v1",
-            429 => "rate limited: wait, or lower the request rate",
-            s if s >= 500 => "the moderation service failed: try again later",
-            _ => "the request was rejected: check the model name",
-        };
-        return Err(ModerationError::Status {
-            url: url.to_string(),
-            status: status.as_u16(),
-            body: text.chars().take(500).collect(),
-            hint: hint.to_string(),
-        });
-    }
-    serde_json::from_str(&text).map_err(|e| ModerationError::Decode {
-        url: url.to_string(),
-        message: format!("not JSON ({e})"),
-    })
 }
 
 #[crate::async_trait]
