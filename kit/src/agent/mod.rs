@@ -105,7 +105,7 @@ pub enum AgentError {
     },
     /// The signal of [`Runtime::interrupt`]: a hook or wrapper paused the run for outside
     /// input. Propagate it with `?`; the agent turns it into
-    /// [`Outcome::Interrupted`](crate::Outcome::Interrupted), so callers of `invoke` and
+    /// [`Outcome::Interrupted`], so callers of `invoke` and
     /// `resume` never see it as an error.
     #[error(
         "the run paused for outside input ({} interrupt(s)); propagate this signal with `?` \
@@ -296,7 +296,7 @@ impl Agent {
     }
 
     /// Continues a paused run: `payload` answers its interrupts (for human review, see
-    /// `kit::middleware::review::resume_review`).
+    /// [`resume_review`](crate::middleware::review::resume_review)).
     pub async fn resume(
         &self,
         payload: impl Into<Resume>,
