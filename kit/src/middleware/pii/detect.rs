@@ -144,7 +144,8 @@ type DetectFn = dyn Fn(&str) -> Vec<PiiMatch> + Send + Sync;
 ///         offset += word.len() + 1;
 ///     }
 ///     found
-/// });
+/// })
+/// .unwrap();
 /// assert_eq!(shouted.find("ask ÉLODIE now")[0].text, "ÉLODIE");
 /// ```
 #[derive(Clone)]
@@ -200,16 +201,18 @@ impl Detector {
         })
     }
 
-    /// A custom type found by a function returning byte ranges. An invalid type name (empty,
-    /// or with characters other than letters, digits and `_`) is replaced by `custom`.
-    pub fn function<F>(pii_type: impl Into<String>, find: F) -> Self
+    /// A custom type found by a function returning byte ranges.
+    ///
+    /// Fails with [`PiiError::InvalidTypeName`] when the type name is empty or not made of
+    /// letters, digits and `_`.
+    pub fn function<F>(pii_type: impl Into<String>, find: F) -> Result<Self, PiiError>
     where
         F: Fn(&str) -> Vec<PiiMatch> + Send + Sync + 'static,
     {
-        Detector {
-            pii_type: checked_name(pii_type.into()).unwrap_or_else(|_| "custom".to_string()),
+        Ok(Detector {
+            pii_type: checked_name(pii_type.into())?,
             kind: DetectorKind::Function(Arc::new(find)),
-        }
+        })
     }
 
     /// The name of the type this detector finds (`email`, `api_key`, ...).

@@ -139,11 +139,11 @@ impl PiiMiddleware {
     }
 
     /// A custom type found by a function returning byte ranges (see [`Detector::function`]).
-    pub fn function<F>(pii_type: impl Into<String>, find: F) -> Self
+    pub fn function<F>(pii_type: impl Into<String>, find: F) -> Result<Self, PiiError>
     where
         F: Fn(&str) -> Vec<PiiMatch> + Send + Sync + 'static,
     {
-        Self::with_detector(Detector::function(pii_type, find))
+        Ok(Self::with_detector(Detector::function(pii_type, find)?))
     }
 
     /// Any detector.

@@ -328,7 +328,8 @@ fn custom_functions_never_split_characters_and_overlaps_merge() {
             // Reversed: dropped.
             raw(9, 3),
         ]
-    });
+    })
+    .unwrap();
     let found = detector.find(text);
     let spans: Vec<&str> = found.iter().map(|m| m.text.as_str()).collect();
     assert_eq!(spans, ["Zürich", "東京"]);
@@ -372,6 +373,8 @@ fn configuration_errors_are_clear() {
     assert!(err.to_string().contains("does not compile"), "{err}");
     let err = PiiMiddleware::regex("my type", r"x").unwrap_err();
     assert_eq!(err, PiiError::InvalidTypeName("my type".into()));
+    let err = PiiMiddleware::function("", |_: &str| Vec::new()).unwrap_err();
+    assert_eq!(err, PiiError::InvalidTypeName(String::new()));
     assert_eq!("mask".parse::<PiiStrategy>().unwrap(), PiiStrategy::Mask);
     assert!("scramble".parse::<PiiStrategy>().is_err());
     assert_eq!(
