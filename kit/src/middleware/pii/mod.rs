@@ -43,9 +43,10 @@
 //! UTF-8 character (custom detectors' byte offsets are snapped outwards to character
 //! boundaries), and overlapping matches are merged into one replacement.
 //!
-//! **Known limits.** Streamed tokens (`model_delta` and `model_end` events) are emitted before
-//! the answer is scrubbed; consumers of `stream_events` with `apply_to_output` should show the
-//! final state rather than the raw stream. Image parts are not inspected. The input message
+//! **Known limits.** Streamed tokens (`model_delta` and `model_end` events) and the `model`
+//! trace run record the answer before it is scrubbed (they sit below the middleware chain);
+//! consumers of `stream_events` with `apply_to_output` should show the final state rather than
+//! the raw stream. Image parts are not inspected. The input message
 //! reaches the thread's first checkpoint before it is scrubbed (the input is saved as given).
 
 mod detect;
