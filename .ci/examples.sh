@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 expect() {
   local example=$1; shift
   local out
-  out=$(cargo run -q --all-features --example "$example" 2>&1) || {
+  # stdin is not a terminal, so interactive examples take their non-interactive path.
+  out=$(cargo run -q --all-features --example "$example" 2>&1 </dev/null) || {
     echo "$out"; echo "example $example failed"; exit 1; }
   for line in "$@"; do
     if ! grep -qF -- "$line" <<<"$out"; then
@@ -24,3 +25,4 @@ expect memory "[process 2] restored 2 messages from turn 1" \
   "assistant: You told me earlier: \"Hi, I'm Ada and my favourite colour is green.\"" \
   "the second process continued the conversation from the file"
 expect deep_agent "[task:research] researcher-model: - tokio" "← write_file: Updated file /report.md" "[completed] Write the report to /report.md"
+expect guardrails "model saw:  Refund order 42 and email the receipt to [REDACTED_EMAIL]. Card: ****-****-****-1111." "stdin is not a terminal: approving every call" "← send_email: sent to customer-42: Refunded 30.00 to card ****-****-****-1111." "final answer: Summary: lookup_order done, refund done, send_email done."

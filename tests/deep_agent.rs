@@ -133,6 +133,8 @@ async fn two_write_todos_calls_in_one_turn_are_both_refused() {
                 .contains("should never be called multiple times in parallel")
         );
     }
+    // Both calls were answered by the hook; the model saw the errors and answered.
+    assert_eq!(state.final_text(), "sorry");
 }
 
 /// A tool that writes a file through a state update (what the filesystem middleware does).

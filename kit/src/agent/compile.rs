@@ -19,6 +19,15 @@ use crate::model::{
 use crate::state::{DynSchema, Overwrite, Write};
 use crate::tool::{Tool, ToolContext, ToolExecution};
 
+/// An agent error as a node error: the interrupt signal of [`Runtime::interrupt`] pauses the
+/// run; everything else fails the node (and reaches the caller unchanged).
+fn node_error(e: AgentError) -> NodeError {
+    match e {
+        AgentError::Interrupted(interrupts) => NodeError::interrupted(interrupts),
+        other => other.into(),
+    }
+}
+
 /// Everything the agent's nodes share.
 pub(crate) struct AgentCore {
     pub(crate) name: Arc<str>,
@@ -195,7 +204,9 @@ impl HookNode {
             agent: self.core.name.clone(),
             model: self.core.model.clone(),
         };
-        let result = run_hook(mw.as_ref(), self.hook, &state, &rt).await?;
+        let result = run_hook(mw.as_ref(), self.hook, &state, &rt)
+            .await
+            .map_err(node_error)?;
         let Some(hook_update) = result else {
             let out = NodeOutput::new();
             return Ok(self.route(out, &state, None, None));
@@ -271,8 +282,8 @@ fn updated_messages(update: &AgentStateUpdate) -> Option<UpdatedMessages> {
 }
 
 /// Tool calls of the last assistant message that have no result, as the state will be once
-/// `update` is applied.
-fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> Vec<ToolCall> {
+/// `update` is applied, and whether that message made any call at all.
+fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> (Vec<ToolCall>, bool) {
     let (base, extra): (&[Message], &[Message]) = match update {
         None => (&state.messages, &[]),
         Some(UpdatedMessages::Appended(v)) => (&state.messages, v.as_slice()),
@@ -302,25 +313,33 @@ fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> Vec<To
             _ => {}
         }
     }
-    last_ai
-        .map(|ai| {
+    match last_ai {
+        Some(ai) => (
             ai.tool_calls
                 .iter()
                 .filter(|c| !answered.contains(&c.id.as_str()))
                 .cloned()
-                .collect()
-        })
-        .unwrap_or_default()
+                .collect(),
+            !ai.tool_calls.is_empty(),
+        ),
+        None => (Vec::new(), false),
+    }
 }
 
-/// Sends each pending tool call to the tools node, or goes to the exit when none is pending.
+/// Sends each pending tool call to the tools node. When the model made calls but hooks
+/// answered all of them (a human rejected them, a guard refused them), the model is called
+/// again to see the answers, as LangChain does; with no calls at all, the run goes to the exit.
 fn route_pending(
     out: NodeOutput<AgentState>,
     layout: &Layout,
     state: &AgentState,
     update: Option<&UpdatedMessages>,
 ) -> NodeOutput<AgentState> {
-    send_calls(out, layout, pending_calls(state, update))
+    let (calls, made_calls) = pending_calls(state, update);
+    if calls.is_empty() && made_calls {
+        return out.and_goto(layout.loop_start.clone());
+    }
+    send_calls(out, layout, calls)
 }
 
 fn send_calls(
@@ -431,7 +450,7 @@ async fn model_node(
         base: &base,
         rt: &rt,
     };
-    let response = next.call(request).await?;
+    let response = next.call(request).await.map_err(node_error)?;
     let mut message = response.message;
     // Overflow recovery compacted the conversation to get this answer: keep it compacted.
     let compacted = message

@@ -56,13 +56,17 @@ pub enum AgentError {
     #[error(transparent)]
     Graph(GraphError),
     /// A PII middleware with the `block` strategy found personal data.
-    #[error("detected {count} instance(s) of {pii_type} in {location}; the input was blocked")]
+    #[error(
+        "detected {count} instance(s) of {pii_type} in the {location}; the PII middleware's \
+         `block` strategy stopped the run — remove the data, or choose the redact, mask or hash \
+         strategy"
+    )]
     PiiDetected {
         /// The PII type.
         pii_type: String,
         /// How many instances.
         count: usize,
-        /// Where (input, output, tool result).
+        /// Where: `input`, `output`, `tool call arguments` or `tool result`.
         location: String,
     },
     /// The moderation middleware flagged content (with `exit_behavior: error`).
@@ -99,6 +103,16 @@ pub enum AgentError {
         /// What went wrong.
         message: String,
     },
+    /// The signal of [`Runtime::interrupt`]: a hook or wrapper paused the run for outside
+    /// input. Propagate it with `?`; the agent turns it into
+    /// [`Outcome::Interrupted`], so callers of `invoke` and
+    /// `resume` never see it as an error.
+    #[error(
+        "the run paused for outside input ({} interrupt(s)); propagate this signal with `?` \
+         from the hook instead of handling it",
+        .0.len()
+    )]
+    Interrupted(Vec<crate::graph::Interrupt>),
 }
 
 impl AgentError {
@@ -129,6 +143,7 @@ impl AgentError {
             AgentError::UndeclaredJump { .. } => "undeclared_jump",
             AgentError::StructuredOutput(_) => "structured_output",
             AgentError::Middleware { .. } => "middleware",
+            AgentError::Interrupted(_) => "interrupted",
         }
     }
 }
@@ -281,7 +296,7 @@ impl Agent {
     }
 
     /// Continues a paused run: `payload` answers its interrupts (for human review, see
-    /// `kit::guardrails::resume_review`).
+    /// [`resume_review`](crate::middleware::review::resume_review)).
     pub async fn resume(
         &self,
         payload: impl Into<Resume>,
