@@ -659,15 +659,6 @@ async fn a_review_inside_a_subagent_reaches_the_caller_and_resumes_into_the_chil
         calls(&[("d1", "delete_file", json!({"path": "/all"}))]),
         Message::assistant("I was told to keep the files."),
     ]);
-    // The child runs on the parent's checkpointer and thread (under its own namespace).
-    let child = Agent::builder()
-        .name("janitor")
-        .model(child_model.clone())
-        .tool(recording_tool("delete_file", &log))
-        .middleware(HumanReviewMiddleware::new().interrupt_on("delete_file", true))
-        .checkpointer(checkpointer.clone())
-        .build()
-        .unwrap();
     let parent_model = ScriptedModel::new([
         calls(&[(
             "job",
@@ -676,10 +667,15 @@ async fn a_review_inside_a_subagent_reaches_the_caller_and_resumes_into_the_chil
         )]),
         Message::assistant("The janitor kept the files."),
     ]);
+    // The child is built from a spec: it runs on the parent's checkpointer and thread (under
+    // its own namespace), so its review middleware can pause the run.
     let agent = Agent::builder()
         .model(parent_model)
         .general_purpose_subagent(false)
-        .subagents([SubagentSpec::from_agent("janitor", "Cleans up.", child)])
+        .subagents([SubagentSpec::new("janitor", "Cleans up.")
+            .model(child_model.clone())
+            .tools([recording_tool("delete_file", &log)])
+            .middleware(HumanReviewMiddleware::new().interrupt_on("delete_file", true))])
         .checkpointer(checkpointer)
         .build()
         .unwrap();
@@ -703,14 +699,6 @@ async fn a_review_inside_a_subagent_reaches_the_caller_and_resumes_into_the_chil
         log.lock().unwrap().is_empty(),
         "the rejected call never ran"
     );
-    eprintln!(
-        "{:#?}",
-        done.messages
-            .iter()
-            .map(|m| (m.role, m.text()))
-            .collect::<Vec<_>>()
-    );
-    eprintln!("child calls {}", child_model.calls());
     assert_eq!(
         child_model.requests()[1].messages[2].text(),
         "User rejected the tool call for `delete_file` with reason: Keep them"
