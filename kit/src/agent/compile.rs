@@ -450,7 +450,10 @@ async fn model_node(
         base: &base,
         rt: &rt,
     };
-    let response = next.call(request).await.map_err(node_error)?;
+    let trace = ModelTrace::new(&core, &request);
+    let response = traced_model_chain(&core, trace, &ctx, next.call(request))
+        .await
+        .map_err(node_error)?;
     let mut message = response.message;
     // Overflow recovery compacted the conversation to get this answer: keep it compacted.
     let compacted = message
@@ -487,69 +490,102 @@ async fn model_node(
     })
 }
 
-/// Calls the model inside a `model` trace run (inputs, output, provider, usage, parameters).
-async fn call_model(
-    core: &AgentCore,
-    request: ModelRequest,
-    ctx: &NodeContext,
-) -> Result<ModelResponse, AgentError> {
-    let Some(parent) = crate::trace::current() else {
-        return call_model_untraced(core, request, ctx).await;
-    };
-    let run = parent.child(
-        core.model.model_name(),
-        crate::trace::RunKind::Model,
-        || {
-            json!({"system": request.system, "messages": request.messages,
-               "tools": request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>()})
-        },
-    );
-    let mut info = crate::trace::ModelInfo {
-        provider: core.model.provider().to_string(),
-        model: core.model.model_name().to_string(),
-        structured_output: request
-            .response_format
-            .as_ref()
-            .map(|_| "provider".to_string()),
-        ..Default::default()
-    };
-    if let Ok(Value::Object(params)) = serde_json::to_value(&request.options) {
-        info.params = params;
+/// What the `model` trace run of a call records about the request, taken only when the
+/// run is recorded (no copy of the conversation otherwise).
+struct ModelTrace {
+    run: Option<crate::trace::Run>,
+    info: crate::trace::ModelInfo,
+}
+
+impl ModelTrace {
+    fn new(core: &AgentCore, request: &ModelRequest) -> ModelTrace {
+        let run = crate::trace::current().map(|parent| {
+            parent.child(
+                core.model.model_name(),
+                crate::trace::RunKind::Model,
+                || {
+                    json!({"system": request.system, "messages": request.messages,
+                       "tools": request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>()})
+                },
+            )
+        });
+        let mut info = crate::trace::ModelInfo::default();
+        if run.is_some() {
+            info.provider = core.model.provider().to_string();
+            info.model = core.model.model_name().to_string();
+        }
+        if run.as_ref().is_some_and(crate::trace::Run::is_recording) {
+            info.structured_output = request
+                .response_format
+                .as_ref()
+                .map(|_| "provider".to_string());
+            if let Ok(Value::Object(params)) = serde_json::to_value(&request.options) {
+                info.params = params;
+            }
+        }
+        ModelTrace { run, info }
     }
-    let result = run
-        .clone()
-        .scope(call_model_untraced(core, request, ctx))
+}
+
+/// Runs the model-call chain (wrappers included) inside a `model` trace run, so the run
+/// records what the agent keeps (after guardrails such as PII have scrubbed it), then reports
+/// `model_end`.
+async fn traced_model_chain<F>(
+    core: &AgentCore,
+    trace: ModelTrace,
+    ctx: &NodeContext,
+    chain: F,
+) -> Result<ModelResponse, AgentError>
+where
+    F: std::future::Future<Output = Result<ModelResponse, AgentError>>,
+{
+    let ModelTrace { run, mut info } = trace;
+    let result = match &run {
+        Some(run) => run.clone().scope(chain).await,
+        None => chain.await,
+    };
+    // Recorded runs, and `tracing` spans someone listens to, get the call's details.
+    if let Some(run) = run.filter(|r| r.is_recording() || !r.span().is_disabled()) {
+        match &result {
+            Ok(response) => {
+                info.usage = response.message.usage;
+                info.cost = response
+                    .message
+                    .metadata
+                    .get("cost_usd")
+                    .and_then(Value::as_f64)
+                    .or_else(|| {
+                        response
+                            .message
+                            .usage
+                            .and_then(|u| crate::model::pricing::cost(&info.model, &u))
+                    });
+                info.finish_reason = serde_json::to_value(&response.finish_reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from));
+                run.set_model(info);
+                run.finish(json!({ "message": response.message }));
+            }
+            Err(e) => {
+                run.set_model(info);
+                run.fail(&e.to_string());
+            }
+        }
+    }
+    if let (Some(sink), Ok(response)) = (ctx.events(), &result) {
+        let end = json!({"message": response.message, "usage": response.message.usage});
+        sink.send(ctx.event(
+            EventKind::ModelEnd,
+            core.model.model_name().to_string(),
+            end,
+        ))
         .await;
-    match &result {
-        Ok(response) => {
-            info.usage = response.message.usage;
-            info.cost = response
-                .message
-                .metadata
-                .get("cost_usd")
-                .and_then(Value::as_f64)
-                .or_else(|| {
-                    response
-                        .message
-                        .usage
-                        .and_then(|u| crate::model::pricing::cost(&info.model, &u))
-                });
-            info.finish_reason = serde_json::to_value(&response.finish_reason)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from));
-            run.set_model(info);
-            run.finish(json!({ "message": response.message }));
-        }
-        Err(e) => {
-            run.set_model(info);
-            run.fail(&e.to_string());
-        }
     }
     result
 }
 
 /// Calls the model, streaming tokens as events when someone listens.
-async fn call_model_untraced(
+async fn call_model(
     core: &AgentCore,
     request: ModelRequest,
     ctx: &NodeContext,
@@ -586,11 +622,7 @@ async fn call_model_untraced(
         }
         assembler.push(&chunk);
     }
-    let response = assembler.finish();
-    let end = json!({"message": response.message, "usage": response.message.usage});
-    sink.send(ctx.event(EventKind::ModelEnd, model_name, end))
-        .await;
-    Ok(response)
+    Ok(assembler.finish())
 }
 
 async fn tools_node(

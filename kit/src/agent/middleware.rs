@@ -319,6 +319,14 @@ pub trait Middleware: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Sees (and may rewrite or refuse) the input of `invoke` / `stream_events` before anything
+    /// is stored: the input checkpoint and the trace only ever hold what this leaves. Input
+    /// guardrails (PII) use it; it runs for each middleware in order.
+    fn transform_input(&self, input: &mut AgentStateUpdate) -> Result<(), AgentError> {
+        let _ = input;
+        Ok(())
+    }
+
     /// Runs once per invocation, first.
     async fn before_agent(&self, state: &AgentState, rt: &Runtime) -> HookResult {
         let _ = (state, rt);

@@ -291,8 +291,17 @@ impl Agent {
         input: impl Into<AgentInput>,
         opts: &RunOptions,
     ) -> Result<AgentOutcome, AgentError> {
-        let AgentInput(update) = input.into();
+        let update = self.prepare_input(input.into())?;
         Ok(self.graph.invoke(update, &self.options(opts)).await?)
+    }
+
+    /// Lets every middleware see (and guard) the input before it is stored.
+    fn prepare_input(&self, input: AgentInput) -> Result<AgentStateUpdate, AgentError> {
+        let AgentInput(mut update) = input;
+        for m in &self.inner.middleware {
+            m.transform_input(&mut update)?;
+        }
+        Ok(update)
     }
 
     /// Continues a paused run: `payload` answers its interrupts (for human review, see
@@ -308,8 +317,24 @@ impl Agent {
     /// Runs the agent and streams its events (model tokens, tool calls, middleware, state
     /// updates, interrupts, errors, completion).
     pub fn stream_events(&self, input: impl Into<AgentInput>, opts: &RunOptions) -> EventStream {
-        let AgentInput(update) = input.into();
-        self.graph.stream_events(update, &self.options(opts))
+        match self.prepare_input(input.into()) {
+            Ok(update) => self.graph.stream_events(update, &self.options(opts)),
+            Err(e) => {
+                // A refused input: the stream reports it and ends.
+                let event = crate::event::Event {
+                    event: crate::event::EventKind::Error,
+                    name: self.inner.name.to_string(),
+                    run_id: crate::ids::random(),
+                    parent_ids: Vec::new(),
+                    data: serde_json::json!({"message": e.to_string(), "kind": e.kind()}),
+                    metadata: crate::event::EventMetadata {
+                        thread_id: opts.thread_id.clone(),
+                        ..Default::default()
+                    },
+                };
+                Box::pin(futures::stream::once(async move { event }))
+            }
+        }
     }
 
     /// Resumes a paused run and streams its events.

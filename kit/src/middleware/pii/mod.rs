@@ -307,6 +307,28 @@ impl Middleware for PiiMiddleware {
 
     /// Scrubs the new user input and the tool results of the last turn; the scrubbed messages
     /// replace the originals (same ids).
+    /// Scrubs (or blocks) the user messages of the input before the input is stored, so
+    /// checkpoints and traces never hold them raw.
+    fn transform_input(
+        &self,
+        input: &mut crate::agent::AgentStateUpdate,
+    ) -> Result<(), AgentError> {
+        if !self.input {
+            return Ok(());
+        }
+        if let Some(write) = input.messages.as_mut() {
+            let messages = match write {
+                crate::state::Write::Value(v) | crate::state::Write::Overwrite(v) => v,
+            };
+            for message in messages.iter_mut().filter(|m| m.role == Role::User) {
+                if let Some(scrubbed) = self.scrub_message(message, "input")? {
+                    *message = scrubbed;
+                }
+            }
+        }
+        Ok(())
+    }
+
     async fn before_model(&self, state: &AgentState, _rt: &Runtime) -> HookResult {
         let from = state.last_ai_index().map_or(0, |i| i + 1);
         let mut scrubbed = Vec::new();
