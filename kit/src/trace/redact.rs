@@ -2,7 +2,8 @@
 //!
 //! * values under keys that look secret — containing `api_key`, `apikey`, `token`, `secret`,
 //!   `password`, `passwd`, `authorization`, `credential`, `cookie` or `private_key`, in any
-//!   case, at any depth — become `"[REDACTED]"`;
+//!   case, at any depth — become `"[REDACTED]"` (token *counts* such as `max_tokens` and
+//!   `input_tokens` are kept; see [`is_secret_key`]);
 //! * in every string: `Bearer <token>` and `Basic <credentials>` lose the credential, and
 //!   strings shaped like API keys (`sk-…`, `sk-ant-…`, `pk-lf-…`/`sk-lf-…`, `ghp_…`, `AKIA…`,
 //!   `xoxb-…`) are replaced.
@@ -19,7 +20,6 @@ const SECRET_KEY_PARTS: &[&str] = &[
     "api_key",
     "apikey",
     "api-key",
-    "token",
     "secret",
     "password",
     "passwd",
@@ -30,9 +30,38 @@ const SECRET_KEY_PARTS: &[&str] = &[
 ];
 
 /// True for a key whose value must never be stored.
+///
+/// `token` names a credential (`token`, `access_token`, `x-auth-token`), but token *counts and
+/// settings* are not secret: `max_tokens`, `input_tokens`, `token_count`, `tokenizer` are kept
+/// (plural `…tokens` stays secret next to `access`, `refresh`, `auth`, `bearer`, `session`).
+///
+/// ```
+/// use kit::trace::redact::is_secret_key;
+/// assert!(is_secret_key("Authorization"));
+/// assert!(is_secret_key("access_token"));
+/// assert!(is_secret_key("refresh_tokens"));
+/// assert!(!is_secret_key("max_tokens"));
+/// assert!(!is_secret_key("input_tokens"));
+/// assert!(!is_secret_key("token_count"));
+/// ```
 pub fn is_secret_key(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
-    SECRET_KEY_PARTS.iter().any(|p| key.contains(p))
+    if SECRET_KEY_PARTS.iter().any(|p| key.contains(p)) {
+        return true;
+    }
+    let credential_context = ["access", "refresh", "auth", "bearer", "session", "csrf"]
+        .iter()
+        .any(|c| key.contains(c));
+    key.match_indices("token").any(|(i, _)| {
+        let rest = &key[i + "token".len()..];
+        let count_like = rest.starts_with("izer")
+            || rest.starts_with("_count")
+            || rest.starts_with("count")
+            || rest.starts_with("_limit")
+            || rest.starts_with("_budget")
+            || rest.starts_with('s');
+        !count_like || (rest.starts_with('s') && credential_context)
+    })
 }
 
 fn patterns() -> &'static [(Regex, &'static str)] {
@@ -129,6 +158,13 @@ mod tests {
             assert!(!s.contains(leak), "{leak} leaked: {s}");
         }
         assert_eq!(v["ok"], "nothing to see");
+
+        let mut usage = json!({"usage": {"input_tokens": 12, "output_tokens": 3},
+                               "params": {"max_tokens": 256, "token": "t0ps3cret"}});
+        redact_value(&mut usage);
+        assert_eq!(usage["usage"]["input_tokens"], 12);
+        assert_eq!(usage["params"]["max_tokens"], 256);
+        assert_eq!(usage["params"]["token"], REDACTED);
         assert_eq!(v["headers"]["Authorization"], REDACTED);
     }
 }
