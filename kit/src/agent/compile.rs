@@ -504,6 +504,12 @@ async fn call_model(
     match &result {
         Ok(response) => {
             info.usage = response.message.usage;
+            // Providers that know the model's price put the call's cost here.
+            info.cost = response
+                .message
+                .metadata
+                .get("cost_usd")
+                .and_then(Value::as_f64);
             info.finish_reason = serde_json::to_value(&response.finish_reason)
                 .ok()
                 .and_then(|v| v.as_str().map(String::from));
