@@ -39,13 +39,18 @@
 mod exporter;
 mod fields;
 mod options;
+#[cfg(feature = "otlp")]
+pub mod otlp;
+mod queue;
 mod record;
 pub mod redact;
 mod run;
 
+
 pub use exporter::{Collector, Exporter, ExporterStats, JsonLinesExporter, read_json_lines};
 pub use fields::custom_fields;
 pub use options::TraceOptions;
+pub use queue::{BatchEncoder, ExportError, QueueConfig, QueueStats, QueuedExporter};
 pub use record::{ModelInfo, RunKind, RunRecord, RunStatus, ToolInfo};
 pub use run::{Run, Tracer, current, global, set_global};
 

@@ -128,6 +128,20 @@ impl Tracer {
                 }
             }
         }
+        #[cfg(feature = "otlp")]
+        match super::otlp::OtlpExporter::from_env() {
+            Ok(Some(e)) => tracer = tracer.with_exporter(e),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "kit: trace export is misconfigured; traces are not sent")
+            }
+        }
+        #[cfg(not(feature = "otlp"))]
+        if std::env::var_os("KIT_TRACE_ENDPOINT").is_some() {
+            tracing::warn!(
+                "kit: KIT_TRACE_ENDPOINT is set but kit was built without the `otlp` feature; enable it to send traces"
+            );
+        }
         tracer
     }
 }
