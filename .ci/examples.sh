@@ -19,3 +19,4 @@ expect() {
 expect graph "paused in \`refund\`" "resolution: refunded" "3 checkpoints"
 expect agent "← convert: \"108.00 USD\"" "follow-up answer: Together that is 171.50 USD." "guardrail: I can only help with currency questions."
 expect filesystem "← write_file (error): Error: parallel file mutations to the same path are not allowed." "@@ lines 101-103 of 250 | next offset 103 @@" "on disk, todo.md"
+expect trace_viewer "trace: 16 runs in 1 trace(s), 1 failed, 4 model calls, 1388 → 128 tokens, \$0.0055" "└─ execute_tool refund" "✗ Error: payment gateway timeout after 5s" "viewer: " "kit-trace.html"

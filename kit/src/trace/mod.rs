@@ -45,7 +45,7 @@ mod queue;
 mod record;
 pub mod redact;
 mod run;
-
+pub mod viewer;
 
 pub use exporter::{Collector, Exporter, ExporterStats, JsonLinesExporter, read_json_lines};
 pub use fields::custom_fields;
