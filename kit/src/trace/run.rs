@@ -509,14 +509,19 @@ impl Run {
         let record = {
             let mut r = lock(&i.record);
             r.end_ns = now_ns();
-            if !outputs.is_null() {
-                r.outputs = outputs;
-            }
             if let Some(e) = error {
                 r.status = RunStatus::Error;
                 r.error = Some(e);
             }
-            r.clone()
+            // The run is done: its inputs go to the exporters without a copy (the live record
+            // keeps its ids, names and dimensions for `id()`, `trace_id()` and children).
+            let inputs = std::mem::take(&mut r.inputs);
+            let mut record = r.clone();
+            record.inputs = inputs;
+            if !outputs.is_null() {
+                record.outputs = outputs;
+            }
+            record
         };
         i.tracer.export(record);
     }
