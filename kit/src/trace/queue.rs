@@ -1,24 +1,4 @@
-//! The queued HTTP exporter: a bounded queue in front of a background worker that batches runs,
-//! encodes them (OTLP protobuf or JSON, or any [`BatchEncoder`]), gzips them and POSTs them with
-//! bounded retries.
-//!
-//! The caller never waits: [`Exporter::export`] is a `try_send` into a bounded queue, and a run
-//! that does not fit is dropped and counted. The worker runs on its own thread with its own
-//! small tokio runtime, so it works the same inside or outside the caller's runtime, and a busy
-//! or blocked caller runtime cannot stall it. Every failure — refused connection, timeout, 4xx,
-//! 5xx after retries — is swallowed and counted in [`QueueStats`]; the user's run is never
-//! affected.
-//!
-//! | setting | default |
-//! |---|---|
-//! | queue capacity | 2,048 runs |
-//! | batch | 512 runs or 4 MiB (uncompressed), whichever comes first |
-//! | batch delay | 2 s after the first run of a batch |
-//! | request timeout | 10 s |
-//! | retries | 5, on 429/502/503/504, timeouts and connection failures |
-//! | backoff | exponential from 500 ms to 30 s, with jitter; `Retry-After` honoured |
-//! | compression | gzip |
-//! | shutdown drain | 5 s |
+//! The queued HTTP exporter: see [`QueuedExporter`].
 
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,7 +45,8 @@ pub trait BatchEncoder: Send + Sync + 'static {
     }
 }
 
-/// Settings of a [`QueuedExporter`]. The defaults suit a hosted backend; see the module docs.
+/// Settings of a [`QueuedExporter`]. The defaults suit a hosted backend (see the table on
+/// [`QueuedExporter`]).
 ///
 /// ```
 /// use std::time::Duration;
@@ -281,11 +262,30 @@ enum Control {
     Shutdown(Instant),
 }
 
-/// A bounded queue of runs in front of a background worker that POSTs batches to an HTTP
-/// endpoint. See the module docs for the behaviour and the defaults; [`OtlpExporter`] is the
-/// usual way to get one.
+/// A bounded queue of runs in front of a background worker that batches them, encodes them
+/// (OTLP protobuf or JSON, or any [`BatchEncoder`]), gzips them and POSTs them with bounded
+/// retries. `kit::trace::otlp::OtlpExporter` (feature `otlp`) is the usual way to get one.
 ///
-/// [`OtlpExporter`]: crate::trace::otlp::OtlpExporter
+/// The caller never waits: [`Exporter::export`] is a `try_send` into a bounded queue, and a run
+/// that does not fit is dropped and counted. The worker runs on its own thread with its own
+/// small tokio runtime, so it works the same inside or outside the caller's runtime, and a busy
+/// or blocked caller runtime cannot stall it. Every failure — refused connection, timeout, 4xx,
+/// 5xx after retries — is swallowed and counted in [`QueueStats`]; the user's run is never
+/// affected.
+///
+/// | setting | default |
+/// |---|---|
+/// | queue capacity | 2,048 runs |
+/// | batch | 512 runs or 4 MiB (uncompressed), whichever comes first |
+/// | batch delay | 2 s after the first run of a batch |
+/// | request timeout | 10 s |
+/// | retries | 5, on 429/502/503/504, timeouts and connection failures |
+/// | backoff | exponential from 500 ms to 30 s, with jitter; `Retry-After` honoured |
+/// | compression | gzip |
+/// | shutdown drain | 5 s |
+///
+/// A program that ends should call [`flush`](Exporter::flush) (or `kit::trace::flush` for the
+/// global tracer) first: the global tracer lives in a static and is never dropped.
 ///
 /// ```
 /// use kit::trace::{BatchEncoder, Exporter, QueueConfig, QueuedExporter, RunRecord};
