@@ -136,6 +136,12 @@ fn redacted(text: &str) -> Option<String> {
     out
 }
 
+/// Compiles the patterns now (tracers do it when they get an exporter), so the first trace
+/// does not pay for it.
+pub(crate) fn warm_up() {
+    let _ = patterns();
+}
+
 /// Redacts secrets inside a string.
 pub fn redact_str(text: &str) -> String {
     redacted(text).unwrap_or_else(|| text.to_string())

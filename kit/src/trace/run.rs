@@ -52,12 +52,14 @@ impl Tracer {
 
     /// Adds an exporter.
     pub fn with_exporter(mut self, exporter: impl Exporter) -> Self {
+        super::redact::warm_up();
         Arc::make_mut(&mut self.exporters).push(Arc::new(exporter));
         self
     }
 
     /// Adds a shared exporter.
     pub fn with_exporter_arc(mut self, exporter: Arc<dyn Exporter>) -> Self {
+        super::redact::warm_up();
         Arc::make_mut(&mut self.exporters).push(exporter);
         self
     }
