@@ -19,4 +19,9 @@ expect() {
 expect graph "paused in \`refund\`" "resolution: refunded" "3 checkpoints"
 expect agent "← convert: \"108.00 USD\"" "follow-up answer: Together that is 171.50 USD." "guardrail: I can only help with currency questions."
 expect filesystem "← write_file (error): Error: parallel file mutations to the same path are not allowed." "@@ lines 101-103 of 250 | next offset 103 @@" "on disk, todo.md"
+OPENAI_API_KEY= ANTHROPIC_API_KEY= KIT_MODEL= expect tools "model: scripted (offline" "tool call: get_weather({\"city\":\"Paris\"})" "tool call: calculate(" "answer: Paris is 18°C and sunny, Oslo 4°C with light rain: Paris is 14 degrees warmer."
+expect memory "[process 2] restored 2 messages from turn 1" \
+  "assistant: You told me earlier: \"Hi, I'm Ada and my favourite colour is green.\"" \
+  "the second process continued the conversation from the file"
+expect deep_agent "[task:research] researcher-model: - tokio" "← write_file: Updated file /report.md" "[completed] Write the report to /report.md"
 expect trace_viewer "trace: 16 runs in 1 trace(s), 1 failed, 4 model calls, 1388 → 128 tokens, \$0.0055" "└─ execute_tool refund" "✗ Error: payment gateway timeout after 5s" "viewer: " "kit-trace.html"

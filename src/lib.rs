@@ -1,1 +1,3 @@
 //! Shared support code for the examples, integration tests and the benchmark program.
+
+pub mod mock;

@@ -13,6 +13,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod event;
 pub mod graph;
+pub mod http;
 pub mod ids;
 pub mod message;
 pub mod middleware;

@@ -7,4 +7,5 @@ fn ui() {
     t.compile_fail("cases/state/*.rs");
     t.compile_fail("cases/graph/*.rs");
     t.compile_fail("cases/agent/*.rs");
+    t.compile_fail("cases/tool/*.rs");
 }

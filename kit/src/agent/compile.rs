@@ -504,12 +504,17 @@ async fn call_model(
     match &result {
         Ok(response) => {
             info.usage = response.message.usage;
-            // Providers that know the model's price put the call's cost here.
             info.cost = response
                 .message
                 .metadata
                 .get("cost_usd")
-                .and_then(Value::as_f64);
+                .and_then(Value::as_f64)
+                .or_else(|| {
+                    response
+                        .message
+                        .usage
+                        .and_then(|u| crate::model::pricing::cost(&info.model, &u))
+                });
             info.finish_reason = serde_json::to_value(&response.finish_reason)
                 .ok()
                 .and_then(|v| v.as_str().map(String::from));
