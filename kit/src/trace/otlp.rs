@@ -840,6 +840,7 @@ impl OtlpExporter {
             service_name: None,
             resource: Vec::new(),
             queue: QueueConfig::default(),
+            max_content_chars: None,
         }
     }
 
@@ -986,6 +987,7 @@ pub struct OtlpExporterBuilder {
     service_name: Option<String>,
     resource: Vec<(String, String)>,
     queue: QueueConfig,
+    max_content_chars: Option<usize>,
 }
 
 impl std::fmt::Debug for OtlpExporterBuilder {
@@ -1051,6 +1053,13 @@ impl OtlpExporterBuilder {
         self
     }
 
+    /// Caps each content attribute (inputs, outputs, messages) at this many characters
+    /// (default 65,536); see [`OtlpEncoder::max_content_chars`].
+    pub fn max_content_chars(mut self, n: usize) -> Self {
+        self.max_content_chars = Some(n);
+        self
+    }
+
     /// Sets the queue, batching and retry settings.
     pub fn queue(mut self, config: QueueConfig) -> Self {
         self.queue = config;
@@ -1080,6 +1089,9 @@ impl OtlpExporterBuilder {
         }
         for (k, v) in self.resource {
             encoder = encoder.resource_attribute(k, v);
+        }
+        if let Some(n) = self.max_content_chars {
+            encoder = encoder.max_content_chars(n);
         }
         let queue = QueuedExporter::new(&url, self.headers, encoder, self.queue)?;
         Ok(OtlpExporter {
