@@ -6,6 +6,7 @@
 //! cargo run --release --example bench -- all        # every workload, each in its own process
 //! cargo run --release --example bench -- w1         # one workload
 //! cargo run --release --example bench -- w1 --reps=500
+//! cargo run --release --example bench -- w2t        # W2 with tracing off / Collector / JSON-lines
 //! cargo run --release --example bench -- w5         # checkpointing: memory, SQLite x3, size
 //! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w5  # + PostgreSQL
 //! ```
@@ -436,7 +437,18 @@ fn check_w2(state: &kit::AgentState) {
 }
 
 async fn run_w2(agent: &kit::Agent, thread: String) -> kit::AgentState {
+    run_w2_traced(agent, thread, None).await
+}
+
+async fn run_w2_traced(
+    agent: &kit::Agent,
+    thread: String,
+    tracer: Option<&kit::trace::Tracer>,
+) -> kit::AgentState {
     let mut opts = RunOptions::new().thread_id(thread);
+    if let Some(tracer) = tracer {
+        opts = opts.tracer(tracer.clone());
+    }
     if let Ok(d) = std::env::var("KIT_BENCH_DURABILITY") {
         opts = opts.durability(match d.as_str() {
             "sync" => kit::graph::Durability::Sync,
@@ -468,6 +480,76 @@ async fn w2(reps: usize) {
         "W2 ainvoke_sequential",
         &stats(times),
         &[("round", ROUNDS as f64), ("node_step", 21.0)],
+    );
+}
+
+/// W2 with tracing off, into a [`kit::trace::Collector`], and into the JSON-lines file
+/// exporter: the per-invoke (and per-run-record) cost of tracing.
+async fn w2_trace(reps: usize) {
+    use kit::trace::{Collector, Exporter, JsonLinesExporter, Tracer};
+    header("W2 agent loop (10 tool rounds) with tracing off / Collector / JSON-lines file");
+    let agent = w2_agent(Arc::new(kit::MemoryCheckpointer::new()));
+    let collector = Collector::new();
+    let file = std::env::temp_dir().join(format!("kit-bench-trace-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let jsonl = Arc::new(
+        JsonLinesExporter::new(&file).unwrap_or_else(|e| fail(&format!("trace file: {e}"))),
+    );
+    let tracers = [
+        ("trace_off", Tracer::new()),
+        (
+            "trace_collector",
+            Tracer::new().with_exporter(collector.clone()),
+        ),
+        (
+            "trace_jsonl",
+            Tracer::new().with_exporter_arc(jsonl.clone()),
+        ),
+    ];
+    // Runs recorded per invoke (the same for both exporters).
+    check_w2(&run_w2_traced(&agent, "check".into(), Some(&tracers[1].1)).await);
+    let runs_per_invoke = collector.runs().len();
+    collector.clear();
+    let mut medians = Vec::new();
+    let mut n = 0usize;
+    for (label, tracer) in &tracers {
+        let times = time_async(20, reps, || {
+            n += 1;
+            collector.clear();
+            let thread = format!("w2t-{n}");
+            let agent = &agent;
+            async move {
+                drop(std::hint::black_box(
+                    run_w2_traced(agent, thread, Some(tracer)).await,
+                ));
+            }
+        })
+        .await;
+        let s = stats(times);
+        report(
+            &format!("W2 {label}"),
+            &s,
+            &[("round", ROUNDS as f64), ("node_step", 21.0)],
+        );
+        medians.push(s.median);
+    }
+    if !jsonl.flush(std::time::Duration::from_secs(30)) {
+        fail("the JSON-lines exporter did not drain");
+    }
+    let written = jsonl.stats();
+    let _ = std::fs::remove_file(&file);
+    let per_invoke = |i: usize| medians[i] - medians[0];
+    println!(
+        "RESULT W2 trace_overhead runs_per_invoke={runs_per_invoke} \
+         collector_us_per_invoke={:.1} collector_us_per_run={:.3} \
+         jsonl_us_per_invoke={:.1} jsonl_us_per_run={:.3} \
+         jsonl_exported={} jsonl_dropped={}",
+        per_invoke(1),
+        per_invoke(1) / runs_per_invoke as f64,
+        per_invoke(2),
+        per_invoke(2) / runs_per_invoke as f64,
+        written.exported,
+        written.dropped
     );
 }
 
@@ -660,7 +742,7 @@ fn fail(message: &str) -> ! {
     std::process::exit(1)
 }
 
-const WORKLOADS: &[&str] = &["w1", "w2", "w3", "w4", "w5", "w6"];
+const WORKLOADS: &[&str] = &["w1", "w2", "w2t", "w3", "w4", "w5", "w6"];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -703,6 +785,7 @@ fn main() {
         match which.as_str() {
             "w1" => w1(reps).await,
             "w2" => w2(reps).await,
+            "w2t" => w2_trace(reps).await,
             "w3" => w3(reps).await,
             "w5" => w5(if reps_given { reps } else { 100 }).await,
             "w6" => w6(reps).await,

@@ -238,3 +238,107 @@ async fn json_lines_exporter_round_trips() {
     assert!(runs.iter().any(|r| r.kind == RunKind::Model));
     assert_eq!(tracer.stats().dropped, 0);
 }
+
+#[test]
+fn custom_field_rules_case_by_case() {
+    // (key, value, what the trace keeps)
+    let cases: Vec<(&str, serde_json::Value, Option<&str>)> = vec![
+        ("tenant", json!("acme"), Some("acme")),
+        ("tenant_padded", json!("  acme  "), Some("acme")),
+        ("tier", json!(2), Some("2")),
+        ("ratio", json!(0.25), Some("0.25")),
+        ("vip", json!(true), Some("true")),
+        ("max_tokens", json!(256), Some("256")),
+        (
+            "note",
+            json!("call Bearer abcdefghijkl"),
+            Some("call Bearer [REDACTED]"),
+        ),
+        ("none", json!(null), None),
+        ("blank", json!("   "), None),
+        ("empty", json!(""), None),
+        ("nested", json!({"a": 1}), None),
+        ("list", json!(["a"]), None),
+        ("_private", json!("x"), None),
+        ("api_key", json!("k"), None),
+        ("X-Api-Key", json!("k"), None),
+        ("access_token", json!("t"), None),
+        ("client_secret", json!("s"), None),
+        ("password", json!("p"), None),
+        ("Authorization", json!("Bearer x"), None),
+        ("session_cookie", json!("c"), None),
+    ];
+    for (key, value, expected) in cases {
+        let mut fields = serde_json::Map::new();
+        fields.insert(key.to_string(), value.clone());
+        let clean = trace::custom_fields(&fields);
+        assert_eq!(
+            clean.get(key.trim()).map(String::as_str),
+            expected,
+            "{key} = {value}"
+        );
+        assert!(clean.len() <= 1);
+    }
+    // A blank key is dropped too.
+    let mut fields = serde_json::Map::new();
+    fields.insert("  ".into(), json!("x"));
+    assert!(trace::custom_fields(&fields).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawn_keeps_context_across_worker_threads() {
+    let collector = Collector::new();
+    let tracer = Tracer::new().with_exporter(collector.clone());
+    let root = tracer.start(
+        "fan-out",
+        RunKind::Custom,
+        || json!(null),
+        Some(&TraceOptions::new().user_id("u-7").field("tenant", "acme")),
+    );
+    let total = root
+        .clone()
+        .scope(async {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    trace::spawn(async move {
+                        tokio::task::yield_now().await;
+                        let run = trace::start_run(
+                            &format!("job {i}"),
+                            RunKind::Custom,
+                            json!({ "i": i }),
+                            None,
+                        );
+                        trace::finish_run(&run, json!({ "done": i }));
+                        i
+                    })
+                })
+                .collect();
+            let mut sum = 0;
+            for h in handles {
+                sum += h.await.unwrap();
+            }
+            sum
+        })
+        .await;
+    root.finish(json!({ "sum": total }));
+    assert_eq!(total, 28);
+    let runs = collector.runs();
+    let ids = by_id(&runs);
+    let root = runs.iter().find(|r| r.name == "fan-out").unwrap();
+    for i in 0..8 {
+        let job = runs.iter().find(|r| r.name == format!("job {i}")).unwrap();
+        let task = ids[job.parent_id.as_deref().unwrap()];
+        assert_eq!(task.kind, RunKind::Task);
+        assert_eq!(task.parent_id.as_deref(), Some(root.id.as_str()));
+        assert_eq!(job.trace_id, root.id);
+        assert_eq!(job.user_id.as_deref(), Some("u-7"));
+        assert_eq!(job.custom_fields["tenant"], "acme");
+    }
+    // Each job has its own task run.
+    let tasks: std::collections::HashSet<_> = runs
+        .iter()
+        .filter(|r| r.name.starts_with("job "))
+        .map(|r| r.parent_id.clone())
+        .collect();
+    assert_eq!(tasks.len(), 8);
+}

@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::redact::is_secret_key;
+use super::redact::{is_secret_key, redact_str};
 
 /// Turns custom fields into indexed string dimensions: values become strings; nested values
 /// (objects, arrays), blank values, private keys (starting with `_`) and keys that look secret
-/// (`api_key`, `token`, `secret`, `password`, `authorization`, ...) are dropped.
+/// (`api_key`, `token`, `secret`, `password`, `authorization`, ...) are dropped; secrets inside
+/// the values (bearer tokens, API-key-shaped strings) are redacted.
 ///
 /// ```
 /// use serde_json::json;
@@ -18,6 +19,10 @@ use super::redact::is_secret_key;
 /// assert_eq!(clean.len(), 3);
 /// assert_eq!(clean["tier"], "2");
 /// assert_eq!(clean["vip"], "true");
+///
+/// let planted = json!({"note": "call with Bearer abcdefghijkl"});
+/// let clean = kit::trace::custom_fields(planted.as_object().unwrap());
+/// assert_eq!(clean["note"], "call with Bearer [REDACTED]");
 /// ```
 pub fn custom_fields(fields: &Map<String, Value>) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -35,7 +40,7 @@ pub fn custom_fields(fields: &Map<String, Value>) -> BTreeMap<String, String> {
         if text.is_empty() {
             continue;
         }
-        out.insert(key.to_string(), text);
+        out.insert(key.to_string(), redact_str(&text));
     }
     out
 }

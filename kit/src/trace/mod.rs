@@ -15,6 +15,18 @@
 //! The current run travels in a tokio task-local: user code and kit code nest without passing
 //! anything around.
 //!
+//! Where runs go, configured from the environment for the global tracer:
+//!
+//! * `KIT_TRACE_FILE=runs.jsonl`: one JSON line per run ([`JsonLinesExporter`]), no backend
+//!   needed; look at it with the [`viewer`] (`cargo run --example trace_viewer -- --file
+//!   runs.jsonl`).
+//! * `KIT_TRACE_ENDPOINT` + `KIT_TRACE_API_KEY` (feature `otlp`): OTLP/HTTP with the GenAI
+//!   conventions to any collector or hosted backend, or Langfuse (`KIT_TRACE_FORMAT=langfuse`,
+//!   key `public:secret`), through a bounded background queue ([`QueuedExporter`]); see
+//!   `kit::trace::otlp`.
+//!
+//! Exporters deliver in the background: call [`flush`] before the program exits.
+//!
 //! ```
 //! use kit::trace::{self, Collector, RunKind, Tracer};
 //! use serde_json::json;
@@ -39,13 +51,18 @@
 mod exporter;
 mod fields;
 mod options;
+#[cfg(feature = "otlp")]
+pub mod otlp;
+mod queue;
 mod record;
 pub mod redact;
 mod run;
+pub mod viewer;
 
 pub use exporter::{Collector, Exporter, ExporterStats, JsonLinesExporter, read_json_lines};
 pub use fields::custom_fields;
 pub use options::TraceOptions;
+pub use queue::{BatchEncoder, ExportError, QueueConfig, QueueStats, QueuedExporter};
 pub use record::{ModelInfo, RunKind, RunRecord, RunStatus, ToolInfo};
 pub use run::{Run, Tracer, current, global, set_global};
 

@@ -52,12 +52,14 @@ impl Tracer {
 
     /// Adds an exporter.
     pub fn with_exporter(mut self, exporter: impl Exporter) -> Self {
+        super::redact::warm_up();
         Arc::make_mut(&mut self.exporters).push(Arc::new(exporter));
         self
     }
 
     /// Adds a shared exporter.
     pub fn with_exporter_arc(mut self, exporter: Arc<dyn Exporter>) -> Self {
+        super::redact::warm_up();
         Arc::make_mut(&mut self.exporters).push(exporter);
         self
     }
@@ -127,6 +129,20 @@ impl Tracer {
                     tracing::warn!(path, error = %e, "kit: cannot open KIT_TRACE_FILE; traces are not written")
                 }
             }
+        }
+        #[cfg(feature = "otlp")]
+        match super::otlp::OtlpExporter::from_env() {
+            Ok(Some(e)) => tracer = tracer.with_exporter(e),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "kit: trace export is misconfigured; traces are not sent")
+            }
+        }
+        #[cfg(not(feature = "otlp"))]
+        if std::env::var_os("KIT_TRACE_ENDPOINT").is_some() {
+            tracing::warn!(
+                "kit: KIT_TRACE_ENDPOINT is set but kit was built without the `otlp` feature; enable it to send traces"
+            );
         }
         tracer
     }
@@ -495,14 +511,19 @@ impl Run {
         let record = {
             let mut r = lock(&i.record);
             r.end_ns = now_ns();
-            if !outputs.is_null() {
-                r.outputs = outputs;
-            }
             if let Some(e) = error {
                 r.status = RunStatus::Error;
                 r.error = Some(e);
             }
-            r.clone()
+            // The run is done: its inputs go to the exporters without a copy (the live record
+            // keeps its ids, names and dimensions for `id()`, `trace_id()` and children).
+            let inputs = std::mem::take(&mut r.inputs);
+            let mut record = r.clone();
+            record.inputs = inputs;
+            if !outputs.is_null() {
+                record.outputs = outputs;
+            }
+            record
         };
         i.tracer.export(record);
     }
