@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 expect() {
   local example=$1; shift
   local out
-  out=$(cargo run -q --all-features --example "$example" 2>&1) || {
+  # stdin is not a terminal, so interactive examples take their non-interactive path.
+  out=$(cargo run -q --all-features --example "$example" 2>&1 </dev/null) || {
     echo "$out"; echo "example $example failed"; exit 1; }
   for line in "$@"; do
     if ! grep -qF -- "$line" <<<"$out"; then
@@ -19,4 +20,11 @@ expect() {
 expect graph "paused in \`refund\`" "resolution: refunded" "3 checkpoints"
 expect agent "← convert: \"108.00 USD\"" "follow-up answer: Together that is 171.50 USD." "guardrail: I can only help with currency questions."
 expect filesystem "← write_file (error): Error: parallel file mutations to the same path are not allowed." "@@ lines 101-103 of 250 | next offset 103 @@" "on disk, todo.md"
+OPENAI_API_KEY= ANTHROPIC_API_KEY= KIT_MODEL= expect tools "model: scripted (offline" "tool call: get_weather({\"city\":\"Paris\"})" "tool call: calculate(" "answer: Paris is 18°C and sunny, Oslo 4°C with light rain: Paris is 14 degrees warmer."
+expect memory "[process 2] restored 2 messages from turn 1" \
+  "assistant: You told me earlier: \"Hi, I'm Ada and my favourite colour is green.\"" \
+  "the second process continued the conversation from the file"
+expect deep_agent "[task:research] researcher-model: - tokio" "← write_file: Updated file /report.md" "[completed] Write the report to /report.md"
+expect guardrails "model saw:  Refund order 42 and email the receipt to [REDACTED_EMAIL]. Card: ****-****-****-1111." "stdin is not a terminal: approving every call" "← send_email: sent to customer-42: Refunded 30.00 to card ****-****-****-1111." "final answer: Summary: lookup_order done, refund done, send_email done."
+expect trace_viewer "trace: 16 runs in 1 trace(s), 1 failed, 4 model calls, 1388 → 128 tokens, \$0.0055" "└─ execute_tool refund" "✗ Error: payment gateway timeout after 5s" "viewer: " "kit-trace.html"
 expect async_subagents "status while the tool waits: running" "follow-up queued on the same task" "result: Report on the Rust 1.0 release: 3 sources agree about the Rust 1.0 release" "agent: researcher  status: success" "worker stopped"

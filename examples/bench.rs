@@ -6,6 +6,9 @@
 //! cargo run --release --example bench -- all        # every workload, each in its own process
 //! cargo run --release --example bench -- w1         # one workload
 //! cargo run --release --example bench -- w1 --reps=500
+//! cargo run --release --example bench -- w2t        # W2 with tracing off / Collector / JSON-lines
+//! cargo run --release --example bench -- w5         # checkpointing: memory, SQLite x3, size
+//! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w5  # + PostgreSQL
 //! cargo run --release --example bench -- w7         # 1000 async-subagent runs on a worker
 //! ```
 //!
@@ -435,7 +438,18 @@ fn check_w2(state: &kit::AgentState) {
 }
 
 async fn run_w2(agent: &kit::Agent, thread: String) -> kit::AgentState {
+    run_w2_traced(agent, thread, None).await
+}
+
+async fn run_w2_traced(
+    agent: &kit::Agent,
+    thread: String,
+    tracer: Option<&kit::trace::Tracer>,
+) -> kit::AgentState {
     let mut opts = RunOptions::new().thread_id(thread);
+    if let Some(tracer) = tracer {
+        opts = opts.tracer(tracer.clone());
+    }
     if let Ok(d) = std::env::var("KIT_BENCH_DURABILITY") {
         opts = opts.durability(match d.as_str() {
             "sync" => kit::graph::Durability::Sync,
@@ -467,6 +481,76 @@ async fn w2(reps: usize) {
         "W2 ainvoke_sequential",
         &stats(times),
         &[("round", ROUNDS as f64), ("node_step", 21.0)],
+    );
+}
+
+/// W2 with tracing off, into a [`kit::trace::Collector`], and into the JSON-lines file
+/// exporter: the per-invoke (and per-run-record) cost of tracing.
+async fn w2_trace(reps: usize) {
+    use kit::trace::{Collector, Exporter, JsonLinesExporter, Tracer};
+    header("W2 agent loop (10 tool rounds) with tracing off / Collector / JSON-lines file");
+    let agent = w2_agent(Arc::new(kit::MemoryCheckpointer::new()));
+    let collector = Collector::new();
+    let file = std::env::temp_dir().join(format!("kit-bench-trace-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let jsonl = Arc::new(
+        JsonLinesExporter::new(&file).unwrap_or_else(|e| fail(&format!("trace file: {e}"))),
+    );
+    let tracers = [
+        ("trace_off", Tracer::new()),
+        (
+            "trace_collector",
+            Tracer::new().with_exporter(collector.clone()),
+        ),
+        (
+            "trace_jsonl",
+            Tracer::new().with_exporter_arc(jsonl.clone()),
+        ),
+    ];
+    // Runs recorded per invoke (the same for both exporters).
+    check_w2(&run_w2_traced(&agent, "check".into(), Some(&tracers[1].1)).await);
+    let runs_per_invoke = collector.runs().len();
+    collector.clear();
+    let mut medians = Vec::new();
+    let mut n = 0usize;
+    for (label, tracer) in &tracers {
+        let times = time_async(20, reps, || {
+            n += 1;
+            collector.clear();
+            let thread = format!("w2t-{n}");
+            let agent = &agent;
+            async move {
+                drop(std::hint::black_box(
+                    run_w2_traced(agent, thread, Some(tracer)).await,
+                ));
+            }
+        })
+        .await;
+        let s = stats(times);
+        report(
+            &format!("W2 {label}"),
+            &s,
+            &[("round", ROUNDS as f64), ("node_step", 21.0)],
+        );
+        medians.push(s.median);
+    }
+    if !jsonl.flush(std::time::Duration::from_secs(30)) {
+        fail("the JSON-lines exporter did not drain");
+    }
+    let written = jsonl.stats();
+    let _ = std::fs::remove_file(&file);
+    let per_invoke = |i: usize| medians[i] - medians[0];
+    println!(
+        "RESULT W2 trace_overhead runs_per_invoke={runs_per_invoke} \
+         collector_us_per_invoke={:.1} collector_us_per_run={:.3} \
+         jsonl_us_per_invoke={:.1} jsonl_us_per_run={:.3} \
+         jsonl_exported={} jsonl_dropped={}",
+        per_invoke(1),
+        per_invoke(1) / runs_per_invoke as f64,
+        per_invoke(2),
+        per_invoke(2) / runs_per_invoke as f64,
+        written.exported,
+        written.dropped
     );
 }
 
@@ -671,13 +755,127 @@ async fn w7_variant(label: &str, delay: std::time::Duration) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// W5: W1 with a checkpointer (memory, SQLite in each durability mode), and the file size
+
+async fn w5(reps: usize) {
+    use kit::checkpoint::{Checkpointer, MemoryCheckpointer, SqliteCheckpointer};
+    use kit::graph::Durability;
+    use std::sync::Arc;
+
+    header("W5 W1 + checkpointer (MemoryCheckpointer / SqliteCheckpointer file), invoke");
+    let dir = tempfile::tempdir().unwrap_or_else(|e| fail(&format!("temp dir: {e}")));
+    let mut next_thread = 0usize;
+    let mut variants: Vec<(&str, Option<Durability>)> = vec![
+        ("memory", None),
+        ("sqlite-async", Some(Durability::Async)),
+        ("sqlite-sync", Some(Durability::Sync)),
+        ("sqlite-exit", Some(Durability::Exit)),
+    ];
+    // Not part of the anchor's W5: PostgreSQL too, when a server is given.
+    let postgres_url = std::env::var("KIT_BENCH_POSTGRES_URL").ok();
+    if postgres_url.is_some() {
+        variants.push(("postgres-async", Some(Durability::Async)));
+        variants.push(("postgres-sync", Some(Durability::Sync)));
+    }
+    for (tag, durability) in variants {
+        // A fresh saver (SQLite: a fresh file; PostgreSQL: a fresh schema) per variant.
+        let mut schema_to_drop = None;
+        let saver: Arc<dyn Checkpointer> = match (durability, &postgres_url) {
+            (None, _) => Arc::new(MemoryCheckpointer::new()),
+            (Some(_), Some(url)) if tag.starts_with("postgres") => {
+                let schema = format!("kit_bench_{}_{}", std::process::id(), tag.len());
+                let pg = kit::checkpoint::PostgresCheckpointer::connect_in_schema(url, &schema)
+                    .await
+                    .unwrap_or_else(|e| fail(&format!("W5 connect {tag}: {e}")));
+                schema_to_drop = Some(pg.clone());
+                Arc::new(pg)
+            }
+            (Some(_), _) => {
+                let path = dir.path().join(format!("timing-{tag}.sqlite"));
+                Arc::new(
+                    SqliteCheckpointer::open(&path)
+                        .unwrap_or_else(|e| fail(&format!("W5 open {tag}: {e}"))),
+                )
+            }
+        };
+        let graph = linear_graph().with_checkpointer(saver);
+        let base = RunOptions::new()
+            .recursion_limit(1000)
+            .durability(durability.unwrap_or_default());
+        let mut opts = move || {
+            next_thread += 1;
+            base.clone().thread_id(format!("t{next_thread}"))
+        };
+        check_linear(&invoke_linear(&graph, &opts()).await);
+        let times = time_async(10, reps, || {
+            let o = opts();
+            let g = &graph;
+            async move {
+                std::hint::black_box(invoke_linear(g, &o).await);
+            }
+        })
+        .await;
+        report(
+            &format!("W5 invoke_{tag}"),
+            &stats(times),
+            &[("node_step", N_LINEAR as f64)],
+        );
+        next_thread += reps + 11;
+        if let Some(pg) = schema_to_drop
+            && let Err(e) = pg.drop_schema().await
+        {
+            eprintln!("W5: could not drop the benchmark schema: {e}");
+        }
+    }
+
+    // Size: a fresh file after exactly 100 invokes on 100 distinct threads (default
+    // durability).
+    let path = dir.path().join("size.sqlite");
+    let saver = Arc::new(
+        SqliteCheckpointer::open(&path).unwrap_or_else(|e| fail(&format!("W5 open size: {e}"))),
+    );
+    let graph = linear_graph().with_checkpointer(saver.clone());
+    for i in 0..100 {
+        let opts = RunOptions::new()
+            .recursion_limit(1000)
+            .thread_id(format!("size-{i}"));
+        check_linear(&invoke_linear(&graph, &opts).await);
+    }
+    let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let wal_path = dir.path().join("size.sqlite-wal");
+    let (main_b, wal_b) = (size(&path), size(&wal_path));
+    drop(graph);
+    drop(saver);
+    let conn = rusqlite::Connection::open(&path).unwrap_or_else(|e| fail(&format!("{e}")));
+    let count = |sql: &str| -> i64 {
+        conn.query_row(sql, [], |r| r.get(0))
+            .unwrap_or_else(|e| fail(&format!("W5 `{sql}`: {e}")))
+    };
+    let threads = count("SELECT COUNT(DISTINCT thread_id) FROM kit_checkpoints");
+    let checkpoints = count("SELECT COUNT(*) FROM kit_checkpoints");
+    let blobs = count("SELECT COUNT(*) FROM kit_blobs");
+    let writes = count("SELECT COUNT(*) FROM kit_writes");
+    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+        fail(&format!("W5 wal_checkpoint: {e}"));
+    }
+    drop(conn);
+    let after = size(&path);
+    println!(
+        "RESULT W5 db_size_after_100_invokes threads={threads} checkpoint_rows={checkpoints} \
+         blob_rows={blobs} write_rows={writes} main_bytes={main_b} wal_bytes={wal_b} \
+         main_after_wal_truncate_bytes={after} bytes_per_invoke={:.0}",
+        after as f64 / 100.0
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 
 fn fail(message: &str) -> ! {
     eprintln!("bench: {message}");
     std::process::exit(1)
 }
 
-const WORKLOADS: &[&str] = &["w1", "w2", "w3", "w4", "w6", "w7"];
+const WORKLOADS: &[&str] = &["w1", "w2", "w2t", "w3", "w4", "w5", "w6", "w7"];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -686,19 +884,22 @@ fn main() {
         .find(|a| !a.starts_with("--"))
         .cloned()
         .unwrap_or_else(|| "all".to_string());
-    let reps = args
+    let reps_arg: Option<usize> = args
         .iter()
         .find_map(|a| a.strip_prefix("--reps="))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+        .and_then(|v| v.parse().ok());
+    let reps_given = reps_arg.is_some();
+    let reps = reps_arg.unwrap_or(200);
     if which == "all" {
         // Each workload in its own process, so each peak RSS is its own.
         let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("{e}")));
         for w in WORKLOADS {
-            let status = std::process::Command::new(&exe)
-                .arg(w)
-                .arg(format!("--reps={reps}"))
-                .status();
+            let mut command = std::process::Command::new(&exe);
+            command.arg(w);
+            if reps_given {
+                command.arg(format!("--reps={reps}"));
+            }
+            let status = command.status();
             if !matches!(status, Ok(s) if s.success()) {
                 fail(&format!("workload {w} failed"));
             }
@@ -721,7 +922,9 @@ fn main() {
         match which.as_str() {
             "w1" => w1(reps).await,
             "w2" => w2(reps).await,
+            "w2t" => w2_trace(reps).await,
             "w3" => w3(reps).await,
+            "w5" => w5(if reps_given { reps } else { 100 }).await,
             "w6" => w6(reps).await,
             other => fail(&format!(
                 "unknown workload `{other}`; choose one of {} or all",

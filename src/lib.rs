@@ -1,5 +1,7 @@
 //! Shared support code for the examples, integration tests and the benchmark program.
 
+pub mod mock;
+
 pub mod researcher {
     //! A scripted "researcher" agent for async-subagent tests, examples and benchmarks: no
     //! real model. On a user message it calls its `research` tool with the message as topic;

@@ -431,6 +431,63 @@ async fn memory_across_two_invokes_with_a_checkpointer() {
     assert!(other.is_err(), "the script has no third answer");
 }
 
+/// Asks the operator before every model call of a run.
+struct Gate;
+
+#[kit::async_trait]
+impl Middleware for Gate {
+    fn name(&self) -> &str {
+        "Gate"
+    }
+    fn hooks(&self) -> &[Hook] {
+        &[Hook::BeforeModel]
+    }
+    fn requires_checkpointer(&self) -> bool {
+        true
+    }
+    async fn before_model(&self, _s: &AgentState, rt: &Runtime) -> HookResult {
+        let answer = rt.interrupt(json!({"question": "call the model?"}))?;
+        let note = format!("operator: {}", answer.as_str().unwrap_or("?"));
+        Ok(Some(HookUpdate::messages(vec![Message::user(note)])))
+    }
+}
+
+#[tokio::test]
+async fn a_hook_pauses_the_run_with_an_interrupt_and_resumes_with_the_answer() {
+    let model = ScriptedModel::new([Message::assistant("Going ahead.")]);
+    let err = Agent::builder()
+        .model(model.clone())
+        .middleware(Gate)
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("needs a checkpointer"), "{err}");
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(Gate)
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("gate");
+    let paused = agent.invoke("go", &opts).await.unwrap();
+    assert!(paused.is_interrupted());
+    assert_eq!(paused.interrupts()[0].value["question"], "call the model?");
+    assert_eq!(paused.interrupts()[0].node, "Gate.before_model");
+    assert_eq!(model.calls(), 0, "the model waits for the operator");
+    let done = agent
+        .resume(kit::Resume::value("yes"), &opts)
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
+    assert_eq!(done.final_text(), "Going ahead.");
+    let seen: Vec<String> = model.requests()[0]
+        .messages
+        .iter()
+        .map(Message::text)
+        .collect();
+    assert_eq!(seen, ["go", "operator: yes"]);
+}
+
 #[tokio::test]
 async fn streamed_event_sequence() {
     let model = ScriptedModel::new([
@@ -555,4 +612,37 @@ async fn a_tool_can_update_state() {
         .into_state();
     assert_eq!(state.todos.len(), 1);
     assert_eq!(state.todos[0].content, "buy milk");
+}
+
+/// Declared with the attribute macro: model, prompt, tools, async subagents.
+#[kit::agent(
+    name = "calculator",
+    model = ScriptedModel::new([
+        calls(&[("m1", "add", json!({"a": 40, "b": 2}))]),
+        Message::assistant("42"),
+    ]),
+    system_prompt = "You add numbers.",
+    tools = [Add::tool()],
+    async_subagents<
+        researcher(description = "Slow research", graph_id = "research", url = "http://127.0.0.1:9"),
+        writer(description = "Writes", graph_id = "writer", headers = {"Authorization": "Bearer t"}),
+    >,
+)]
+struct Calculator;
+
+#[tokio::test]
+async fn agent_attribute_declares_a_working_agent() {
+    let agent = Calculator::agent().unwrap();
+    assert_eq!(agent.name(), "calculator");
+    let tools = agent.tool_names();
+    assert!(tools.contains(&"add"));
+    assert!(tools.contains(&"start_async_task"));
+    assert!(tools.contains(&"list_async_tasks"));
+    let state = Calculator::invoke("40 + 2?", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), "42");
+    // build() makes a fresh instance each time; agent() is shared.
+    assert!(std::ptr::eq(Calculator::agent().unwrap(), agent));
 }

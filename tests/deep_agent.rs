@@ -133,6 +133,8 @@ async fn two_write_todos_calls_in_one_turn_are_both_refused() {
                 .contains("should never be called multiple times in parallel")
         );
     }
+    // Both calls were answered by the hook; the model saw the errors and answered.
+    assert_eq!(state.final_text(), "sorry");
 }
 
 /// A tool that writes a file through a state update (what the filesystem middleware does).
@@ -482,4 +484,45 @@ proptest! {
         }
         prop_assert!(tail.first().map(|m| m.role != Role::Tool).unwrap_or(true));
     }
+}
+
+#[tokio::test]
+async fn overflow_recovery_against_the_providers_real_context_length_error() {
+    use kit_examples::mock::{MockOpenAi, openai};
+    let server = MockOpenAi::start().await.unwrap();
+    server.enqueue_all([
+        // The conversation does not fit: OpenAI's real 400 body.
+        openai::context_length_exceeded(),
+        // The summary call, then the retried answer.
+        openai::json(openai::completion(
+            "SUMMARY: earlier turns asked about invoices.",
+        )),
+        openai::json(openai::completion("Here is your answer.")),
+    ]);
+    let agent = Agent::builder()
+        .model(server.model("gpt-4o-mini"))
+        .overflow_recovery(true)
+        .build()
+        .unwrap();
+    let history: Vec<Message> = (0..8)
+        .flat_map(|i| {
+            [
+                Message::user(format!("question {i}: {}", "invoice ".repeat(200))),
+                Message::assistant(format!("answer {i}")),
+            ]
+        })
+        .chain([Message::user("and now?")])
+        .collect();
+    let state = agent
+        .invoke(history, &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), "Here is your answer.");
+    assert!(state.messages[0].text().contains("SUMMARY"));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let first = requests[0].body["messages"].as_array().unwrap().len();
+    let retried = requests[2].body["messages"].as_array().unwrap().len();
+    assert!(retried < first, "the retry is smaller: {retried} < {first}");
 }

@@ -4,7 +4,9 @@
 //! worker_child` and environment variables naming its SQLite file and address
 //! (`worker_child` does nothing without them). Its researcher's tool sleeps for an hour in the
 //! first life, so the run is mid-way when the parent sends `SIGKILL`; the second life, on the
-//! same file and port, recovers the run.
+//! same files and port, recovers the run. Agent state lives in a `SqliteCheckpointer` file, so
+//! the resumed run continues from its checkpoint (the tool call the model already made) instead
+//! of starting over.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -12,6 +14,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kit::checkpoint::SqliteCheckpointer;
 use kit::middleware::async_subagents::AsyncSpec;
 use kit::protocol::HttpRunClient;
 use kit::server::{Recovery, Worker};
@@ -54,10 +57,12 @@ fn worker_child() {
                 Duration::ZERO
             },
         });
+        let checkpoints = SqliteCheckpointer::open(format!("{db}.checkpoints")).unwrap();
         let handle = Worker::builder()
             .agent("research", agent)
             .sqlite(&db)
             .unwrap()
+            .checkpointer(Arc::new(checkpoints))
             .recovery(recovery)
             .build()
             .await
@@ -207,6 +212,19 @@ async fn crash_and_restart(recovery: &str) -> Value {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if last["status"] == "success" {
+        // Resumed from the checkpoint: one user message, one tool call, one tool result, one
+        // answer. Starting over would have added the input (and the call) a second time.
+        let run = worker_status(&url, &task_id).await;
+        let roles: Vec<&str> = run["values"]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{run}");
+        assert_eq!(run["attempts"], 2);
     }
     kill(child).await;
     last

@@ -5,6 +5,7 @@
 //! first one only), point at the offending token, and the expansion still emits the user's items
 //! so one mistake does not cascade into unrelated errors.
 
+mod agent;
 mod common;
 mod graph;
 mod state;
@@ -33,6 +34,13 @@ pub fn derive_state(input: TokenStream) -> TokenStream {
 pub fn derive_tool(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
     tool::derive(input).into()
+}
+
+/// Declares an agent on a unit struct and generates `build()`, `agent()`, `invoke(..)`,
+/// `resume(..)` and `stream_events(..)`; see `kit::agent` for the options.
+#[proc_macro_attribute]
+pub fn agent(args: TokenStream, item: TokenStream) -> TokenStream {
+    agent::expand(args.into(), item.into()).into()
 }
 
 /// Declares a graph over a `#[derive(State)]` type; see `kit::graph!`.

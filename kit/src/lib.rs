@@ -13,6 +13,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod event;
 pub mod graph;
+pub mod http;
 pub mod ids;
 pub mod message;
 pub mod middleware;
@@ -36,7 +37,7 @@ pub use graph::{
     END, Graph, GraphBuilder, GraphError, Interrupt, NodeContext, NodeOutput, Outcome, Resume,
     RunOptions, START, Send,
 };
-pub use kit_macros::{State, Tool, graph};
+pub use kit_macros::{State, Tool, agent, graph};
 pub use message::{Content, ContentPart, Message, Role, ToolCall, ToolStatus, Usage};
 pub use model::ChatModel;
 pub use state::{Overwrite, State, reducers};

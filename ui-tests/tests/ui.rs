@@ -6,4 +6,6 @@ fn ui() {
     t.pass("cases/pass/*.rs");
     t.compile_fail("cases/state/*.rs");
     t.compile_fail("cases/graph/*.rs");
+    t.compile_fail("cases/agent/*.rs");
+    t.compile_fail("cases/tool/*.rs");
 }

@@ -1,7 +1,5 @@
 //! The model of a tool argument struct.
 
-use syn::spanned::Spanned;
-
 use crate::common::{Errors, closest};
 
 const KEYS: &[&str] = &["name", "description", "max_result_chars", "crate"];
@@ -57,33 +55,38 @@ fn valid_tool_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
-/// Why a field type cannot come from a model's JSON arguments, if it cannot.
-fn unsupported(ty: &syn::Type) -> Option<&'static str> {
-    match ty {
-        syn::Type::Reference(_) => Some(
+/// The part of a field type that cannot come from a model's JSON arguments, and why.
+fn unsupported(ty: &syn::Type) -> Option<(&syn::Type, &'static str)> {
+    let why = match ty {
+        syn::Type::Reference(_) => {
             "a reference cannot be deserialized from the model's arguments; use an owned type \
-             (`String` instead of `&str`)",
-        ),
-        syn::Type::Ptr(_) => Some("a raw pointer cannot come from the model's arguments"),
-        syn::Type::BareFn(_) => Some("a function pointer cannot come from the model's arguments"),
-        syn::Type::TraitObject(_) | syn::Type::ImplTrait(_) => {
-            Some("a trait object cannot come from the model's arguments; use a concrete type")
+             (`String` instead of `&str`)"
         }
-        syn::Type::Never(_) => Some("`!` cannot come from the model's arguments"),
-        syn::Type::Paren(p) => unsupported(&p.elem),
-        syn::Type::Group(g) => unsupported(&g.elem),
-        syn::Type::Array(a) => unsupported(&a.elem),
-        syn::Type::Slice(s) => unsupported(&s.elem),
-        syn::Type::Tuple(t) => t.elems.iter().find_map(unsupported),
-        syn::Type::Path(p) => p.path.segments.iter().find_map(|seg| match &seg.arguments {
-            syn::PathArguments::AngleBracketed(args) => args.args.iter().find_map(|a| match a {
-                syn::GenericArgument::Type(t) => unsupported(t),
+        syn::Type::Ptr(_) => "a raw pointer cannot come from the model's arguments",
+        syn::Type::BareFn(_) => "a function pointer cannot come from the model's arguments",
+        syn::Type::TraitObject(_) | syn::Type::ImplTrait(_) => {
+            "a trait object cannot come from the model's arguments; use a concrete type"
+        }
+        syn::Type::Never(_) => "`!` cannot come from the model's arguments",
+        syn::Type::Paren(p) => return unsupported(&p.elem),
+        syn::Type::Group(g) => return unsupported(&g.elem),
+        syn::Type::Array(a) => return unsupported(&a.elem),
+        syn::Type::Slice(s) => return unsupported(&s.elem),
+        syn::Type::Tuple(t) => return t.elems.iter().find_map(unsupported),
+        syn::Type::Path(p) => {
+            return p.path.segments.iter().find_map(|seg| match &seg.arguments {
+                syn::PathArguments::AngleBracketed(args) => {
+                    args.args.iter().find_map(|a| match a {
+                        syn::GenericArgument::Type(t) => unsupported(t),
+                        _ => None,
+                    })
+                }
                 _ => None,
-            }),
-            _ => None,
-        }),
-        _ => None,
-    }
+            });
+        }
+        _ => return None,
+    };
+    Some((ty, why))
 }
 
 impl ToolModel {
@@ -150,8 +153,11 @@ impl ToolModel {
                 ..
             }) => {
                 for field in &fields.named {
-                    if let Some(why) = unsupported(&field.ty) {
-                        errors.at(field.ty.span(), format!("unsupported field type: {why}"));
+                    if let Some((offending, why)) = unsupported(&field.ty) {
+                        errors.push(syn::Error::new_spanned(
+                            offending,
+                            format!("unsupported field type: {why}"),
+                        ));
                     }
                 }
             }
@@ -166,11 +172,11 @@ impl ToolModel {
             ),
         }
         if !input.generics.params.is_empty() {
-            errors.at(
-                input.generics.span(),
+            errors.push(syn::Error::new_spanned(
+                &input.generics,
                 "a tool's argument struct cannot be generic: the schema sent to the model must \
                  be concrete",
-            );
+            ));
         }
         let description = description.unwrap_or_else(|| doc_text(&input.attrs));
         if description.is_empty() {

@@ -269,6 +269,7 @@ impl AgentBuilder {
                 general_purpose,
                 &model,
                 &self.tools,
+                self.checkpointer.as_ref(),
             )?;
             middleware.push(Arc::new(
                 crate::middleware::subagents::SubagentMiddleware::new(children),

@@ -19,6 +19,15 @@ use crate::model::{
 use crate::state::{DynSchema, Overwrite, Write};
 use crate::tool::{Tool, ToolContext, ToolExecution};
 
+/// An agent error as a node error: the interrupt signal of [`Runtime::interrupt`] pauses the
+/// run; everything else fails the node (and reaches the caller unchanged).
+fn node_error(e: AgentError) -> NodeError {
+    match e {
+        AgentError::Interrupted(interrupts) => NodeError::interrupted(interrupts),
+        other => other.into(),
+    }
+}
+
 /// Everything the agent's nodes share.
 pub(crate) struct AgentCore {
     pub(crate) name: Arc<str>,
@@ -187,12 +196,17 @@ impl HookNode {
         ctx: NodeContext,
     ) -> Result<NodeOutput<AgentState>, NodeError> {
         let mw = &self.core.middleware[self.mw];
+        if let Some(run) = crate::trace::current() {
+            run.set_kind(crate::trace::RunKind::Middleware);
+        }
         let rt = Runtime {
             node: ctx.clone(),
             agent: self.core.name.clone(),
             model: self.core.model.clone(),
         };
-        let result = run_hook(mw.as_ref(), self.hook, &state, &rt).await?;
+        let result = run_hook(mw.as_ref(), self.hook, &state, &rt)
+            .await
+            .map_err(node_error)?;
         let Some(hook_update) = result else {
             let out = NodeOutput::new();
             return Ok(self.route(out, &state, None, None));
@@ -268,8 +282,8 @@ fn updated_messages(update: &AgentStateUpdate) -> Option<UpdatedMessages> {
 }
 
 /// Tool calls of the last assistant message that have no result, as the state will be once
-/// `update` is applied.
-fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> Vec<ToolCall> {
+/// `update` is applied, and whether that message made any call at all.
+fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> (Vec<ToolCall>, bool) {
     let (base, extra): (&[Message], &[Message]) = match update {
         None => (&state.messages, &[]),
         Some(UpdatedMessages::Appended(v)) => (&state.messages, v.as_slice()),
@@ -299,25 +313,33 @@ fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> Vec<To
             _ => {}
         }
     }
-    last_ai
-        .map(|ai| {
+    match last_ai {
+        Some(ai) => (
             ai.tool_calls
                 .iter()
                 .filter(|c| !answered.contains(&c.id.as_str()))
                 .cloned()
-                .collect()
-        })
-        .unwrap_or_default()
+                .collect(),
+            !ai.tool_calls.is_empty(),
+        ),
+        None => (Vec::new(), false),
+    }
 }
 
-/// Sends each pending tool call to the tools node, or goes to the exit when none is pending.
+/// Sends each pending tool call to the tools node. When the model made calls but hooks
+/// answered all of them (a human rejected them, a guard refused them), the model is called
+/// again to see the answers, as LangChain does; with no calls at all, the run goes to the exit.
 fn route_pending(
     out: NodeOutput<AgentState>,
     layout: &Layout,
     state: &AgentState,
     update: Option<&UpdatedMessages>,
 ) -> NodeOutput<AgentState> {
-    send_calls(out, layout, pending_calls(state, update))
+    let (calls, made_calls) = pending_calls(state, update);
+    if calls.is_empty() && made_calls {
+        return out.and_goto(layout.loop_start.clone());
+    }
+    send_calls(out, layout, calls)
 }
 
 fn send_calls(
@@ -428,7 +450,10 @@ async fn model_node(
         base: &base,
         rt: &rt,
     };
-    let response = next.call(request).await?;
+    let trace = ModelTrace::new(&core, &request);
+    let response = traced_model_chain(&core, trace, &ctx, next.call(request))
+        .await
+        .map_err(node_error)?;
     let mut message = response.message;
     // Overflow recovery compacted the conversation to get this answer: keep it compacted.
     let compacted = message
@@ -463,6 +488,100 @@ async fn model_node(
         Some((_, first)) => out.and_goto(first.clone()),
         None => send_calls(out, &layout, calls),
     })
+}
+
+/// What the `model` trace run of a call records about the request, taken only when the
+/// run is recorded (no copy of the conversation otherwise).
+struct ModelTrace {
+    run: Option<crate::trace::Run>,
+    info: crate::trace::ModelInfo,
+}
+
+impl ModelTrace {
+    fn new(core: &AgentCore, request: &ModelRequest) -> ModelTrace {
+        let run = crate::trace::current().map(|parent| {
+            parent.child(
+                core.model.model_name(),
+                crate::trace::RunKind::Model,
+                || {
+                    json!({"system": request.system, "messages": request.messages,
+                       "tools": request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>()})
+                },
+            )
+        });
+        let mut info = crate::trace::ModelInfo::default();
+        if run.is_some() {
+            info.provider = core.model.provider().to_string();
+            info.model = core.model.model_name().to_string();
+        }
+        if run.as_ref().is_some_and(crate::trace::Run::is_recording) {
+            info.structured_output = request
+                .response_format
+                .as_ref()
+                .map(|_| "provider".to_string());
+            if let Ok(Value::Object(params)) = serde_json::to_value(&request.options) {
+                info.params = params;
+            }
+        }
+        ModelTrace { run, info }
+    }
+}
+
+/// Runs the model-call chain (wrappers included) inside a `model` trace run, so the run
+/// records what the agent keeps (after guardrails such as PII have scrubbed it), then reports
+/// `model_end`.
+async fn traced_model_chain<F>(
+    core: &AgentCore,
+    trace: ModelTrace,
+    ctx: &NodeContext,
+    chain: F,
+) -> Result<ModelResponse, AgentError>
+where
+    F: std::future::Future<Output = Result<ModelResponse, AgentError>>,
+{
+    let ModelTrace { run, mut info } = trace;
+    let result = match &run {
+        Some(run) => run.clone().scope(chain).await,
+        None => chain.await,
+    };
+    // Recorded runs, and `tracing` spans someone listens to, get the call's details.
+    if let Some(run) = run.filter(|r| r.is_recording() || !r.span().is_disabled()) {
+        match &result {
+            Ok(response) => {
+                info.usage = response.message.usage;
+                info.cost = response
+                    .message
+                    .metadata
+                    .get("cost_usd")
+                    .and_then(Value::as_f64)
+                    .or_else(|| {
+                        response
+                            .message
+                            .usage
+                            .and_then(|u| crate::model::pricing::cost(&info.model, &u))
+                    });
+                info.finish_reason = serde_json::to_value(&response.finish_reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from));
+                run.set_model(info);
+                run.finish(json!({ "message": response.message }));
+            }
+            Err(e) => {
+                run.set_model(info);
+                run.fail(&e.to_string());
+            }
+        }
+    }
+    if let (Some(sink), Ok(response)) = (ctx.events(), &result) {
+        let end = json!({"message": response.message, "usage": response.message.usage});
+        sink.send(ctx.event(
+            EventKind::ModelEnd,
+            core.model.model_name().to_string(),
+            end,
+        ))
+        .await;
+    }
+    result
 }
 
 /// Calls the model, streaming tokens as events when someone listens.
@@ -503,11 +622,7 @@ async fn call_model(
         }
         assembler.push(&chunk);
     }
-    let response = assembler.finish();
-    let end = json!({"message": response.message, "usage": response.message.usage});
-    sink.send(ctx.event(EventKind::ModelEnd, model_name, end))
-        .await;
-    Ok(response)
+    Ok(assembler.finish())
 }
 
 async fn tools_node(
@@ -542,7 +657,34 @@ async fn tools_node(
         base: &base,
         rt: &rt,
     };
-    let execution = next.call(call.clone(), tool_ctx).await;
+    let tool_run = crate::trace::current().map(|parent| {
+        let run = parent.child(&call.name, crate::trace::RunKind::Tool, || {
+            call.args.clone()
+        });
+        run.set_tool(crate::trace::ToolInfo {
+            name: call.name.clone(),
+            call_id: call.id.clone(),
+            description: core
+                .tool_index
+                .get(&call.name)
+                .map(|&i| core.tools[i].description().to_string())
+                .unwrap_or_default(),
+        });
+        run
+    });
+    let execution = match &tool_run {
+        Some(run) => run.clone().scope(next.call(call.clone(), tool_ctx)).await,
+        None => next.call(call.clone(), tool_ctx).await,
+    };
+    if let Some(run) = &tool_run {
+        if execution.interrupts.is_some() {
+            run.finish(json!({"interrupted": true}));
+        } else if execution.message.is_error() {
+            run.fail(&execution.message.text());
+        } else {
+            run.finish(json!({ "result": execution.message.content }));
+        }
+    }
     if let Some(interrupts) = execution.interrupts {
         return Err(NodeError::interrupted(interrupts));
     }

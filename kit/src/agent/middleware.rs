@@ -187,6 +187,41 @@ impl Runtime {
     pub fn thread_id(&self) -> Option<&str> {
         self.node.thread_id()
     }
+
+    /// Pauses the run for outside input, from a hook or a model-call wrapper (see
+    /// [`NodeContext::interrupt`] for the rules: the hook re-runs from the top on resume, and
+    /// this call then returns the resume value).
+    ///
+    /// The first time it returns [`AgentError::Interrupted`]; propagate it with `?` and the run
+    /// ends with [`Outcome::Interrupted`](crate::Outcome::Interrupted). The agent needs a
+    /// checkpointer (return `true` from [`Middleware::requires_checkpointer`]).
+    ///
+    /// ```
+    /// use kit::agent::{AgentState, Hook, HookResult, HookUpdate, Middleware, Runtime};
+    /// use kit::Message;
+    ///
+    /// struct AskFirst;
+    ///
+    /// #[kit::async_trait]
+    /// impl Middleware for AskFirst {
+    ///     fn name(&self) -> &str { "AskFirst" }
+    ///     fn hooks(&self) -> &[Hook] { &[Hook::BeforeAgent] }
+    ///     fn requires_checkpointer(&self) -> bool { true }
+    ///     async fn before_agent(&self, _state: &AgentState, rt: &Runtime) -> HookResult {
+    ///         let answer = rt.interrupt(serde_json::json!({"question": "proceed?"}))?;
+    ///         let note = format!("The operator said: {answer}");
+    ///         Ok(Some(HookUpdate::messages(vec![Message::system(note)])))
+    ///     }
+    /// }
+    /// ```
+    pub fn interrupt(&self, value: impl Serialize) -> Result<serde_json::Value, AgentError> {
+        self.node
+            .interrupt(value)
+            .map_err(|e| match e.interrupts() {
+                Some(list) => AgentError::Interrupted(list.to_vec()),
+                None => AgentError::middleware(self.node.node(), e),
+            })
+    }
 }
 
 /// The rest of the model-call chain, for `wrap_model_call`. Call it any number of times.
@@ -282,6 +317,14 @@ pub trait Middleware: Send + Sync + 'static {
     /// a key with no reducer keeps the last value.
     fn state_channels(&self) -> Vec<(String, Option<DynReducer>)> {
         Vec::new()
+    }
+
+    /// Sees (and may rewrite or refuse) the input of `invoke` / `stream_events` before anything
+    /// is stored: the input checkpoint and the trace only ever hold what this leaves. Input
+    /// guardrails (PII) use it; it runs for each middleware in order.
+    fn transform_input(&self, input: &mut AgentStateUpdate) -> Result<(), AgentError> {
+        let _ = input;
+        Ok(())
     }
 
     /// Runs once per invocation, first.

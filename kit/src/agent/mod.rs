@@ -24,6 +24,7 @@ pub mod middleware;
 mod state;
 
 pub use builder::{AgentBuilder, IntoModelSource, ModelSource, Subagent};
+pub use kit_macros::agent;
 pub use middleware::{
     Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelNext, Runtime, ToolNext,
 };
@@ -55,13 +56,17 @@ pub enum AgentError {
     #[error(transparent)]
     Graph(GraphError),
     /// A PII middleware with the `block` strategy found personal data.
-    #[error("detected {count} instance(s) of {pii_type} in {location}; the input was blocked")]
+    #[error(
+        "detected {count} instance(s) of {pii_type} in the {location}; the PII middleware's \
+         `block` strategy stopped the run — remove the data, or choose the redact, mask or hash \
+         strategy"
+    )]
     PiiDetected {
         /// The PII type.
         pii_type: String,
         /// How many instances.
         count: usize,
-        /// Where (input, output, tool result).
+        /// Where: `input`, `output`, `tool call arguments` or `tool result`.
         location: String,
     },
     /// The moderation middleware flagged content (with `exit_behavior: error`).
@@ -98,6 +103,16 @@ pub enum AgentError {
         /// What went wrong.
         message: String,
     },
+    /// The signal of [`Runtime::interrupt`]: a hook or wrapper paused the run for outside
+    /// input. Propagate it with `?`; the agent turns it into
+    /// [`Outcome::Interrupted`], so callers of `invoke` and
+    /// `resume` never see it as an error.
+    #[error(
+        "the run paused for outside input ({} interrupt(s)); propagate this signal with `?` \
+         from the hook instead of handling it",
+        .0.len()
+    )]
+    Interrupted(Vec<crate::graph::Interrupt>),
 }
 
 impl AgentError {
@@ -128,6 +143,7 @@ impl AgentError {
             AgentError::UndeclaredJump { .. } => "undeclared_jump",
             AgentError::StructuredOutput(_) => "structured_output",
             AgentError::Middleware { .. } => "middleware",
+            AgentError::Interrupted(_) => "interrupted",
         }
     }
 }
@@ -263,6 +279,7 @@ impl Agent {
         if opts.recursion_limit.is_none() {
             opts.recursion_limit = self.inner.recursion_limit;
         }
+        opts.trace_kind = Some(crate::trace::RunKind::Agent);
         opts
     }
 
@@ -274,12 +291,21 @@ impl Agent {
         input: impl Into<AgentInput>,
         opts: &RunOptions,
     ) -> Result<AgentOutcome, AgentError> {
-        let AgentInput(update) = input.into();
+        let update = self.prepare_input(input.into())?;
         Ok(self.graph.invoke(update, &self.options(opts)).await?)
     }
 
+    /// Lets every middleware see (and guard) the input before it is stored.
+    fn prepare_input(&self, input: AgentInput) -> Result<AgentStateUpdate, AgentError> {
+        let AgentInput(mut update) = input;
+        for m in &self.inner.middleware {
+            m.transform_input(&mut update)?;
+        }
+        Ok(update)
+    }
+
     /// Continues a paused run: `payload` answers its interrupts (for human review, see
-    /// `kit::guardrails::resume_review`).
+    /// [`resume_review`](crate::middleware::review::resume_review)).
     pub async fn resume(
         &self,
         payload: impl Into<Resume>,
@@ -291,8 +317,24 @@ impl Agent {
     /// Runs the agent and streams its events (model tokens, tool calls, middleware, state
     /// updates, interrupts, errors, completion).
     pub fn stream_events(&self, input: impl Into<AgentInput>, opts: &RunOptions) -> EventStream {
-        let AgentInput(update) = input.into();
-        self.graph.stream_events(update, &self.options(opts))
+        match self.prepare_input(input.into()) {
+            Ok(update) => self.graph.stream_events(update, &self.options(opts)),
+            Err(e) => {
+                // A refused input: the stream reports it and ends.
+                let event = crate::event::Event {
+                    event: crate::event::EventKind::Error,
+                    name: self.inner.name.to_string(),
+                    run_id: crate::ids::random(),
+                    parent_ids: Vec::new(),
+                    data: serde_json::json!({"message": e.to_string(), "kind": e.kind()}),
+                    metadata: crate::event::EventMetadata {
+                        thread_id: opts.thread_id.clone(),
+                        ..Default::default()
+                    },
+                };
+                Box::pin(futures::stream::once(async move { event }))
+            }
+        }
     }
 
     /// Resumes a paused run and streams its events.

@@ -23,8 +23,16 @@
 //! the back-end refuses it with [`CheckpointError::Conflict`] when another writer got there first.
 
 mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 
 pub use memory::MemoryCheckpointer;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresCheckpointer;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteCheckpointer;
 
 use std::collections::BTreeMap;
 

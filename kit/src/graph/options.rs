@@ -54,6 +54,10 @@ pub struct RunOptions {
     pub metadata: Map<String, Value>,
     /// Trace options (name, user, session, custom fields); `None` uses the defaults.
     pub trace: Option<TraceOptions>,
+    /// The tracer of this run (default: the process's global tracer).
+    pub tracer: Option<crate::trace::Tracer>,
+    /// What the root run of this invocation is in traces (agents set `Agent`).
+    pub(crate) trace_kind: Option<crate::trace::RunKind>,
     /// Checkpoint namespace, set for subgraphs (`a|b`); empty at the top level.
     pub(crate) namespace: String,
     /// Where events go, when streaming.
@@ -141,6 +145,12 @@ impl RunOptions {
     /// Sets the trace options.
     pub fn trace(mut self, trace: TraceOptions) -> Self {
         self.trace = Some(trace);
+        self
+    }
+
+    /// Records this run with `tracer` instead of the global one.
+    pub fn tracer(mut self, tracer: crate::trace::Tracer) -> Self {
+        self.tracer = Some(tracer);
         self
     }
 

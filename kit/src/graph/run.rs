@@ -109,6 +109,8 @@ pub(crate) struct Exec<S: State> {
     task_run_ids: Vec<String>,
     /// A checkpoint write of the async durability mode, polled while the next step runs.
     inflight: Option<futures::future::BoxFuture<'static, Result<(), CheckpointError>>>,
+    /// This invocation's run in the trace tree.
+    trace: crate::trace::Run,
     exit_buffer: Option<CheckpointWrite>,
     run: Arc<RunContext>,
 }
@@ -163,6 +165,7 @@ impl<S: State> Exec<S> {
             changes: Vec::new(),
             task_run_ids: Vec::new(),
             inflight: None,
+            trace: crate::trace::Run::disabled(),
             exit_buffer: None,
             run,
         };
@@ -253,7 +256,9 @@ impl<S: State> Exec<S> {
 
     /// Runs to completion, an interrupt or an error, and reports the outcome on the stream.
     pub(crate) async fn run(mut self, input: RunInput<S>) -> Result<Outcome<S>, GraphError> {
-        let result = self.run_inner(input).await;
+        self.trace = self.start_trace(&input);
+        let trace = self.trace.clone();
+        let result = trace.clone().scope(self.run_inner(input)).await;
         let result = match result {
             // Nothing is reported as done before every checkpoint is durable.
             Ok(outcome) => match self.flush().await {
@@ -265,6 +270,16 @@ impl<S: State> Exec<S> {
                 Err(e)
             }
         };
+        match &result {
+            Ok(Outcome::Done(state)) if trace.is_recording() => {
+                trace.finish(serde_json::to_value(state).unwrap_or(Value::Null))
+            }
+            Ok(Outcome::Done(_)) => trace.finish(Value::Null),
+            Ok(Outcome::Interrupted(i)) => {
+                trace.finish(json!({"status": "interrupted", "interrupts": i.interrupts}))
+            }
+            Err(e) => trace.fail(&e.to_string()),
+        }
         if let Some(sink) = self.opts.events.clone() {
             match &result {
                 Ok(Outcome::Done(state)) => {
@@ -304,6 +319,34 @@ impl<S: State> Exec<S> {
             }
         }
         result
+    }
+
+    /// Starts this invocation's trace run: a root run, or a child of the current one (a
+    /// subgraph inside a node or tool). `trace: false` options suppress it and its children.
+    fn start_trace(&self, input: &RunInput<S>) -> crate::trace::Run {
+        let options = self.opts.trace.clone();
+        if options.as_ref().is_some_and(|o| !o.is_enabled()) {
+            return crate::trace::Run::disabled();
+        }
+        let tracer = self
+            .opts
+            .tracer
+            .clone()
+            .unwrap_or_else(crate::trace::global);
+        let mut options = options.unwrap_or_default();
+        if options.thread_id.is_none() {
+            options.thread_id = self.opts.thread_id.clone();
+        }
+        let kind = self.opts.trace_kind.unwrap_or(crate::trace::RunKind::Graph);
+        tracer.start(
+            &self.graph.inner.name,
+            kind,
+            || match input {
+                RunInput::Input(update) => serde_json::to_value(update).unwrap_or(Value::Null),
+                RunInput::Resume(resume) => json!({ "resume": format!("{resume:?}") }),
+            },
+            Some(&options),
+        )
     }
 
     async fn run_inner(&mut self, input: RunInput<S>) -> Result<Outcome<S>, GraphError> {
@@ -421,6 +464,7 @@ impl<S: State> Exec<S> {
         let streaming = self.opts.events.is_some();
         self.task_run_ids.clear();
         let graph = self.graph.inner.clone();
+        let traced = self.trace.is_recording() || !self.trace.span().is_disabled();
         for (i, task) in tasks.iter().enumerate() {
             let node = &graph.nodes[task.node];
             let mut resume = HashMap::new();
@@ -472,6 +516,16 @@ impl<S: State> Exec<S> {
                         format!("node `{}` panicked: {}", node.name, panic_message(&panic));
                     Box::pin(std::future::ready(Err(NodeError::msg(message))))
                 }
+            };
+            let fut = if traced {
+                let node_run = self.trace.child(
+                    &node.name,
+                    crate::trace::RunKind::Node,
+                    || json!({ "task_id": task_id(self.step, &node.name, task.send_index) }),
+                );
+                traced_node(node_run, fut)
+            } else {
+                fut
             };
             futures.push((i, guarded(fut, node.name.clone())));
         }
@@ -1169,6 +1223,27 @@ fn merge_tasks(triggered: Vec<usize>, sends: Vec<TaskSpec>, nodes: usize) -> Vec
         tasks.push(send);
     }
     tasks
+}
+
+/// Runs a node future inside its trace run, recording its update or error.
+fn traced_node<S: State>(
+    run: crate::trace::Run,
+    fut: super::node::NodeFuture<S>,
+) -> super::node::NodeFuture<S> {
+    Box::pin(async move {
+        let result = run.clone().scope(fut).await;
+        match &result {
+            Ok(out) if run.is_recording() => run.finish(match out.updates.len() {
+                0 => Value::Null,
+                1 => serde_json::to_value(&out.updates[0]).unwrap_or(Value::Null),
+                _ => serde_json::to_value(&out.updates).unwrap_or(Value::Null),
+            }),
+            Ok(_) => run.finish(Value::Null),
+            Err(e) if e.is_interrupt() => run.finish(json!({"interrupted": e.interrupts()})),
+            Err(e) => run.fail(&e.to_string()),
+        }
+        result
+    })
 }
 
 /// Runs a node future, turning a panic into a node error.

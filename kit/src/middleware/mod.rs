@@ -8,10 +8,18 @@
 //! | [`async_subagents::AsyncSubagentMiddleware`] | `async_subagents(..)` | `start/check/update/cancel/list_async_task(s)`: background work on remote workers |
 //! | [`compaction::CompactionMiddleware`] | `compact_conversation(true)` | summarises old messages |
 //! | [`overflow::OverflowRecoveryMiddleware`] | `overflow_recovery(true)` | compacts and retries when the provider says the context is full |
+//! | [`pii::PiiMiddleware`] | `middleware(..)` | guardrail: redacts, masks, hashes or blocks emails, cards, IPs, MAC addresses, URLs and custom types in input, output (text and tool-call arguments) and tool results |
+//! | [`moderation::ModerationMiddleware`] | `middleware(..)` | guardrail: checks input, output and tool results with OpenAI's moderation endpoint; ends the run, replaces the content or fails when something is flagged |
+//! | [`review::HumanReviewMiddleware`] | `middleware(..)` | guardrail: pauses the run for a person to approve, edit, reject or answer the model's calls of chosen tools |
+//! | [`guardrail::TopicFilter`] | `middleware(..)` | guardrail: refuses requests (and optionally answers) on blocked topics; [`guardrail`] documents how to write your own |
 
 pub mod async_subagents;
 pub mod compaction;
 pub mod filesystem;
+pub mod guardrail;
+pub mod moderation;
 pub mod overflow;
+pub mod pii;
+pub mod review;
 pub mod subagents;
 pub mod todos;

@@ -132,6 +132,7 @@ pub(crate) fn build_children(
     general_purpose: bool,
     parent_model: &Arc<dyn crate::ChatModel>,
     parent_tools: &[Tool],
+    parent_checkpointer: Option<&Arc<dyn crate::Checkpointer>>,
 ) -> Result<Vec<Child>, crate::AgentError> {
     let mut all = Vec::new();
     if general_purpose && !specs.iter().any(|s| s.name == GENERAL_PURPOSE) {
@@ -161,6 +162,11 @@ pub(crate) fn build_children(
                 }
                 for m in &spec.middleware {
                     b = b.middleware_arc(m.clone());
+                }
+                // The child runs on the parent's checkpointer (under its own namespace), so
+                // middleware that pauses runs (human review) works inside it.
+                if let Some(cp) = parent_checkpointer {
+                    b = b.checkpointer(cp.clone());
                 }
                 b.build().map_err(|e| {
                     crate::AgentError::Build(format!("subagent `{}`: {e}", spec.name))

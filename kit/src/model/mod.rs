@@ -4,10 +4,28 @@
 //! [`ModelChunk`]s (text deltas and tool-call argument deltas); [`StreamAssembler`] turns them
 //! back into the complete assistant [`Message`], so a streamed call and a plain call produce
 //! the same result.
+//!
+//! Real providers talk HTTP through [`crate::http`] (shared client, timeouts, retries with
+//! backoff, redacted tracing): [`openai::OpenAiModel`] (OpenAI Chat Completions and every
+//! compatible server — Ollama, vLLM, llama.cpp, OpenRouter, Azure) and
+//! [`anthropic::AnthropicModel`] (the Messages API). [`init`] resolves `provider:model`
+//! strings; [`pricing`] turns token usage into cost.
+//!
+//! Provider errors become typed [`ModelError`]s from the providers' real error bodies:
+//! 401/403 → `Authentication`, 429 → `RateLimited` (with `Retry-After`), a context-window
+//! overflow (OpenAI's `context_length_exceeded`, Anthropic's "prompt is too long", vLLM's and
+//! llama.cpp's messages) → `ContextLengthExceeded`, other 4xx → `BadRequest`, 5xx and
+//! Anthropic's 529 `overloaded_error` → `Server`. Rate limits, server errors, timeouts and
+//! connection failures are retried first (`ModelOptions::retries`, default 2).
 
+pub mod anthropic;
 mod assemble;
+mod common;
+pub mod openai;
+pub mod pricing;
 
 pub use assemble::{StreamAssembler, parse_args};
+pub use common::DEFAULT_MODEL_TIMEOUT;
 
 use std::sync::Arc;
 
@@ -449,8 +467,33 @@ impl ModelError {
 /// The providers `init` knows.
 pub const PROVIDERS: &[&str] = &["openai", "anthropic", "ollama"];
 
-/// Resolves a `provider:model` string (`openai:gpt-4o-mini`, `anthropic:claude-…`,
-/// `ollama:llama3.1`) to a model, with credentials from `config`.
+/// Resolves a `provider:model` string to a model, with credentials and endpoints from `config`
+/// and `options` as the model's default options (temperature, max tokens, timeout, retries).
+///
+/// | spec | model | credentials | endpoint |
+/// |---|---|---|---|
+/// | `openai:<model>` | [`openai::OpenAiModel`] | `OPENAI_API_KEY` (required) | `OPENAI_BASE_URL`, default `https://api.openai.com/v1` (another server there gets `max_tokens` instead of `max_completion_tokens`) |
+/// | `anthropic:<model>` | [`anthropic::AnthropicModel`] | `ANTHROPIC_API_KEY` (required) | `ANTHROPIC_BASE_URL`, default `https://api.anthropic.com` |
+/// | `ollama:<model>` | [`openai::OpenAiModel`] | none | `OLLAMA_BASE_URL`, default `http://localhost:11434/v1` |
+///
+/// A missing key is [`ModelError::MissingCredentials`] naming the variable, reported here,
+/// before any request; an unknown provider is [`ModelError::UnknownProvider`] listing the
+/// known ones.
+///
+/// ```
+/// use kit::model::{self, ModelError, ModelOptions};
+/// use kit::Config;
+///
+/// let config = Config { openai_api_key: Some("sk-test".into()), ..Config::default() };
+/// let m = model::init("openai:gpt-4o-mini", &config, ModelOptions::default().temperature(0.0)).unwrap();
+/// assert_eq!((m.provider(), m.model_name()), ("openai", "gpt-4o-mini"));
+///
+/// let err = model::init("anthropic:claude-haiku-4-5", &Config::default(), ModelOptions::default()).err().unwrap();
+/// assert!(matches!(err, ModelError::MissingCredentials { ref variable, .. } if variable == "ANTHROPIC_API_KEY"));
+///
+/// let err = model::init("mistral:large", &config, ModelOptions::default()).err().unwrap();
+/// assert!(err.to_string().contains("known providers: openai, anthropic, ollama"));
+/// ```
 pub fn init(
     spec: &str,
     config: &crate::config::Config,
@@ -458,13 +501,58 @@ pub fn init(
 ) -> Result<Arc<dyn ChatModel>, ModelError> {
     let Some((provider, model)) = spec.split_once(':') else {
         return Err(ModelError::Other(format!(
-            "model `{spec}` must be written `provider:model`, e.g. `openai:gpt-4o-mini`"
+            "model `{spec}` must be written `provider:model`, e.g. `openai:gpt-4o-mini` \
+             (known providers: {})",
+            PROVIDERS.join(", ")
         )));
     };
-    let _ = (model, config, options);
-    Err(ModelError::UnknownProvider {
-        name: provider.to_string(),
-        known: PROVIDERS.join(", "),
+    let provider = provider.trim();
+    let model = model.trim();
+    if !PROVIDERS.contains(&provider) {
+        return Err(ModelError::UnknownProvider {
+            name: provider.to_string(),
+            known: PROVIDERS.join(", "),
+        });
+    }
+    if model.is_empty() {
+        return Err(ModelError::Other(format!(
+            "model `{spec}` names no model after `{provider}:`; write e.g. `openai:gpt-4o-mini`"
+        )));
+    }
+    let missing = |variable: &str| ModelError::MissingCredentials {
+        provider: provider.to_string(),
+        variable: variable.to_string(),
+    };
+    let key = |k: &Option<String>| k.clone().filter(|k| !k.trim().is_empty());
+    Ok(match provider {
+        "openai" => {
+            let api_key = key(&config.openai_api_key).ok_or_else(|| missing("OPENAI_API_KEY"))?;
+            let mut m = openai::OpenAiModel::new(model, api_key).options(options);
+            if let Some(url) = &config.openai_base_url {
+                m = m.base_url(url.clone());
+                // Another server behind OPENAI_BASE_URL most likely knows `max_tokens` only.
+                if !url.contains("api.openai.com") && !url.contains(".openai.azure.com") {
+                    m = m.max_tokens_param(openai::MaxTokensParam::MaxTokens);
+                }
+            }
+            Arc::new(m)
+        }
+        "anthropic" => {
+            let api_key =
+                key(&config.anthropic_api_key).ok_or_else(|| missing("ANTHROPIC_API_KEY"))?;
+            let mut m = anthropic::AnthropicModel::new(model, api_key).options(options);
+            if let Some(url) = &config.anthropic_base_url {
+                m = m.base_url(url.clone());
+            }
+            Arc::new(m)
+        }
+        _ => {
+            let url = config
+                .ollama_base_url
+                .clone()
+                .unwrap_or_else(|| openai::OLLAMA_BASE_URL.to_string());
+            Arc::new(openai::OpenAiModel::compatible("ollama", model, url).options(options))
+        }
     })
 }
 

@@ -104,11 +104,24 @@ fn check(
                 matching >= 1
             };
             if !ok {
-                problems.push(format!(
-                    "{}: {} does not match any of the allowed shapes",
-                    at(path),
-                    describe(value)
-                ));
+                // schemars writes documented enums as `oneOf` of `const`s: name the values.
+                let consts: Vec<String> = options
+                    .iter()
+                    .filter_map(|o| o.get("const").map(Value::to_string))
+                    .collect();
+                if consts.len() == options.len() && !consts.is_empty() {
+                    problems.push(format!(
+                        "{}: must be one of {}, got {value}",
+                        at(path),
+                        consts.join(", ")
+                    ));
+                } else {
+                    problems.push(format!(
+                        "{}: {} does not match any of the allowed shapes",
+                        at(path),
+                        describe(value)
+                    ));
+                }
             }
         }
     }

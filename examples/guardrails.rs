@@ -1,0 +1,255 @@
+//! Guardrails on the terminal: PII redaction of the input and of the model's tool calls, then
+//! a human review round trip of the calls that need it.
+//!
+//! Run it with `cargo run --example guardrails`. It uses a scripted model (offline,
+//! deterministic). On a terminal it asks you to approve, edit, reject or answer each reviewed
+//! call; when stdin is not a terminal (CI, a pipe) it approves every call and says so.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+
+use kit::agent::{Agent, AgentState};
+use kit::middleware::pii::{PiiMiddleware, PiiStrategy, PiiType};
+use kit::middleware::review::{
+    Decision, DecisionType, HumanReviewMiddleware, InterruptOnConfig, ReviewRequest, resume_review,
+};
+use kit::model::{ModelError, ModelRequest};
+use kit::testing::ScriptedModel;
+use kit::tool::{Tool, ToolError, ToolOutput};
+use kit::{MemoryCheckpointer, Message, Outcome, Role, RunOptions, ToolCall};
+use serde_json::{Value, json};
+
+/// The scripted model: first it looks up the order, refunds it and emails a receipt (in
+/// parallel); once it has the results, it reports them.
+fn model() -> ScriptedModel {
+    ScriptedModel::from_fn(|request: &ModelRequest| -> Result<Message, ModelError> {
+        let results: Vec<&Message> = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .collect();
+        if results.is_empty() {
+            return Ok(Message::assistant_with_tool_calls(
+                "I'll look up the order, refund it and send the receipt.",
+                vec![
+                    ToolCall::with_id("c1", "lookup_order", json!({"order_id": 42})),
+                    ToolCall::with_id("c2", "refund", json!({"order_id": 42, "amount": 30.0})),
+                    ToolCall::with_id(
+                        "c3",
+                        "send_email",
+                        json!({
+                            "to": "customer-42",
+                            "body": "Refunded 30.00 to card 4111-1111-1111-1111."
+                        }),
+                    ),
+                ],
+            ));
+        }
+        let summary: Vec<String> = results
+            .iter()
+            .map(|m| {
+                let name = m.name.clone().unwrap_or_default();
+                let outcome = if m.is_error() { "not done" } else { "done" };
+                format!("{name} {outcome}")
+            })
+            .collect();
+        Ok(Message::assistant(format!(
+            "Summary: {}.",
+            summary.join(", ")
+        )))
+    })
+}
+
+fn tools() -> Vec<Tool> {
+    let schema = json!({"type": "object"});
+    vec![
+        Tool::from_fn(
+            "lookup_order",
+            "Looks up an order.",
+            schema.clone(),
+            |args, _| async move {
+                Ok::<_, ToolError>(format!(
+                    "order {}: 30.00 EUR, paid by card",
+                    args["order_id"]
+                ))
+            },
+        ),
+        Tool::from_fn(
+            "refund",
+            "Refunds an order.",
+            schema.clone(),
+            |args, _| async move {
+                Ok::<_, ToolError>(format!(
+                    "refunded {:.2} on order {}",
+                    args["amount"].as_f64().unwrap_or_default(),
+                    args["order_id"]
+                ))
+            },
+        ),
+        Tool::from_fn(
+            "send_email",
+            "Sends an email.",
+            schema,
+            |args, _| async move {
+                Ok::<_, ToolError>(ToolOutput::text(format!(
+                    "sent to {}: {}",
+                    args["to"].as_str().unwrap_or("?"),
+                    args["body"].as_str().unwrap_or("")
+                )))
+            },
+        ),
+    ]
+}
+
+fn ask(prompt: &str) -> std::io::Result<String> {
+    print!("{prompt}");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(line.trim().to_string())
+}
+
+/// Asks the person at the terminal for one decision among the allowed ones.
+fn decide(args: &Value, allowed: &[DecisionType]) -> std::io::Result<Decision> {
+    let menu: Vec<&str> = allowed.iter().map(|d| d.as_str()).collect();
+    loop {
+        let answer = ask(&format!("     decision ({}): ", menu.join("/")))?;
+        let Some(kind) = allowed
+            .iter()
+            .find(|d| !answer.is_empty() && d.as_str().starts_with(answer.to_lowercase().as_str()))
+        else {
+            println!("     please type one of: {}", menu.join(", "));
+            continue;
+        };
+        return Ok(match kind {
+            DecisionType::Approve => Decision::approve(),
+            DecisionType::Reject => match ask("     reason (empty for none): ")? {
+                reason if reason.is_empty() => Decision::reject(),
+                reason => Decision::reject_with(reason),
+            },
+            DecisionType::Respond => Decision::respond(ask("     the result to give the model: ")?),
+            DecisionType::Edit => {
+                let text = ask(&format!("     new arguments as JSON [{args}]: "))?;
+                if text.is_empty() {
+                    Decision::edit("", args.clone())
+                } else {
+                    match serde_json::from_str::<Value>(&text) {
+                        Ok(edited) => Decision::edit("", edited),
+                        Err(e) => {
+                            println!("     not JSON ({e}); try again");
+                            continue;
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+fn print_results(state: &AgentState) {
+    for m in state.messages.iter().filter(|m| m.role == Role::Tool) {
+        let status = if m.is_error() { " (error)" } else { "" };
+        let text = m.text();
+        // An edited call's result starts with a long note for the model; show its end.
+        let shown = text.rsplit("Tool response:\n").next().unwrap_or(&text);
+        println!("← {}{status}: {shown}", m.name.as_deref().unwrap_or("?"));
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let agent = Agent::builder()
+        .name("support")
+        .model(model())
+        .tools(tools())
+        // PII: emails in the input are redacted; card numbers are masked in the input and in
+        // the model's answers, tool-call arguments included.
+        .middleware(PiiMiddleware::new(PiiType::Email))
+        .middleware(
+            PiiMiddleware::new(PiiType::CreditCard)
+                .strategy(PiiStrategy::Mask)
+                .apply_to_output(true),
+        )
+        // Review: refunds may only be approved or rejected; emails allow every decision;
+        // lookups run without review.
+        .middleware(
+            HumanReviewMiddleware::new()
+                .interrupt_on(
+                    "refund",
+                    InterruptOnConfig::allow([DecisionType::Approve, DecisionType::Reject])?,
+                )
+                .interrupt_on("send_email", true),
+        )
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()?;
+    let opts = RunOptions::new().thread_id("ticket-42");
+
+    println!("== PII ==");
+    let input =
+        "Refund order 42 and email the receipt to ann@example.com. Card: 4111-1111-1111-1111.";
+    println!("user wrote: {input}");
+    let mut outcome = agent.invoke(input, &opts).await?;
+    println!("model saw:  {}", outcome.state().messages[0].text());
+
+    println!("\n== Human review ==");
+    let interactive = std::io::stdin().is_terminal();
+    while let Outcome::Interrupted(paused) = &outcome {
+        let Some(interrupt) = paused.interrupts.first() else {
+            break;
+        };
+        let request = ReviewRequest::from_interrupt(interrupt)?;
+        if let Some(error) = &request.error {
+            println!("the last answer was not accepted: {error}");
+        }
+        println!(
+            "paused for review ({} calls):",
+            request.action_requests.len()
+        );
+        for (i, (action, config)) in request
+            .action_requests
+            .iter()
+            .zip(&request.review_configs)
+            .enumerate()
+        {
+            let allowed: Vec<&str> = config
+                .allowed_decisions
+                .iter()
+                .map(|d| d.as_str())
+                .collect();
+            println!(
+                "  {}. {} {} — allowed: {}",
+                i + 1,
+                action.name,
+                action.args,
+                allowed.join(", ")
+            );
+        }
+        let decisions = if interactive {
+            let mut decisions = Vec::new();
+            for (i, (action, config)) in request
+                .action_requests
+                .iter()
+                .zip(&request.review_configs)
+                .enumerate()
+            {
+                println!("  {}. {}", i + 1, action.name);
+                let decision = match decide(&action.args, &config.allowed_decisions)? {
+                    // An edit keeps the tool; only the arguments change here.
+                    Decision::Edit { edited_action } => {
+                        Decision::edit(action.name.clone(), edited_action.args)
+                    }
+                    other => other,
+                };
+                decisions.push(decision);
+            }
+            decisions
+        } else {
+            println!("stdin is not a terminal: approving every call");
+            vec![Decision::approve(); request.action_requests.len()]
+        };
+        outcome = agent.resume(resume_review(decisions), &opts).await?;
+    }
+    print_results(outcome.state());
+    println!("final answer: {}", outcome.state().final_text());
+    Ok(())
+}

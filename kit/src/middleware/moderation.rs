@@ -1,0 +1,630 @@
+//! Provider moderation: checks the user's input, the model's answers and tool results with
+//! OpenAI's moderation endpoint, and ends the run, replaces the content or fails when
+//! something is flagged.
+//!
+//! ```no_run
+//! use kit::agent::Agent;
+//! use kit::middleware::moderation::{ExitBehavior, ModerationMiddleware};
+//! use kit::{Config, RunOptions};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let moderation = ModerationMiddleware::new(&Config::from_env())? // needs OPENAI_API_KEY
+//!     .check_tool_results(true)
+//!     .exit_behavior(ExitBehavior::End);
+//! let agent = Agent::builder()
+//!     .model("openai:gpt-4o-mini")
+//!     .middleware(moderation)
+//!     .build()?;
+//! let out = agent.invoke("Hello!", &RunOptions::new()).await?;
+//! println!("{}", out.state().final_text());
+//! # Ok(()) }
+//! ```
+//!
+//! **The request.** `POST {base_url}/moderations` with `{"model": "omni-moderation-latest",
+//! "input": [texts]}` and the key as a bearer token; the base URL is `Config::openai_base_url`
+//! (default `https://api.openai.com/v1`) or [`ModerationMiddleware::base_url`]. Every text a
+//! hook checks goes in one request; the answer's `results` are read in the same order
+//! ([`ModerationResult`]: `flagged`, `categories`, `category_scores`,
+//! `category_applied_input_types`).
+//!
+//! **What is checked** (as in LangChain's `OpenAIModerationMiddleware`):
+//!
+//! | option | default | checked | stage |
+//! |---|---|---|---|
+//! | `check_tool_results` | off | before each model call: each tool result after the last assistant message | `tool` |
+//! | `check_input` | on | before each model call: the last user message, once (when it is newer than the last assistant message; the anchor sends it again before every model call of the run) | `input` |
+//! | `check_output` | on | after each model call: the assistant message's text | `output` |
+//!
+//! **When something is flagged** ([`ExitBehavior`]):
+//!
+//! | behaviour | flagged input or tool result | flagged output |
+//! |---|---|---|
+//! | `end` (default) | an assistant message with the violation text is appended and the run ends; the model is not called | the violation text is appended as a second assistant message and the run ends (its tool calls do not run) |
+//! | `replace` | the message's content is replaced by the violation text and the run goes on | the answer's text is replaced in place (its tool calls are kept) |
+//! | `error` | the run fails with [`AgentError::ModerationViolation`] (stage, categories, message) | same |
+//!
+//! The violation text defaults to "I'm sorry, but I can't comply with that request. It was
+//! flagged for {categories}." where `{categories}` lists the flagged categories with `-`, `/`
+//! and `_` read as spaces ("violence, self harm intent"), or "OpenAI's safety policies" when
+//! none is named. A custom template may use `{categories}`, `{category_scores}` (the scores as
+//! sorted JSON) and `{original_content}`; a template with another placeholder is used as is.
+//!
+//! **Failures.** A missing key is an error when the middleware is made
+//! ([`ModerationError::MissingApiKey`]). Requests go through the shared HTTP layer
+//! ([`kit::http`](crate::http): 30 s timeout, retries on 429, 5xx and connection failures,
+//! redacted tracing). A request that still fails (network, HTTP status, an answer that does
+//! not parse) fails the run with [`AgentError::Middleware`] naming the cause: a guardrail
+//! that cannot check does not let content through.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::agent::{
+    AgentError, AgentState, Hook, HookResult, HookUpdate, JumpTo, Middleware, Runtime,
+};
+use crate::config::Config;
+use crate::http::{HttpClient, HttpError, HttpErrorKind, HttpRequest};
+use crate::message::{Message, Role};
+
+/// The moderation model used unless another is set.
+pub const DEFAULT_MODEL: &str = "omni-moderation-latest";
+
+/// The API base URL used unless the configuration or [`ModerationMiddleware::base_url`] sets
+/// another.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The anchor's violation text.
+pub const DEFAULT_VIOLATION_MESSAGE: &str =
+    "I'm sorry, but I can't comply with that request. It was flagged for {categories}.";
+
+/// The middleware's name.
+pub const NAME: &str = "OpenAIModerationMiddleware";
+
+/// The categories of the moderation API, in its documented order (flagged categories are
+/// listed in this order; others after them, alphabetically).
+pub const CATEGORIES: [&str; 13] = [
+    "harassment",
+    "harassment/threatening",
+    "hate",
+    "hate/threatening",
+    "illicit",
+    "illicit/violent",
+    "self-harm",
+    "self-harm/instructions",
+    "self-harm/intent",
+    "sexual",
+    "sexual/minors",
+    "violence",
+    "violence/graphic",
+];
+
+/// What happens when content is flagged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitBehavior {
+    /// End the run with the violation message.
+    #[default]
+    End,
+    /// Replace the flagged content with the violation message and go on.
+    Replace,
+    /// Fail the run with [`AgentError::ModerationViolation`].
+    Error,
+}
+
+impl std::str::FromStr for ExitBehavior {
+    type Err = ModerationError;
+
+    fn from_str(s: &str) -> Result<Self, ModerationError> {
+        match s {
+            "end" => Ok(ExitBehavior::End),
+            "replace" => Ok(ExitBehavior::Replace),
+            "error" => Ok(ExitBehavior::Error),
+            other => Err(ModerationError::UnknownExitBehavior(other.to_string())),
+        }
+    }
+}
+
+/// A moderation check could not be made.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModerationError {
+    /// No API key in the configuration.
+    #[error(
+        "OpenAI moderation needs an API key: set the OPENAI_API_KEY environment variable (or \
+         Config::openai_api_key, or ModerationMiddleware::api_key)"
+    )]
+    MissingApiKey,
+    /// An exit behaviour name that does not exist.
+    #[error("unknown exit behavior `{0}`: use end, replace or error")]
+    UnknownExitBehavior(String),
+    /// The request failed: no answer, an error status, a body that is not JSON (the
+    /// [`HttpError`] says which, and what to do).
+    #[error("the moderation request failed: {0}{hint}", hint = http_hint(.0))]
+    Http(#[from] HttpError),
+    /// An answer that is not the moderation API's format.
+    #[error(
+        "the moderation endpoint {url} answered something that is not a moderation result: {message}"
+    )]
+    Decode {
+        /// The URL.
+        url: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// What to add to an HTTP error's own advice for the moderation endpoint.
+fn http_hint(e: &HttpError) -> &'static str {
+    match (e.kind, e.status) {
+        (HttpErrorKind::Status, Some(401 | 403)) => {
+            " (the key comes from OPENAI_API_KEY, Config::openai_api_key or \
+             ModerationMiddleware::api_key)"
+        }
+        (HttpErrorKind::Status, Some(404)) => {
+            " (the base URL should end with /v1: OPENAI_BASE_URL or ModerationMiddleware::base_url)"
+        }
+        _ => "",
+    }
+}
+
+/// The moderation API's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModerationResponse {
+    /// The request id (`modr-...`).
+    #[serde(default)]
+    pub id: String,
+    /// The model that answered.
+    #[serde(default)]
+    pub model: String,
+    /// One result per input, in order.
+    pub results: Vec<ModerationResult>,
+}
+
+/// The verdict on one text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModerationResult {
+    /// Whether any category is flagged.
+    pub flagged: bool,
+    /// Each category (`violence`, `self-harm/intent`, ...) and whether it is flagged.
+    #[serde(default)]
+    pub categories: BTreeMap<String, bool>,
+    /// Each category's score.
+    #[serde(default)]
+    pub category_scores: BTreeMap<String, f64>,
+    /// The input types (`text`, `image`) each score applies to.
+    #[serde(default)]
+    pub category_applied_input_types: BTreeMap<String, Vec<String>>,
+}
+
+impl ModerationResult {
+    /// The flagged categories, by their API names, in the API's documented order.
+    pub fn flagged_categories(&self) -> Vec<String> {
+        let mut flagged: Vec<String> = CATEGORIES
+            .iter()
+            .filter(|c| self.categories.get(**c) == Some(&true))
+            .map(|c| c.to_string())
+            .collect();
+        flagged.extend(
+            self.categories
+                .iter()
+                .filter(|(name, on)| **on && !CATEGORIES.contains(&name.as_str()))
+                .map(|(name, _)| name.clone()),
+        );
+        flagged
+    }
+}
+
+/// Checks content with OpenAI's moderation endpoint (see the [module documentation](self)).
+///
+/// ```
+/// use kit::middleware::moderation::{ExitBehavior, ModerationError, ModerationMiddleware};
+/// use kit::Config;
+///
+/// let config = Config { openai_api_key: Some("sk-test".into()), ..Config::default() };
+/// let moderation = ModerationMiddleware::new(&config)
+///     .unwrap()
+///     .base_url("http://127.0.0.1:9/v1")
+///     .check_output(false)
+///     .exit_behavior(ExitBehavior::Error)
+///     .violation_message("Blocked ({categories}).");
+/// # let _ = moderation;
+///
+/// let err = ModerationMiddleware::new(&Config::default()).unwrap_err();
+/// assert!(matches!(err, ModerationError::MissingApiKey));
+/// assert!(err.to_string().contains("OPENAI_API_KEY"));
+/// ```
+#[derive(Clone)]
+pub struct ModerationMiddleware {
+    model: String,
+    check_input: bool,
+    check_output: bool,
+    check_tool_results: bool,
+    exit_behavior: ExitBehavior,
+    violation_message: Option<String>,
+    base_url: String,
+    api_key: String,
+    http: HttpClient,
+}
+
+impl std::fmt::Debug for ModerationMiddleware {
+    /// Never prints the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModerationMiddleware")
+            .field("model", &self.model)
+            .field("check_input", &self.check_input)
+            .field("check_output", &self.check_output)
+            .field("check_tool_results", &self.check_tool_results)
+            .field("exit_behavior", &self.exit_behavior)
+            .field("violation_message", &self.violation_message)
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModerationMiddleware {
+    /// Moderation with the key and base URL of `config`; fails when it has no OpenAI key.
+    pub fn new(config: &Config) -> Result<Self, ModerationError> {
+        let api_key = config
+            .openai_api_key
+            .clone()
+            .filter(|k| !k.trim().is_empty())
+            .ok_or(ModerationError::MissingApiKey)?;
+        Ok(ModerationMiddleware {
+            model: DEFAULT_MODEL.to_string(),
+            check_input: true,
+            check_output: true,
+            check_tool_results: false,
+            exit_behavior: ExitBehavior::End,
+            violation_message: None,
+            base_url: config
+                .openai_base_url
+                .clone()
+                .unwrap_or_else(|| DEFAULT_BASE_URL.to_string()),
+            api_key,
+            http: HttpClient::new().timeout(Duration::from_secs(30)),
+        })
+    }
+
+    /// Moderation configured from the environment (`OPENAI_API_KEY`, `OPENAI_BASE_URL`).
+    pub fn from_env() -> Result<Self, ModerationError> {
+        Self::new(&Config::from_env())
+    }
+
+    /// The moderation model (default `omni-moderation-latest`).
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// Check the user's input (default on).
+    pub fn check_input(mut self, on: bool) -> Self {
+        self.check_input = on;
+        self
+    }
+
+    /// Check the model's answers (default on).
+    pub fn check_output(mut self, on: bool) -> Self {
+        self.check_output = on;
+        self
+    }
+
+    /// Check tool results (default off).
+    pub fn check_tool_results(mut self, on: bool) -> Self {
+        self.check_tool_results = on;
+        self
+    }
+
+    /// What happens when something is flagged (default [`ExitBehavior::End`]).
+    pub fn exit_behavior(mut self, behavior: ExitBehavior) -> Self {
+        self.exit_behavior = behavior;
+        self
+    }
+
+    /// The violation text template (placeholders `{categories}`, `{category_scores}`,
+    /// `{original_content}`).
+    pub fn violation_message(mut self, template: impl Into<String>) -> Self {
+        self.violation_message = Some(template.into());
+        self
+    }
+
+    /// The API base URL, up to and including `/v1` (default from the configuration, else
+    /// `https://api.openai.com/v1`).
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// The API key (default from the configuration).
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = key.into();
+        self
+    }
+
+    /// The timeout of one moderation request (default 30 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.http = self.http.timeout(timeout);
+        self
+    }
+
+    /// The HTTP client (default: the shared pool, 30 s timeout, the default retry policy),
+    /// e.g. to change retries or use your own `reqwest::Client`.
+    pub fn http_client(mut self, http: HttpClient) -> Self {
+        self.http = http;
+        self
+    }
+
+    /// Moderates texts in one request; one result per text, in order.
+    pub async fn moderate(&self, texts: &[&str]) -> Result<Vec<ModerationResult>, ModerationError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let url = format!("{}/moderations", self.base_url.trim_end_matches('/'));
+        let body = json!({"model": self.model, "input": texts});
+        let request = HttpRequest::post(&url)
+            .bearer_auth(&self.api_key)
+            .json(&body);
+        let response: ModerationResponse = self.http.send(request).await?.json()?;
+        if response.results.len() != texts.len() {
+            return Err(ModerationError::Decode {
+                url,
+                message: format!(
+                    "{} result(s) for {} input(s)",
+                    response.results.len(),
+                    texts.len()
+                ),
+            });
+        }
+        Ok(response.results)
+    }
+
+    /// The violation text for a flagged result.
+    pub fn violation_text(&self, result: &ModerationResult, original: &str) -> String {
+        let template = self
+            .violation_message
+            .as_deref()
+            .unwrap_or(DEFAULT_VIOLATION_MESSAGE);
+        format_violation(template, result, original)
+    }
+
+    async fn check(&self, texts: &[&str]) -> Result<Vec<ModerationResult>, AgentError> {
+        self.moderate(texts)
+            .await
+            .map_err(|e| AgentError::middleware(NAME, e))
+    }
+
+    /// What a flagged text leads to: the replacement text, or the end of the run / an error.
+    fn on_flagged(
+        &self,
+        stage: &str,
+        result: &ModerationResult,
+        original: &str,
+    ) -> Result<Flagged, AgentError> {
+        let message = self.violation_text(result, original);
+        match self.exit_behavior {
+            ExitBehavior::Error => Err(AgentError::ModerationViolation {
+                stage: stage.to_string(),
+                categories: result.flagged_categories(),
+                message,
+            }),
+            ExitBehavior::End => Ok(Flagged::End(message)),
+            ExitBehavior::Replace => Ok(Flagged::Replace(message)),
+        }
+    }
+}
+
+enum Flagged {
+    End(String),
+    Replace(String),
+}
+
+/// The categories as the anchor lists them: "violence, self harm intent".
+fn category_label(result: &ModerationResult) -> String {
+    let names: Vec<String> = result
+        .flagged_categories()
+        .iter()
+        .map(|c| c.replace(['-', '/', '_'], " "))
+        .collect();
+    if names.is_empty() {
+        "OpenAI's safety policies".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Fills a template the way Python's `str.format` would; an unknown placeholder or a lone
+/// brace makes the template be used as is (the anchor falls back the same way).
+fn format_violation(template: &str, result: &ModerationResult, original: &str) -> String {
+    let mut out = String::with_capacity(template.len() + 32);
+    let mut chars = template.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                out.push('{');
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                out.push('}');
+            }
+            '{' => {
+                let mut name = String::new();
+                let mut closed = false;
+                for n in chars.by_ref() {
+                    if n == '}' {
+                        closed = true;
+                        break;
+                    }
+                    name.push(n);
+                }
+                if !closed {
+                    return template.to_string();
+                }
+                match name.as_str() {
+                    "categories" => out.push_str(&category_label(result)),
+                    "category_scores" => {
+                        let scores: serde_json::Map<String, Value> = result
+                            .category_scores
+                            .iter()
+                            .map(|(k, v)| (k.replace(['-', '/'], "_"), json!(v)))
+                            .collect();
+                        out.push_str(&super::review::py_json(&Value::Object(scores)));
+                    }
+                    "original_content" => out.push_str(original),
+                    _ => return template.to_string(),
+                }
+            }
+            '}' => return template.to_string(),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[crate::async_trait]
+impl Middleware for ModerationMiddleware {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn hooks(&self) -> &[Hook] {
+        match (
+            self.check_input || self.check_tool_results,
+            self.check_output,
+        ) {
+            (true, true) => &[Hook::BeforeModel, Hook::AfterModel],
+            (true, false) => &[Hook::BeforeModel],
+            (false, true) => &[Hook::AfterModel],
+            (false, false) => &[],
+        }
+    }
+
+    fn can_jump_to(&self, _hook: Hook) -> &[JumpTo] {
+        &[JumpTo::End]
+    }
+
+    /// Checks the tool results of the last turn (each) and the new user message.
+    async fn before_model(&self, state: &AgentState, _rt: &Runtime) -> HookResult {
+        let from = state.last_ai_index().map_or(0, |i| i + 1);
+        let recent = &state.messages[from..];
+        let mut targets: Vec<(&Message, &str)> = Vec::new();
+        if self.check_tool_results {
+            targets.extend(
+                recent
+                    .iter()
+                    .filter(|m| m.role == Role::Tool)
+                    .map(|m| (m, "tool")),
+            );
+        }
+        if self.check_input
+            && let Some(user) = recent.iter().rev().find(|m| m.role == Role::User)
+        {
+            targets.push((user, "input"));
+        }
+        let texts: Vec<String> = targets.iter().map(|(m, _)| m.text()).collect();
+        let checked: Vec<usize> = (0..texts.len())
+            .filter(|i| !texts[*i].trim().is_empty())
+            .collect();
+        if checked.is_empty() {
+            return Ok(None);
+        }
+        let inputs: Vec<&str> = checked.iter().map(|i| texts[*i].as_str()).collect();
+        let results = self.check(&inputs).await?;
+        let mut replaced = Vec::new();
+        for (i, result) in checked.iter().zip(&results) {
+            if !result.flagged {
+                continue;
+            }
+            let (message, stage) = targets[*i];
+            match self.on_flagged(stage, result, &texts[*i])? {
+                Flagged::End(text) => {
+                    return Ok(Some(HookUpdate::end_with(Message::assistant(text))));
+                }
+                Flagged::Replace(text) => {
+                    let mut m = message.clone();
+                    m.content = text.into();
+                    replaced.push(m);
+                }
+            }
+        }
+        Ok((!replaced.is_empty()).then(|| HookUpdate::messages(replaced)))
+    }
+
+    /// Checks the model's answer.
+    async fn after_model(&self, state: &AgentState, _rt: &Runtime) -> HookResult {
+        let Some(i) = state.last_ai_index() else {
+            return Ok(None);
+        };
+        let answer = &state.messages[i];
+        let text = answer.text();
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        let results = self.check(&[text.as_str()]).await?;
+        let Some(result) = results.first().filter(|r| r.flagged) else {
+            return Ok(None);
+        };
+        Ok(Some(match self.on_flagged("output", result, &text)? {
+            Flagged::End(violation) => HookUpdate::end_with(Message::assistant(violation)),
+            Flagged::Replace(violation) => {
+                let mut m = answer.clone();
+                m.content = violation.into();
+                HookUpdate::messages(vec![m])
+            }
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(flagged: &[&str]) -> ModerationResult {
+        ModerationResult {
+            flagged: !flagged.is_empty(),
+            categories: CATEGORIES
+                .iter()
+                .map(|c| (c.to_string(), flagged.contains(c)))
+                .collect(),
+            category_scores: CATEGORIES
+                .iter()
+                .map(|c| (c.to_string(), if flagged.contains(c) { 0.9 } else { 0.0 }))
+                .collect(),
+            category_applied_input_types: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn violation_texts() {
+        let r = result(&["violence", "self-harm/intent"]);
+        assert_eq!(r.flagged_categories(), ["self-harm/intent", "violence"]);
+        assert_eq!(
+            format_violation(DEFAULT_VIOLATION_MESSAGE, &r, "x"),
+            "I'm sorry, but I can't comply with that request. It was flagged for self harm \
+             intent, violence."
+        );
+        assert_eq!(
+            format_violation("{categories}", &result(&[]), "x"),
+            "OpenAI's safety policies"
+        );
+        let small = ModerationResult {
+            category_scores: [
+                ("self-harm/intent".to_string(), 0.5),
+                ("hate".to_string(), 0.25),
+            ]
+            .into_iter()
+            .collect(),
+            ..result(&["hate"])
+        };
+        assert_eq!(
+            format_violation("{{{original_content}}}: {category_scores}", &small, "bad"),
+            "{bad}: {\"hate\": 0.25, \"self_harm_intent\": 0.5}"
+        );
+        // Unknown placeholders and lone braces: the template as is.
+        assert_eq!(format_violation("No {reason}.", &r, "x"), "No {reason}.");
+        assert_eq!(format_violation("No } here", &r, "x"), "No } here");
+        assert_eq!(format_violation("No { here", &r, "x"), "No { here");
+    }
+}

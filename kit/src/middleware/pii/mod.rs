@@ -1,0 +1,382 @@
+//! PII guardrail: find personal data in what the user sends, what the model answers (text and
+//! tool-call arguments) and what tools return; redact, mask or hash it, or stop the run.
+//!
+//! One [`PiiMiddleware`] handles one type — a built-in [`PiiType`] or a custom one found by a
+//! regex or a function ([`Detector`]) — with one [`PiiStrategy`]. Add one per type:
+//!
+//! ```
+//! use kit::agent::Agent;
+//! use kit::middleware::pii::{PiiMiddleware, PiiStrategy, PiiType};
+//! use kit::testing::ScriptedModel;
+//! use kit::{Message, RunOptions};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let model = ScriptedModel::new([Message::assistant("Noted.")]);
+//! let agent = Agent::builder()
+//!     .model(model.clone())
+//!     .middleware(PiiMiddleware::new(PiiType::Email))
+//!     .middleware(PiiMiddleware::new(PiiType::CreditCard).strategy(PiiStrategy::Mask))
+//!     .middleware(PiiMiddleware::regex("api_key", r"sk-[A-Za-z0-9]{16,}")?.strategy(PiiStrategy::Hash))
+//!     .build()?;
+//! agent
+//!     .invoke("I'm ann@example.com, card 4111-1111-1111-1111, key sk-0123456789abcdefXYZ", &RunOptions::new())
+//!     .await?;
+//! assert_eq!(
+//!     model.requests()[0].messages[0].text(),
+//!     "I'm [REDACTED_EMAIL], card ****-****-****-1111, key <api_key_hash:a41145f1>"
+//! );
+//! # Ok(()) }
+//! ```
+//!
+//! **Where it applies** (each can be switched on and off):
+//!
+//! | option | default | what is checked | when |
+//! |---|---|---|---|
+//! | `apply_to_input` | on | the user messages after the last assistant message (the new input) | before the model call; the scrubbed message replaces the original in the state |
+//! | `apply_to_output` | off | the model's answer: its text **and its tool-call arguments** (every string, recursively) | as the answer leaves the model call, so the state, the checkpoints, other hooks, human review and the tools only ever see the scrubbed answer |
+//! | `apply_to_tool_results` | off | tool results | as each result leaves the tool, and again before the model call for tool messages written by other means |
+//!
+//! **Closing the anchor's gaps.** LangChain's `PIIMiddleware` passes tool-call arguments to the
+//! tool unredacted (langchain #37659), finds only IPv4, and only 16-digit cards (no 15-digit
+//! Amex, no 13-digit cards). Here arguments are scrubbed before any tool runs, IPv6 is found
+//! and validated, cards of 13–19 digits are found and Luhn-checked, redaction never splits a
+//! UTF-8 character (custom detectors' byte offsets are snapped outwards to character
+//! boundaries), and overlapping matches are merged into one replacement.
+//!
+//! **Known limits.** Streamed tokens (`model_delta` and `model_end` events) and the `model`
+//! trace run record the answer before it is scrubbed (they sit below the middleware chain);
+//! consumers of `stream_events` with `apply_to_output` should show the final state rather than
+//! the raw stream. Image parts are not inspected. The input message
+//! reaches the thread's first checkpoint before it is scrubbed (the input is saved as given).
+
+mod detect;
+mod strategy;
+#[cfg(test)]
+mod tests;
+
+pub use detect::{Detector, PiiMatch, PiiType};
+pub use strategy::PiiStrategy;
+
+use serde_json::Value;
+
+use crate::agent::{
+    AgentError, AgentState, Hook, HookResult, HookUpdate, Middleware, ModelNext, Runtime, ToolNext,
+};
+use crate::message::{Content, Message, Role, ToolCall};
+use crate::model::{ModelRequest, ModelResponse};
+use crate::tool::{ToolContext, ToolExecution};
+
+/// A PII middleware could not be configured.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PiiError {
+    /// A type name that is not built in, given without a detector.
+    #[error(
+        "Unknown PII type: {0}. Must be one of ['email', 'credit_card', 'ip', 'mac_address', \
+         'url'] or provide a custom detector (PiiMiddleware::regex or PiiMiddleware::function)."
+    )]
+    UnknownType(String),
+    /// A custom detector's regex does not compile.
+    #[error(
+        "the detector pattern of PII type `{pii_type}` does not compile: {message}; fix the \
+         pattern (Rust `regex` syntax: no look-around, no backreferences)"
+    )]
+    InvalidRegex {
+        /// The type.
+        pii_type: String,
+        /// The compiler's message.
+        message: String,
+    },
+    /// A custom type name that cannot name a placeholder.
+    #[error(
+        "`{0}` is not a valid PII type name: use letters, digits and `_` only (it becomes \
+         `[REDACTED_{{TYPE}}]`)"
+    )]
+    InvalidTypeName(String),
+    /// A strategy name that does not exist.
+    #[error("unknown PII strategy `{0}`: use redact, mask, hash or block")]
+    UnknownStrategy(String),
+}
+
+/// Finds one type of personal data and redacts, masks, hashes or blocks it (see the
+/// [module documentation](self) for where it applies).
+///
+/// ```
+/// use kit::middleware::pii::{PiiMiddleware, PiiStrategy, PiiType};
+///
+/// let ips = PiiMiddleware::new(PiiType::Ip).strategy(PiiStrategy::Mask);
+/// assert_eq!(ips.apply("from 192.168.1.100 and 2001:db8::1").unwrap(), "from *.*.*.100 and *:*::1");
+///
+/// let blocked = PiiMiddleware::new(PiiType::Email).strategy(PiiStrategy::Block);
+/// let err = blocked.apply("write to a@b.com or c@d.org").unwrap_err();
+/// assert_eq!(err.kind(), "pii_detected");
+/// assert!(err.to_string().starts_with("detected 2 instance(s) of email"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct PiiMiddleware {
+    name: String,
+    detector: Detector,
+    strategy: PiiStrategy,
+    input: bool,
+    output: bool,
+    tool_results: bool,
+}
+
+impl PiiMiddleware {
+    /// A built-in type, with the `redact` strategy, applied to the input.
+    pub fn new(pii_type: PiiType) -> Self {
+        Self::with_detector(Detector::builtin(pii_type))
+    }
+
+    /// A built-in type by name (`email`, `credit_card`, `ip`, `mac_address`, `url`), as in
+    /// configuration files; another name is [`PiiError::UnknownType`].
+    pub fn from_name(pii_type: &str) -> Result<Self, PiiError> {
+        Ok(Self::new(pii_type.parse()?))
+    }
+
+    /// A custom type found by a regex (see [`Detector::regex`]).
+    pub fn regex(pii_type: impl Into<String>, pattern: &str) -> Result<Self, PiiError> {
+        Ok(Self::with_detector(Detector::regex(pii_type, pattern)?))
+    }
+
+    /// A custom type found by a function returning byte ranges (see [`Detector::function`]).
+    pub fn function<F>(pii_type: impl Into<String>, find: F) -> Result<Self, PiiError>
+    where
+        F: Fn(&str) -> Vec<PiiMatch> + Send + Sync + 'static,
+    {
+        Ok(Self::with_detector(Detector::function(pii_type, find)?))
+    }
+
+    /// Any detector.
+    pub fn with_detector(detector: Detector) -> Self {
+        PiiMiddleware {
+            name: format!("PIIMiddleware[{}]", detector.pii_type()),
+            detector,
+            strategy: PiiStrategy::Redact,
+            input: true,
+            output: false,
+            tool_results: false,
+        }
+    }
+
+    /// What to do with what is found (default [`PiiStrategy::Redact`]).
+    pub fn strategy(mut self, strategy: PiiStrategy) -> Self {
+        self.strategy = strategy;
+        self
+    }
+
+    /// Check the user's input (default on).
+    pub fn apply_to_input(mut self, on: bool) -> Self {
+        self.input = on;
+        self
+    }
+
+    /// Check the model's answers: text and tool-call arguments (default off).
+    pub fn apply_to_output(mut self, on: bool) -> Self {
+        self.output = on;
+        self
+    }
+
+    /// Check tool results (default off).
+    pub fn apply_to_tool_results(mut self, on: bool) -> Self {
+        self.tool_results = on;
+        self
+    }
+
+    /// Renames the middleware (default `PIIMiddleware[{type}]`), e.g. to use two instances for
+    /// one type with different strategies.
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The detector.
+    pub fn detector(&self) -> &Detector {
+        &self.detector
+    }
+
+    /// Applies the strategy to one text: the scrubbed text, or
+    /// [`AgentError::PiiDetected`] (location `text`) for the block strategy when something is
+    /// found.
+    pub fn apply(&self, text: &str) -> Result<String, AgentError> {
+        match self.scrub(text) {
+            None => Ok(text.to_string()),
+            Some((_, Some(scrubbed))) => Ok(scrubbed),
+            Some((count, None)) => Err(self.blocked(count, "text")),
+        }
+    }
+
+    fn blocked(&self, count: usize, location: &str) -> AgentError {
+        AgentError::PiiDetected {
+            pii_type: self.detector.pii_type().to_string(),
+            count,
+            location: location.to_string(),
+        }
+    }
+
+    /// `None` when nothing is found; else the count and the scrubbed text (`None` to block).
+    fn scrub(&self, text: &str) -> Option<(usize, Option<String>)> {
+        let found = self.detector.find(text);
+        if found.is_empty() {
+            return None;
+        }
+        let scrubbed = self.strategy.apply(self.detector.pii_type(), text, &found);
+        Some((found.len(), scrubbed))
+    }
+
+    /// The count found in the content, and the scrubbed content when it changed.
+    fn scrub_content(&self, content: &Content) -> (usize, Option<Content>) {
+        let mut count = 0;
+        let mut changed = false;
+        let mut out = content.clone();
+        out.map_text(|text| match self.scrub(text) {
+            None => text.to_string(),
+            Some((n, scrubbed)) => {
+                count += n;
+                changed = true;
+                scrubbed.unwrap_or_else(|| text.to_string())
+            }
+        });
+        (count, changed.then_some(out))
+    }
+
+    /// Scrubs every string in a JSON value (tool-call arguments) in place; returns the count.
+    fn scrub_value(&self, value: &mut Value) -> usize {
+        match value {
+            Value::String(s) => match self.scrub(s) {
+                None => 0,
+                Some((n, scrubbed)) => {
+                    if let Some(scrubbed) = scrubbed {
+                        *s = scrubbed;
+                    }
+                    n
+                }
+            },
+            Value::Array(items) => items.iter_mut().map(|v| self.scrub_value(v)).sum(),
+            Value::Object(map) => map.values_mut().map(|v| self.scrub_value(v)).sum(),
+            _ => 0,
+        }
+    }
+
+    /// Scrubs a message's content (and, for an assistant message, its tool-call arguments).
+    /// `Ok(None)` when nothing was found.
+    fn scrub_message(
+        &self,
+        message: &Message,
+        location: &str,
+    ) -> Result<Option<Message>, AgentError> {
+        let (in_text, content) = self.scrub_content(&message.content);
+        let mut calls: Vec<ToolCall> = message.tool_calls.clone();
+        let in_args: usize = calls
+            .iter_mut()
+            .map(|c| self.scrub_value(&mut c.args))
+            .sum();
+        if in_text + in_args == 0 {
+            return Ok(None);
+        }
+        if self.strategy == PiiStrategy::Block {
+            let location = if in_text > 0 {
+                location
+            } else {
+                "tool call arguments"
+            };
+            return Err(self.blocked(in_text + in_args, location));
+        }
+        let mut scrubbed = message.clone();
+        if let Some(content) = content {
+            scrubbed.content = content;
+        }
+        scrubbed.tool_calls = calls;
+        Ok(Some(scrubbed))
+    }
+}
+
+#[crate::async_trait]
+impl Middleware for PiiMiddleware {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn hooks(&self) -> &[Hook] {
+        if self.input || self.tool_results {
+            &[Hook::BeforeModel]
+        } else {
+            &[]
+        }
+    }
+
+    /// Scrubs the new user input and the tool results of the last turn; the scrubbed messages
+    /// replace the originals (same ids).
+    /// Scrubs (or blocks) the user messages of the input before the input is stored, so
+    /// checkpoints and traces never hold them raw.
+    fn transform_input(
+        &self,
+        input: &mut crate::agent::AgentStateUpdate,
+    ) -> Result<(), AgentError> {
+        if !self.input {
+            return Ok(());
+        }
+        if let Some(write) = input.messages.as_mut() {
+            let messages = match write {
+                crate::state::Write::Value(v) | crate::state::Write::Overwrite(v) => v,
+            };
+            for message in messages.iter_mut().filter(|m| m.role == Role::User) {
+                if let Some(scrubbed) = self.scrub_message(message, "input")? {
+                    *message = scrubbed;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn before_model(&self, state: &AgentState, _rt: &Runtime) -> HookResult {
+        let from = state.last_ai_index().map_or(0, |i| i + 1);
+        let mut scrubbed = Vec::new();
+        for message in &state.messages[from..] {
+            let location = match message.role {
+                Role::User if self.input => "input",
+                Role::Tool if self.tool_results => "tool result",
+                _ => continue,
+            };
+            if let Some(m) = self.scrub_message(message, location)? {
+                scrubbed.push(m);
+            }
+        }
+        Ok((!scrubbed.is_empty()).then(|| HookUpdate::messages(scrubbed)))
+    }
+
+    /// Scrubs the model's answer — text and tool-call arguments — before anything else sees it.
+    async fn wrap_model_call(
+        &self,
+        request: ModelRequest,
+        _rt: &Runtime,
+        next: ModelNext<'_>,
+    ) -> Result<ModelResponse, AgentError> {
+        let mut response = next.call(request).await?;
+        if self.output
+            && let Some(scrubbed) = self.scrub_message(&response.message, "output")?
+        {
+            response.message = scrubbed;
+        }
+        Ok(response)
+    }
+
+    /// Scrubs each tool result as it leaves the tool (the block strategy is applied before the
+    /// next model call, where the run can be stopped).
+    async fn wrap_tool_call(
+        &self,
+        call: ToolCall,
+        ctx: ToolContext,
+        _rt: &Runtime,
+        next: ToolNext<'_>,
+    ) -> ToolExecution {
+        let mut execution = next.call(call, ctx).await;
+        if self.tool_results
+            && self.strategy != PiiStrategy::Block
+            && let (_, Some(content)) = self.scrub_content(&execution.message.content)
+        {
+            execution.message.content = content;
+        }
+        execution
+    }
+}

@@ -1,0 +1,371 @@
+//! What the HTTP providers share: error mapping, option merging, SSE-to-chunk streaming.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::{Map, Value};
+
+use super::{ModelChunk, ModelError, ModelStream};
+use crate::http::{HttpError, HttpErrorKind, SseEvent, SseStream, redact_secrets};
+use crate::message::Usage;
+
+/// The default timeout of a model call: 10 minutes, like the official OpenAI and Anthropic
+/// SDKs (a long non-streamed answer from a reasoning model can take minutes). For streams it
+/// bounds the wait for the response head and each silence between two chunks.
+pub const DEFAULT_MODEL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Phrases of context-window overflow errors across providers and OpenAI-compatible servers
+/// (OpenAI, Azure, vLLM, llama.cpp, Anthropic, OpenRouter), lowercase.
+const OVERFLOW_PHRASES: &[&str] = &[
+    "context_length_exceeded",
+    "maximum context length",
+    "context length exceeded",
+    "context window",
+    "prompt is too long",
+    "input is too long",
+    "exceeds the available context size",
+    "exceed_context_size",
+    "longer than the model's context length",
+    "longer than the maximum model length",
+    "too many tokens in the prompt",
+    "exceed context limit",
+];
+
+/// True when a provider's error text says the request does not fit the context window.
+pub(crate) fn looks_like_context_overflow(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    OVERFLOW_PHRASES.iter().any(|p| t.contains(p))
+}
+
+/// What a provider said in an error body.
+#[derive(Debug, Default)]
+pub(crate) struct ProviderError {
+    /// The provider's error type (`invalid_request_error`, `rate_limit_error`, ...).
+    pub kind: Option<String>,
+    /// The provider's error code (`context_length_exceeded`, `invalid_api_key`, ...).
+    pub code: Option<String>,
+    /// The message.
+    pub message: String,
+}
+
+impl ProviderError {
+    /// Reads the error shapes of OpenAI (`{"error":{"message","type","param","code"}}`),
+    /// Anthropic (`{"type":"error","error":{"type","message"}}`), vLLM
+    /// (`{"object":"error","message","type","code"}`) and plain `{"error":"text"}` bodies;
+    /// anything else is kept as text.
+    pub fn parse(body: &str) -> ProviderError {
+        let text = |v: Option<&Value>| match v {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        };
+        match serde_json::from_str::<Value>(body) {
+            Ok(v) => {
+                let (obj, outer) = match v.get("error") {
+                    Some(e @ Value::Object(_)) => (e.clone(), Some(v.clone())),
+                    Some(Value::String(s)) => {
+                        return ProviderError {
+                            message: s.clone(),
+                            ..Default::default()
+                        };
+                    }
+                    _ => (v.clone(), None),
+                };
+                let message = text(obj.get("message"))
+                    .or_else(|| outer.as_ref().and_then(|o| text(o.get("message"))))
+                    .unwrap_or_else(|| clip(body.trim(), 500));
+                ProviderError {
+                    kind: text(obj.get("type")).filter(|t| t != "error"),
+                    code: text(obj.get("code")),
+                    message,
+                }
+            }
+            Err(_) => ProviderError {
+                message: clip(body.trim(), 500),
+                ..Default::default()
+            },
+        }
+    }
+
+    fn overflow(&self) -> bool {
+        self.code.as_deref() == Some("context_length_exceeded")
+            || self.kind.as_deref() == Some("exceed_context_size_error")
+            || looks_like_context_overflow(&self.message)
+    }
+
+    /// The message with the provider's type and code, for error texts.
+    fn describe(&self, fallback: &str) -> String {
+        let mut m = if self.message.is_empty() {
+            fallback.to_string()
+        } else {
+            self.message.clone()
+        };
+        let tags: Vec<&str> = [self.kind.as_deref(), self.code.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        if !tags.is_empty() {
+            m = format!("{m} [{}]", tags.join(", "));
+        }
+        m
+    }
+}
+
+/// Maps an HTTP failure to a model error. `status` errors are classified by status, the
+/// provider's error type and code, and the message (context overflow).
+pub(crate) fn map_http_error(provider: &str, e: HttpError) -> ModelError {
+    let provider = provider.to_string();
+    match e.kind {
+        HttpErrorKind::Status => {
+            let status = e.status.unwrap_or(0);
+            let parsed = ProviderError::parse(&e.body);
+            classify(provider, Some(status), &parsed, e.retry_after)
+        }
+        HttpErrorKind::Timeout => ModelError::Timeout {
+            provider,
+            after: e.timeout.unwrap_or_default(),
+        },
+        HttpErrorKind::Connection => ModelError::Connection {
+            provider,
+            message: format!(
+                "{} {} ({} attempt{}): {}; check the base URL and the network",
+                e.method,
+                e.url,
+                e.attempts,
+                if e.attempts == 1 { "" } else { "s" },
+                e.message
+            ),
+        },
+        HttpErrorKind::Body => ModelError::Connection {
+            provider,
+            message: format!(
+                "the answer broke off mid-stream ({}); it is incomplete — try again",
+                e.message
+            ),
+        },
+        HttpErrorKind::Decode => ModelError::MalformedResponse {
+            provider,
+            message: e.to_string(),
+        },
+        HttpErrorKind::Request => ModelError::Other(format!("{provider}: {e}")),
+    }
+}
+
+/// [`map_http_error`], with `secrets` (the API key) scrubbed from the body and message first,
+/// in case a proxy echoes them back.
+pub(crate) fn map_http_error_scrubbed(
+    provider: &str,
+    mut e: HttpError,
+    secrets: &[&str],
+) -> ModelError {
+    e.body = redact_secrets(&e.body, secrets);
+    e.message = redact_secrets(&e.message, secrets);
+    map_http_error(provider, e)
+}
+
+/// Classifies a provider error by HTTP status (when known — stream error events have none)
+/// and the provider's error type.
+pub(crate) fn classify(
+    provider: String,
+    status: Option<u16>,
+    error: &ProviderError,
+    retry_after: Option<Duration>,
+) -> ModelError {
+    let kind = error.kind.as_deref().unwrap_or("");
+    let status = status.unwrap_or(match kind {
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" | "rate_limit_exceeded" | "requests" | "tokens" => 429,
+        "overloaded_error" => 529,
+        "api_error" | "server_error" => 500,
+        _ if error.code.as_deref() == Some("rate_limit_exceeded") => 429,
+        _ if error.overflow() => 400,
+        _ => 500,
+    });
+    let message = error.describe(&format!("HTTP {status}"));
+    match status {
+        401 | 403 => ModelError::Authentication { provider, message },
+        429 => ModelError::RateLimited {
+            provider,
+            retry_after,
+            message,
+        },
+        s if (400..500).contains(&s) && error.overflow() => {
+            ModelError::ContextLengthExceeded { provider, message }
+        }
+        s if (400..500).contains(&s) => ModelError::BadRequest {
+            provider,
+            status: s,
+            message,
+        },
+        s => ModelError::Server {
+            provider,
+            status: s,
+            message,
+        },
+    }
+}
+
+/// Merges `extra` options into a request body (they win over kit's fields).
+pub(crate) fn merge_extra(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
+    for (k, v) in extra {
+        body.insert(k.clone(), v.clone());
+    }
+}
+
+/// An `f32` option as the JSON number the user wrote (`0.2`, not `0.20000000298023224`).
+pub(crate) fn f32_json(x: f32) -> Value {
+    x.to_string()
+        .parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map_or(Value::Null, Value::Number)
+}
+
+pub(crate) fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}
+
+pub(crate) fn u64_at(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// Adds the cost of a call to the response metadata when the price table knows the model.
+pub(crate) fn annotate_cost(metadata: &mut Map<String, Value>, model: &str, usage: Option<&Usage>) {
+    if let Some(cost) = usage.and_then(|u| super::pricing::cost(model, u)) {
+        metadata.insert("cost_usd".into(), Value::from(cost));
+    }
+}
+
+/// Turns one provider's SSE events into model chunks.
+pub(crate) trait SseParser: Send + 'static {
+    /// Handles one event, appending chunks; an error event is an `Err`.
+    fn on_event(
+        &mut self,
+        event: SseEvent,
+        out: &mut VecDeque<ModelChunk>,
+    ) -> Result<(), ModelError>;
+
+    /// True once the provider's end marker arrived (`[DONE]`, `message_stop`).
+    fn is_done(&self) -> bool;
+
+    /// The body ended; an error when the answer is incomplete.
+    fn at_end(&mut self) -> Result<(), ModelError>;
+}
+
+struct StreamState<P> {
+    provider: String,
+    events: SseStream,
+    parser: P,
+    queue: VecDeque<ModelChunk>,
+    finished: bool,
+}
+
+/// A model stream over an SSE body. Stops after the end marker; a broken body, a timeout or
+/// an error event ends it with an error (no panic, nothing lost silently).
+pub(crate) fn model_stream<P: SseParser>(
+    provider: &str,
+    events: SseStream,
+    parser: P,
+) -> ModelStream {
+    let state = StreamState {
+        provider: provider.to_string(),
+        events,
+        parser,
+        queue: VecDeque::new(),
+        finished: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(chunk) = st.queue.pop_front() {
+                return Some((Ok(chunk), st));
+            }
+            if st.finished {
+                return None;
+            }
+            if st.parser.is_done() {
+                st.finished = true;
+                continue;
+            }
+            match st.events.next().await {
+                Some(Ok(event)) => {
+                    if let Err(e) = st.parser.on_event(event, &mut st.queue) {
+                        st.finished = true;
+                        st.queue.clear();
+                        return Some((Err(e), st));
+                    }
+                }
+                Some(Err(e)) => {
+                    st.finished = true;
+                    let error = map_http_error(&st.provider, e);
+                    return Some((Err(error), st));
+                }
+                None => {
+                    st.finished = true;
+                    if let Err(e) = st.parser.at_end() {
+                        return Some((Err(e), st));
+                    }
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+/// Parses an SSE data payload as JSON, or explains what was wrong.
+pub(crate) fn event_json(provider: &str, event: &SseEvent) -> Result<Value, ModelError> {
+    serde_json::from_str(&event.data).map_err(|e| ModelError::MalformedResponse {
+        provider: provider.to_string(),
+        message: format!(
+            "a stream event is not JSON ({e}): {}",
+            clip(&event.data, 300)
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_of_each_provider() {
+        let openai = ProviderError::parse(
+            r#"{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+        );
+        assert!(openai.overflow());
+        assert!(classify("openai".into(), Some(400), &openai, None).is_context_overflow());
+        let anthropic = ProviderError::parse(
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}"#,
+        );
+        assert_eq!(anthropic.kind.as_deref(), Some("overloaded_error"));
+        assert!(matches!(
+            classify("anthropic".into(), None, &anthropic, None),
+            ModelError::Server { status: 529, .. }
+        ));
+        let vllm = ProviderError::parse(
+            r#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens","type":"BadRequestError","param":null,"code":400}"#,
+        );
+        assert!(classify("vllm".into(), Some(400), &vllm, None).is_context_overflow());
+        let llama = ProviderError::parse(
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}"#,
+        );
+        assert!(classify("llama.cpp".into(), Some(400), &llama, None).is_context_overflow());
+        let plain = ProviderError::parse("<html>bad gateway</html>");
+        assert!(matches!(
+            classify("x".into(), Some(502), &plain, None),
+            ModelError::Server { status: 502, .. }
+        ));
+        let ollama = ProviderError::parse(r#"{"error":"model 'nope' not found"}"#);
+        assert!(matches!(
+            classify("ollama".into(), Some(404), &ollama, None),
+            ModelError::BadRequest { status: 404, ref message, .. } if message.contains("not found")
+        ));
+    }
+}

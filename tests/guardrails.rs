@@ -1,0 +1,1164 @@
+//! Guardrails end to end: PII middleware in an agent (input, output and tool-call arguments,
+//! tool results, block), human review of tool calls (every decision, mixed turns, wrong
+//! answers, resume across a restart with SQLite, inside a subagent), OpenAI moderation against
+//! a real HTTP server on 127.0.0.1 speaking the moderation API's wire format, and a custom
+//! guardrail.
+
+use std::sync::{Arc, Mutex};
+
+use kit::agent::{Agent, AgentError, AgentState};
+use kit::checkpoint::Checkpointer;
+use kit::middleware::pii::{PiiMiddleware, PiiStrategy, PiiType};
+use kit::middleware::review::{
+    Decision, DecisionType, HumanReviewMiddleware, InterruptOnConfig, ReviewRequest, resume_review,
+};
+use kit::testing::ScriptedModel;
+use kit::tool::{Tool, ToolError, ToolOutput};
+use kit::{MemoryCheckpointer, Message, Outcome, Role, RunOptions, ToolCall, ToolStatus};
+use serde_json::{Value, json};
+
+type Log = Arc<Mutex<Vec<(String, Value)>>>;
+
+/// A tool that records its calls and answers `"{name} done: {args}"`.
+fn recording_tool(name: &str, log: &Log) -> Tool {
+    let log = log.clone();
+    let tool_name = name.to_string();
+    Tool::from_fn(
+        name,
+        format!("The {name} tool."),
+        json!({"type": "object"}),
+        move |args, _ctx| {
+            let log = log.clone();
+            let name = tool_name.clone();
+            async move {
+                log.lock().unwrap().push((name.clone(), args.clone()));
+                Ok::<_, ToolError>(ToolOutput::text(format!("{name} done: {args}")))
+            }
+        },
+    )
+}
+
+fn calls(list: &[(&str, &str, Value)]) -> Message {
+    Message::assistant_with_tool_calls(
+        "",
+        list.iter()
+            .map(|(id, name, args)| ToolCall::with_id(*id, *name, args.clone()))
+            .collect(),
+    )
+}
+
+fn tool_results(state: &AgentState) -> Vec<(String, String, ToolStatus)> {
+    state
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| {
+            (
+                m.tool_call_id.clone().unwrap(),
+                m.text(),
+                m.status.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn paused(outcome: &Outcome<AgentState>) -> ReviewRequest {
+    assert!(outcome.is_interrupted(), "expected a review interrupt");
+    assert_eq!(outcome.interrupts().len(), 1);
+    assert_eq!(
+        outcome.interrupts()[0].node,
+        "HumanInTheLoopMiddleware.after_model"
+    );
+    ReviewRequest::from_interrupt(&outcome.interrupts()[0]).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// PII
+
+#[tokio::test]
+async fn pii_input_is_scrubbed_in_state_and_for_the_model() {
+    let model = ScriptedModel::new([Message::assistant("Got it.")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(PiiMiddleware::new(PiiType::Email))
+        .middleware(PiiMiddleware::new(PiiType::CreditCard).strategy(PiiStrategy::Mask))
+        .middleware(PiiMiddleware::new(PiiType::Ip).strategy(PiiStrategy::Hash))
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke(
+            "Je suis élodie@exemple.fr — carte 3782 822463 10005, hôte 10.0.0.1 ✓",
+            &RunOptions::new(),
+        )
+        .await
+        .unwrap()
+        .into_state();
+    let expected = "Je suis [REDACTED_EMAIL] — carte **** ****** *0005, hôte <ip_hash:f5047344> ✓";
+    assert_eq!(state.messages[0].text(), expected, "written back to state");
+    assert_eq!(model.requests()[0].messages[0].text(), expected);
+}
+
+#[tokio::test]
+async fn pii_output_scrubs_tool_call_arguments_before_the_tool_runs() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([
+        Message::assistant_with_tool_calls(
+            "Mailing alice@example.com now.",
+            vec![ToolCall::with_id(
+                "c1",
+                "send_email",
+                json!({"to": "alice@example.com", "cc": ["bob@example.org", 7], "meta": {"note": "from carol@x.io"}}),
+            )],
+        ),
+        Message::assistant("Done; I wrote to alice@example.com."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(recording_tool("send_email", &log))
+        .middleware(
+            PiiMiddleware::new(PiiType::Email)
+                .apply_to_input(false)
+                .apply_to_output(true),
+        )
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("Write to Alice.", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    let scrubbed = json!({"to": "[REDACTED_EMAIL]", "cc": ["[REDACTED_EMAIL]", 7], "meta": {"note": "from [REDACTED_EMAIL]"}});
+    assert_eq!(
+        *log.lock().unwrap(),
+        [("send_email".to_string(), scrubbed.clone())]
+    );
+    let ai = &state.messages[1];
+    assert_eq!(ai.text(), "Mailing [REDACTED_EMAIL] now.");
+    assert_eq!(ai.tool_calls[0].args, scrubbed);
+    assert_eq!(state.final_text(), "Done; I wrote to [REDACTED_EMAIL].");
+}
+
+#[tokio::test]
+async fn pii_tool_results_are_scrubbed_before_the_model_sees_them() {
+    let lookup = Tool::from_fn(
+        "lookup",
+        "Looks up a customer.",
+        json!({"type": "object"}),
+        |_args, _ctx| async {
+            Ok::<_, ToolError>("name: Ann, mac 00:1A:2B:3C:4D:5E, site https://ann.example.com/me")
+        },
+    );
+    let model = ScriptedModel::new([
+        calls(&[("c1", "lookup", json!({}))]),
+        Message::assistant("Found her."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(lookup)
+        .middleware(
+            PiiMiddleware::new(PiiType::MacAddress)
+                .strategy(PiiStrategy::Mask)
+                .apply_to_tool_results(true),
+        )
+        .middleware(PiiMiddleware::new(PiiType::Url).apply_to_tool_results(true))
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("Who is Ann?", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    let expected = "name: Ann, mac **:**:**:**:**:5E, site [REDACTED_URL]";
+    assert_eq!(tool_results(&state)[0].1, expected);
+    assert_eq!(model.requests()[1].messages[2].text(), expected);
+}
+
+#[tokio::test]
+async fn pii_block_fails_the_run_with_a_typed_error() {
+    // In the input: the model is never called.
+    let model = ScriptedModel::new([Message::assistant("never")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(PiiMiddleware::new(PiiType::CreditCard).strategy(PiiStrategy::Block))
+        .build()
+        .unwrap();
+    let err = agent
+        .invoke(
+            "cards 4111111111111111 and 5555 5555 5555 4444",
+            &RunOptions::new(),
+        )
+        .await
+        .unwrap_err();
+    match &err {
+        AgentError::PiiDetected {
+            pii_type,
+            count,
+            location,
+        } => assert_eq!(
+            (pii_type.as_str(), *count, location.as_str()),
+            ("credit_card", 2, "input")
+        ),
+        other => panic!("expected PiiDetected, got {other:?}"),
+    }
+    assert_eq!(err.kind(), "pii_detected");
+    assert_eq!(model.calls(), 0);
+
+    // In tool-call arguments: the tool never runs.
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([calls(&[("c1", "ping", json!({"host": "2001:db8::1"}))])]);
+    let agent = Agent::builder()
+        .model(model)
+        .tool(recording_tool("ping", &log))
+        .middleware(
+            PiiMiddleware::new(PiiType::Ip)
+                .strategy(PiiStrategy::Block)
+                .apply_to_output(true),
+        )
+        .build()
+        .unwrap();
+    let err = agent
+        .invoke("ping it", &RunOptions::new())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, AgentError::PiiDetected { location, count: 1, .. } if location == "tool call arguments"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("choose the redact, mask or hash strategy"),
+        "{err}"
+    );
+    assert!(log.lock().unwrap().is_empty());
+
+    // In a tool result: stopped before the model sees it.
+    let leak = Tool::from_fn("leak", "Leaks.", json!({"type": "object"}), |_, _| async {
+        Ok::<_, ToolError>("contact: a@b.co")
+    });
+    let model = ScriptedModel::new([calls(&[("c1", "leak", json!({}))]), Message::assistant("x")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(leak)
+        .middleware(
+            PiiMiddleware::new(PiiType::Email)
+                .strategy(PiiStrategy::Block)
+                .apply_to_tool_results(true),
+        )
+        .build()
+        .unwrap();
+    let err = agent.invoke("go", &RunOptions::new()).await.unwrap_err();
+    assert!(
+        matches!(&err, AgentError::PiiDetected { location, .. } if location == "tool result"),
+        "{err:?}"
+    );
+    assert_eq!(model.calls(), 1, "the second model call never happened");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Human review
+
+fn review_agent(model: &ScriptedModel, log: &Log, checkpointer: Arc<dyn Checkpointer>) -> Agent {
+    Agent::builder()
+        .model(model.clone())
+        .tools(
+            ["send_email", "delete_file", "ask_color", "search", "rename"]
+                .iter()
+                .map(|n| recording_tool(n, log)),
+        )
+        .middleware(
+            HumanReviewMiddleware::new()
+                .interrupt_on("send_email", true)
+                .interrupt_on(
+                    "delete_file",
+                    InterruptOnConfig::allow([DecisionType::Approve, DecisionType::Reject])
+                        .unwrap(),
+                )
+                .interrupt_on("ask_color", true)
+                .interrupt_on("search", false)
+                .interrupt_on("rename", true),
+        )
+        .checkpointer(checkpointer)
+        .build()
+        .unwrap()
+}
+
+/// One turn with every decision type and an auto-approved call.
+fn mixed_turn() -> Message {
+    calls(&[
+        ("c1", "send_email", json!({"to": "a@x", "body": "hi"})),
+        ("c2", "delete_file", json!({"path": "/notes"})),
+        ("c3", "search", json!({"q": "rust"})),
+        ("c4", "ask_color", json!({"question": "favourite?"})),
+        ("c5", "rename", json!({"from": "a", "to": "b"})),
+        ("c6", "delete_file", json!({"path": "/tmp"})),
+    ])
+}
+
+#[tokio::test]
+async fn review_with_every_decision_and_an_auto_approved_call_in_one_turn() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([mixed_turn(), Message::assistant("All handled.")]);
+    let agent = review_agent(&model, &log, Arc::new(MemoryCheckpointer::new()));
+    let opts = RunOptions::new().thread_id("mixed");
+
+    let outcome = agent.invoke("do things", &opts).await.unwrap();
+    let request = paused(&outcome);
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "nothing runs before the review"
+    );
+    // The anchor's payload: one entry per reviewed call, in call order; `search` is not reviewed.
+    assert_eq!(
+        serde_json::to_value(&request).unwrap(),
+        json!({
+            "action_requests": [
+                {"name": "send_email", "args": {"to": "a@x", "body": "hi"},
+                 "description": "Tool execution requires approval\n\nTool: send_email\nArgs: {'body': 'hi', 'to': 'a@x'}"},
+                {"name": "delete_file", "args": {"path": "/notes"},
+                 "description": "Tool execution requires approval\n\nTool: delete_file\nArgs: {'path': '/notes'}"},
+                {"name": "ask_color", "args": {"question": "favourite?"},
+                 "description": "Tool execution requires approval\n\nTool: ask_color\nArgs: {'question': 'favourite?'}"},
+                {"name": "rename", "args": {"from": "a", "to": "b"},
+                 "description": "Tool execution requires approval\n\nTool: rename\nArgs: {'from': 'a', 'to': 'b'}"},
+                {"name": "delete_file", "args": {"path": "/tmp"},
+                 "description": "Tool execution requires approval\n\nTool: delete_file\nArgs: {'path': '/tmp'}"},
+            ],
+            "review_configs": [
+                {"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject", "respond"]},
+                {"action_name": "delete_file", "allowed_decisions": ["approve", "reject"]},
+                {"action_name": "ask_color", "allowed_decisions": ["approve", "edit", "reject", "respond"]},
+                {"action_name": "rename", "allowed_decisions": ["approve", "edit", "reject", "respond"]},
+                {"action_name": "delete_file", "allowed_decisions": ["approve", "reject"]},
+            ]
+        })
+    );
+
+    let done = agent
+        .resume(
+            resume_review([
+                Decision::edit("send_email", json!({"to": "c@x", "body": "edited"})),
+                Decision::reject_with("Keep it"),
+                Decision::respond("blue"),
+                Decision::approve(),
+                Decision::reject(),
+            ]),
+            &opts,
+        )
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
+
+    // What ran: the edited email, the approved rename and the auto-approved search.
+    let mut ran = log.lock().unwrap().clone();
+    ran.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        ran,
+        [
+            ("rename".to_string(), json!({"from": "a", "to": "b"})),
+            ("search".to_string(), json!({"q": "rust"})),
+            (
+                "send_email".to_string(),
+                json!({"to": "c@x", "body": "edited"})
+            ),
+        ]
+    );
+
+    // Every call has exactly one result.
+    let mut results = tool_results(&done);
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    let ids: Vec<&str> = results.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2", "c3", "c4", "c5", "c6"]);
+    let by_id = |id: &str| results.iter().find(|r| r.0 == id).unwrap().clone();
+    assert_eq!(
+        by_id("c1"),
+        (
+            "c1".into(),
+            "Note: a human reviewer replaced this tool call before it ran. The call recorded in \
+             your message is the one you produced, not the one that executed. This was \
+             intentional and authorized. Do not re-issue your original call. Executed instead: \
+             send_email with arguments {\"body\": \"edited\", \"to\": \"c@x\"}.\n\nTool \
+             response:\nsend_email done: {\"body\":\"edited\",\"to\":\"c@x\"}"
+                .into(),
+            ToolStatus::Success
+        )
+    );
+    assert_eq!(
+        by_id("c2"),
+        (
+            "c2".into(),
+            "User rejected the tool call for `delete_file` with reason: Keep it".into(),
+            ToolStatus::Error
+        )
+    );
+    assert_eq!(by_id("c3").2, ToolStatus::Success);
+    assert_eq!(
+        by_id("c4"),
+        ("c4".into(), "blue".into(), ToolStatus::Success)
+    );
+    assert_eq!(by_id("c5").1, "rename done: {\"from\":\"a\",\"to\":\"b\"}");
+    assert_eq!(
+        by_id("c6"),
+        (
+            "c6".into(),
+            "User rejected the tool call for `delete_file` with id c6. The tool was not \
+             executed. Do not retry this tool call unless the user explicitly requests it."
+                .into(),
+            ToolStatus::Error
+        )
+    );
+    // The assistant message keeps the model's own call.
+    assert_eq!(
+        done.messages[1].tool_calls[0].args,
+        json!({"to": "a@x", "body": "hi"})
+    );
+    // The model's second request saw all six results after its message.
+    let second = &model.requests()[1];
+    assert_eq!(
+        second
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .count(),
+        6
+    );
+    assert_eq!(done.final_text(), "All handled.");
+    // The edits are dropped from the state once used.
+    assert_eq!(
+        done.custom.get(kit::middleware::review::EDITS_KEY),
+        Some(&Value::Null)
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_review_answer_asks_again_and_the_thread_stays_resumable() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([
+        calls(&[
+            ("c1", "delete_file", json!({"path": "/a"})),
+            ("c2", "send_email", json!({"to": "a@x"})),
+        ]),
+        Message::assistant("ok"),
+    ]);
+    let agent = review_agent(&model, &log, Arc::new(MemoryCheckpointer::new()));
+    let opts = RunOptions::new().thread_id("wrong");
+    let first = agent.invoke("go", &opts).await.unwrap();
+    assert!(paused(&first).error.is_none());
+
+    // A decision type `delete_file` does not allow.
+    let again = agent
+        .resume(
+            resume_review([Decision::respond("done"), Decision::approve()]),
+            &opts,
+        )
+        .await
+        .unwrap();
+    let request = paused(&again);
+    assert_eq!(
+        request.error.as_deref(),
+        Some(
+            "Unexpected human decision: {\"type\":\"respond\",\"message\":\"done\"}. Decision \
+             type 'respond' is not allowed for tool 'delete_file'. Expected one of ['approve', \
+             'reject'] based on the tool's configuration."
+        )
+    );
+    assert_eq!(
+        request.action_requests.len(),
+        2,
+        "the same calls are asked again"
+    );
+    assert_ne!(again.interrupts()[0].id, first.interrupts()[0].id);
+
+    // Too few decisions (a raw list this time).
+    let again = agent
+        .resume(resume_review(json!([{"type": "approve"}])), &opts)
+        .await
+        .unwrap();
+    assert_eq!(
+        paused(&again).error.as_deref(),
+        Some(
+            "Number of human decisions (1) does not match number of hanging tool calls (2). \
+             Resume with one decision per action request, in their order."
+        )
+    );
+    // Not decisions at all.
+    let again = agent
+        .resume(kit::Resume::value("yes please"), &opts)
+        .await
+        .unwrap();
+    assert!(
+        paused(&again)
+            .error
+            .unwrap()
+            .starts_with("a review is resumed with {\"decisions\": [...]}")
+    );
+    assert!(log.lock().unwrap().is_empty(), "nothing ran meanwhile");
+
+    // The corrected answer goes through.
+    let done = agent
+        .resume(
+            resume_review(vec![Decision::reject(), Decision::approve()]),
+            &opts,
+        )
+        .await
+        .unwrap();
+    assert!(!done.is_interrupted());
+    assert_eq!(
+        *log.lock().unwrap(),
+        [("send_email".to_string(), json!({"to": "a@x"}))]
+    );
+    assert_eq!(tool_results(done.state()).len(), 2);
+    // `check` reports the same errors before resuming.
+    let request = paused(&first);
+    assert!(request.check(&[Decision::approve()]).is_err());
+    assert!(
+        request
+            .check(&[Decision::approve(), Decision::approve()])
+            .is_ok()
+    );
+}
+
+/// A SQLite checkpoint file, opened afresh (as a new process would).
+fn sqlite(path: &std::path::Path) -> Arc<dyn Checkpointer> {
+    Arc::new(kit::checkpoint::SqliteCheckpointer::open(path).unwrap())
+}
+
+#[tokio::test]
+async fn review_resumes_across_a_restart_with_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("review.db");
+    let opts = RunOptions::new().thread_id("restart");
+    let ids = {
+        // The first process: the model asks, the run pauses, a wrong answer is asked again,
+        // the process ends (agent and database closed).
+        let log: Log = Arc::default();
+        let model = ScriptedModel::new([calls(&[
+            ("c1", "send_email", json!({"to": "a@x", "body": "hi"})),
+            ("c2", "search", json!({"q": "x"})),
+        ])]);
+        let agent = review_agent(&model, &log, sqlite(&db));
+        let outcome = agent.invoke("mail a", &opts).await.unwrap();
+        paused(&outcome);
+        let outcome = agent
+            .resume(resume_review(Vec::<Decision>::new()), &opts)
+            .await
+            .unwrap();
+        assert!(paused(&outcome).error.is_some());
+        assert!(log.lock().unwrap().is_empty());
+        outcome.interrupts()[0].id.clone()
+    };
+    // The second process: a new model, tools, agent and connection to the same file.
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([Message::assistant("Edited and sent.")]);
+    let agent = review_agent(&model, &log, sqlite(&db));
+    let pending = agent.graph().get_state(&opts).await.unwrap().unwrap();
+    assert_eq!(pending.interrupts.len(), 1);
+    assert_eq!(pending.interrupts[0].id, ids);
+    let done = agent
+        .resume(
+            resume_review([Decision::edit(
+                "send_email",
+                json!({"to": "b@x", "body": "hi"}),
+            )]),
+            &opts,
+        )
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
+    let mut ran = log.lock().unwrap().clone();
+    ran.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        ran,
+        [
+            ("search".to_string(), json!({"q": "x"})),
+            ("send_email".to_string(), json!({"to": "b@x", "body": "hi"})),
+        ]
+    );
+    assert_eq!(done.final_text(), "Edited and sent.");
+    assert_eq!(tool_results(&done).len(), 2);
+}
+
+#[tokio::test]
+async fn review_needs_a_checkpointer_and_reviews_its_own_tools() {
+    let log: Log = Arc::default();
+    let err = Agent::builder()
+        .model(ScriptedModel::new([Message::assistant("x")]))
+        .middleware(HumanReviewMiddleware::new().interrupt_on("x", true))
+        .build()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "middleware `HumanInTheLoopMiddleware` pauses the run for human input, which needs a \
+             checkpointer"
+        ),
+        "{err}"
+    );
+
+    // Tools given to the middleware are added to the agent and reviewed.
+    let model = ScriptedModel::new([
+        calls(&[("c1", "wire_money", json!({"amount": 10}))]),
+        Message::assistant("Wired."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(HumanReviewMiddleware::new().tools([recording_tool("wire_money", &log)]))
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    assert_eq!(agent.tool_names(), ["wire_money"]);
+    let opts = RunOptions::new().thread_id("own");
+    let request = paused(&agent.invoke("pay", &opts).await.unwrap());
+    assert_eq!(request.action_requests[0].name, "wire_money");
+    let done = agent
+        .resume(resume_review(Decision::approve()), &opts)
+        .await
+        .unwrap();
+    assert_eq!(done.state().final_text(), "Wired.");
+    assert_eq!(log.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_reviewer_sees_pii_scrubbed_arguments() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([
+        calls(&[("c1", "send_email", json!({"to": "ann@example.com"}))]),
+        Message::assistant("ok"),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .tool(recording_tool("send_email", &log))
+        .middleware(HumanReviewMiddleware::new().interrupt_on("send_email", true))
+        .middleware(
+            PiiMiddleware::new(PiiType::Email)
+                .strategy(PiiStrategy::Hash)
+                .apply_to_output(true),
+        )
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("pii-review");
+    let request = paused(&agent.invoke("mail Ann", &opts).await.unwrap());
+    let hashed = json!({"to": "<email_hash:71d4f55f>"});
+    assert_eq!(request.action_requests[0].args, hashed);
+    agent
+        .resume(resume_review([Decision::approve()]), &opts)
+        .await
+        .unwrap();
+    assert_eq!(*log.lock().unwrap(), [("send_email".to_string(), hashed)]);
+}
+
+#[tokio::test]
+async fn a_review_inside_a_subagent_reaches_the_caller_and_resumes_into_the_child() {
+    use kit::middleware::review::resume_review_for;
+    use kit::middleware::subagents::SubagentSpec;
+
+    let log: Log = Arc::default();
+    let checkpointer: Arc<dyn Checkpointer> = Arc::new(MemoryCheckpointer::new());
+    let child_model = ScriptedModel::new([
+        calls(&[("d1", "delete_file", json!({"path": "/all"}))]),
+        Message::assistant("I was told to keep the files."),
+    ]);
+    let parent_model = ScriptedModel::new([
+        calls(&[(
+            "job",
+            "task",
+            json!({"description": "clean up", "subagent_type": "janitor"}),
+        )]),
+        Message::assistant("The janitor kept the files."),
+    ]);
+    // The child is built from a spec: it runs on the parent's checkpointer and thread (under
+    // its own namespace), so its review middleware can pause the run.
+    let agent = Agent::builder()
+        .model(parent_model)
+        .general_purpose_subagent(false)
+        .subagents([SubagentSpec::new("janitor", "Cleans up.")
+            .model(child_model.clone())
+            .tools([recording_tool("delete_file", &log)])
+            .middleware(HumanReviewMiddleware::new().interrupt_on("delete_file", true))])
+        .checkpointer(checkpointer)
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("nested-review");
+    let outcome = agent.invoke("clean", &opts).await.unwrap();
+    let request = paused(&outcome);
+    let interrupt = &outcome.interrupts()[0];
+    assert_eq!(interrupt.namespace, ["task:job"], "raised inside the child");
+    assert_eq!(request.action_requests[0].args, json!({"path": "/all"}));
+
+    let done = agent
+        .resume(
+            resume_review_for(&interrupt.id, [Decision::reject_with("Keep them")]),
+            &opts,
+        )
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "the rejected call never ran"
+    );
+    assert_eq!(
+        child_model.requests()[1].messages[2].text(),
+        "User rejected the tool call for `delete_file` with reason: Keep them"
+    );
+    assert_eq!(tool_results(&done)[0].1, "I was told to keep the files.");
+    assert_eq!(done.final_text(), "The janitor kept the files.");
+}
+
+#[tokio::test]
+async fn when_every_call_is_rejected_or_answered_the_model_sees_the_answers() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([
+        calls(&[
+            ("c1", "send_email", json!({"to": "a@x"})),
+            ("c2", "ask_color", json!({})),
+        ]),
+        Message::assistant("Understood: no email, and blue it is."),
+    ]);
+    let agent = review_agent(&model, &log, Arc::new(MemoryCheckpointer::new()));
+    let opts = RunOptions::new().thread_id("all-answered");
+    paused(&agent.invoke("go", &opts).await.unwrap());
+    let done = agent
+        .resume(
+            resume_review([Decision::reject(), Decision::respond("blue")]),
+            &opts,
+        )
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
+    assert!(log.lock().unwrap().is_empty());
+    assert_eq!(done.final_text(), "Understood: no email, and blue it is.");
+    let seen: Vec<String> = model.requests()[1]
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(Message::text)
+        .collect();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1], "blue");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Moderation, against a server on 127.0.0.1 speaking the moderation API's wire format
+
+mod moderation_api {
+    use std::sync::{Arc, Mutex};
+
+    use axum::Json;
+    use axum::extract::State;
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::routing::post;
+    use serde_json::{Map, Value, json};
+
+    pub const KEY: &str = "sk-test-moderation";
+
+    /// Every request the server received: the Authorization header and the JSON body.
+    pub type Seen = Arc<Mutex<Vec<(String, Value)>>>;
+
+    const CATEGORIES: [&str; 13] = [
+        "harassment",
+        "harassment/threatening",
+        "hate",
+        "hate/threatening",
+        "illicit",
+        "illicit/violent",
+        "self-harm",
+        "self-harm/instructions",
+        "self-harm/intent",
+        "sexual",
+        "sexual/minors",
+        "violence",
+        "violence/graphic",
+    ];
+
+    /// The categories a text is flagged for, by keyword.
+    fn flagged_for(text: &str) -> Vec<&'static str> {
+        let text = text.to_lowercase();
+        let mut flagged = Vec::new();
+        if text.contains("hurt myself") {
+            flagged.extend(["self-harm", "self-harm/intent"]);
+        }
+        if text.contains("attack") {
+            flagged.push("violence");
+        }
+        flagged
+    }
+
+    /// One result in the API's shape: every category, its score and the input types.
+    fn result(text: &str) -> Value {
+        let flagged = flagged_for(text);
+        let mut categories = Map::new();
+        let mut scores = Map::new();
+        let mut applied = Map::new();
+        for (i, c) in CATEGORIES.iter().enumerate() {
+            let on = flagged.contains(c);
+            categories.insert(c.to_string(), json!(on));
+            let score = if on { 0.91 } else { 0.0001 * (i as f64 + 1.0) };
+            scores.insert(c.to_string(), json!(score));
+            let types = match *c {
+                "self-harm"
+                | "self-harm/instructions"
+                | "self-harm/intent"
+                | "sexual"
+                | "violence"
+                | "violence/graphic" => json!(["text", "image"]),
+                _ => json!(["text"]),
+            };
+            applied.insert(c.to_string(), types);
+        }
+        json!({
+            "flagged": !flagged.is_empty(),
+            "categories": categories,
+            "category_scores": scores,
+            "category_applied_input_types": applied,
+        })
+    }
+
+    async fn moderations(
+        State(seen): State<Seen>,
+        headers: HeaderMap,
+        Json(body): Json<Value>,
+    ) -> (StatusCode, Json<Value>) {
+        let auth = headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        seen.lock().unwrap().push((auth.clone(), body.clone()));
+        if auth != format!("Bearer {KEY}") {
+            return (
+                StatusCode::UNAUTHORIZED,
+                Json(json!({"error": {
+                    "message": "Incorrect API key provided: sk-wrong. You can find your API key at https://platform.openai.com/account/api-keys.",
+                    "type": "invalid_request_error", "param": null, "code": "invalid_api_key"
+                }})),
+            );
+        }
+        let inputs: Vec<String> = match &body["input"] {
+            Value::String(s) => vec![s.clone()],
+            Value::Array(items) => items
+                .iter()
+                .map(|v| v.as_str().unwrap_or_default().to_string())
+                .collect(),
+            _ => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    Json(
+                        json!({"error": {"message": "input is required", "type": "invalid_request_error"}}),
+                    ),
+                );
+            }
+        };
+        let n = seen.lock().unwrap().len();
+        (
+            StatusCode::OK,
+            Json(json!({
+                "id": format!("modr-{n}"),
+                "model": body["model"].as_str().unwrap_or("omni-moderation-latest"),
+                "results": inputs.iter().map(|t| result(t)).collect::<Vec<_>>(),
+            })),
+        )
+    }
+
+    /// Starts the server; returns its base URL (`http://127.0.0.1:<port>/v1`).
+    pub async fn start() -> (String, Seen) {
+        let seen: Seen = Arc::default();
+        let app = axum::Router::new()
+            .route("/v1/moderations", post(moderations))
+            .with_state(seen.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (format!("http://{addr}/v1"), seen)
+    }
+}
+
+fn moderation(
+    base_url: &str,
+    exit: kit::middleware::moderation::ExitBehavior,
+) -> kit::middleware::moderation::ModerationMiddleware {
+    let config = kit::Config {
+        openai_api_key: Some(moderation_api::KEY.into()),
+        openai_base_url: Some(base_url.into()),
+        ..kit::Config::default()
+    };
+    kit::middleware::moderation::ModerationMiddleware::new(&config)
+        .unwrap()
+        .exit_behavior(exit)
+}
+
+const VIOLENCE: &str =
+    "I'm sorry, but I can't comply with that request. It was flagged for violence.";
+
+#[tokio::test]
+async fn moderation_error_fails_the_run_with_stage_and_categories() {
+    use kit::middleware::moderation::ExitBehavior;
+    let (url, seen) = moderation_api::start().await;
+    let model = ScriptedModel::new([Message::assistant("never")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(moderation(&url, ExitBehavior::Error))
+        .build()
+        .unwrap();
+    let err = agent
+        .invoke("I want to hurt myself and attack them", &RunOptions::new())
+        .await
+        .unwrap_err();
+    match &err {
+        AgentError::ModerationViolation {
+            stage,
+            categories,
+            message,
+        } => {
+            assert_eq!(stage, "input");
+            assert_eq!(categories, &["self-harm", "self-harm/intent", "violence"]);
+            assert_eq!(
+                message,
+                "I'm sorry, but I can't comply with that request. It was flagged for self harm, \
+                 self harm intent, violence."
+            );
+        }
+        other => panic!("expected ModerationViolation, got {other:?}"),
+    }
+    assert_eq!(err.kind(), "vendor_moderation_violation");
+    assert_eq!(model.calls(), 0);
+    // The request on the wire.
+    let requests = seen.lock().unwrap().clone();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].0, format!("Bearer {}", moderation_api::KEY));
+    assert_eq!(
+        requests[0].1,
+        json!({"model": "omni-moderation-latest", "input": ["I want to hurt myself and attack them"]})
+    );
+
+    // Flagged output: stage `output`.
+    let model = ScriptedModel::new([Message::assistant("Let's attack at dawn.")]);
+    let agent = Agent::builder()
+        .model(model)
+        .middleware(moderation(&url, ExitBehavior::Error))
+        .build()
+        .unwrap();
+    let err = agent.invoke("plan?", &RunOptions::new()).await.unwrap_err();
+    assert!(
+        matches!(&err, AgentError::ModerationViolation { stage, categories, .. }
+            if stage == "output" && categories == &["violence"]),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn moderation_end_stops_the_run_with_the_violation_message() {
+    use kit::middleware::moderation::ExitBehavior;
+    let (url, _seen) = moderation_api::start().await;
+    // Flagged input: the model is never called; the user message stays.
+    let model = ScriptedModel::new([Message::assistant("never")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(moderation(&url, ExitBehavior::End))
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("attack the server", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(model.calls(), 0);
+    let texts: Vec<String> = state.messages.iter().map(Message::text).collect();
+    assert_eq!(texts, ["attack the server", VIOLENCE]);
+
+    // Flagged output: the violation message follows the flagged answer, whose tool calls do
+    // not run.
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([Message::assistant_with_tool_calls(
+        "We attack now.",
+        vec![ToolCall::with_id("c1", "launch", json!({}))],
+    )]);
+    let agent = Agent::builder()
+        .model(model)
+        .tool(recording_tool("launch", &log))
+        .middleware(moderation(&url, ExitBehavior::End))
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("status?", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), VIOLENCE);
+    assert_eq!(state.messages[1].text(), "We attack now.");
+    assert!(log.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn moderation_replace_swaps_flagged_content_and_goes_on() {
+    use kit::middleware::moderation::ExitBehavior;
+    let (url, seen) = moderation_api::start().await;
+    let reader = Tool::from_fn("read", "Reads.", json!({"type": "object"}), |_, _| async {
+        Ok::<_, ToolError>("page says: attack at noon")
+    });
+    let model = ScriptedModel::new([
+        calls(&[("c1", "read", json!({})), ("c2", "read", json!({}))]),
+        Message::assistant("Summary: they will attack."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(reader)
+        .middleware(
+            moderation(&url, ExitBehavior::Replace)
+                .check_tool_results(true)
+                .violation_message("[removed: {categories}]"),
+        )
+        .build()
+        .unwrap();
+    let state = agent
+        .invoke("Summarise, then attack the plan", &RunOptions::new())
+        .await
+        .unwrap()
+        .into_state();
+    // The input was replaced and the model still ran on it.
+    assert_eq!(state.messages[0].text(), "[removed: violence]");
+    assert_eq!(
+        model.requests()[0].messages[0].text(),
+        "[removed: violence]"
+    );
+    // Both tool results were replaced before the model saw them.
+    let second: Vec<String> = model.requests()[1]
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(Message::text)
+        .collect();
+    assert_eq!(second, ["[removed: violence]", "[removed: violence]"]);
+    // The answer was replaced in place.
+    assert_eq!(state.messages.last().unwrap().text(), "[removed: violence]");
+    assert_eq!(state.messages.len(), 5);
+    // One request per hook: input; output (tool calls, empty text: not sent); tool results
+    // batched; the last answer. The user message was not sent again.
+    let inputs: Vec<Value> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, b)| b["input"].clone())
+        .collect();
+    assert_eq!(
+        inputs,
+        [
+            json!(["Summarise, then attack the plan"]),
+            json!(["page says: attack at noon", "page says: attack at noon"]),
+            json!(["Summary: they will attack."]),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn moderation_failures_are_clear_errors() {
+    use kit::middleware::moderation::{ExitBehavior, ModerationError, ModerationMiddleware};
+    let (url, _seen) = moderation_api::start().await;
+    // A wrong key: the endpoint's 401 fails the run with a hint.
+    let model = ScriptedModel::new([Message::assistant("never")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(moderation(&url, ExitBehavior::End).api_key("sk-wrong"))
+        .build()
+        .unwrap();
+    let err = agent.invoke("hello", &RunOptions::new()).await.unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(&err, AgentError::Middleware { middleware, .. } if middleware == "OpenAIModerationMiddleware"),
+        "{err:?}"
+    );
+    assert!(text.contains("HTTP 401"), "{text}");
+    assert!(text.contains("Incorrect API key provided"), "{text}");
+    assert!(text.contains("the key comes from OPENAI_API_KEY"), "{text}");
+    assert!(!text.contains("sk-test-moderation"), "{text}");
+    assert_eq!(model.calls(), 0, "unchecked input never reaches the model");
+
+    // Nothing listening.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let agent = Agent::builder()
+        .model(ScriptedModel::new([Message::assistant("never")]))
+        .middleware(
+            moderation(&format!("http://{closed}/v1"), ExitBehavior::End)
+                .http_client(kit::http::HttpClient::new().max_retries(0)),
+        )
+        .build()
+        .unwrap();
+    let err = agent.invoke("hello", &RunOptions::new()).await.unwrap_err();
+    assert!(err.to_string().contains("connection failed"), "{err}");
+    assert!(
+        err.to_string().contains("check the URL and the network"),
+        "{err}"
+    );
+
+    // No key at all: an error when the middleware is made.
+    let err = ModerationMiddleware::new(&kit::Config::default()).unwrap_err();
+    assert!(matches!(err, ModerationError::MissingApiKey));
+    assert!(err.to_string().contains("OPENAI_API_KEY"));
+
+    // The moderation call on its own.
+    let mw = moderation(&url, ExitBehavior::End);
+    let results = mw.moderate(&["hi", "attack"]).await.unwrap();
+    assert_eq!(
+        results.iter().map(|r| r.flagged).collect::<Vec<_>>(),
+        [false, true]
+    );
+    assert_eq!(
+        results[1].category_applied_input_types["violence"],
+        ["text", "image"]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A custom guardrail: before_agent / after_agent with jump_to end
+
+#[tokio::test]
+async fn topic_filter_ends_off_topic_requests_and_replaces_off_topic_answers() {
+    use kit::middleware::guardrail::TopicFilter;
+    const REFUSAL: &str = "I can only help with cooking.";
+    let model = ScriptedModel::new([
+        Message::assistant("Simmer for 20 minutes."),
+        Message::assistant("Salt it. By the way, buy Crypto!"),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .middleware(
+            TopicFilter::new(REFUSAL)
+                .block(["crypto", "stock tips"])
+                .check_output(true),
+        )
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("cooking");
+    // Off topic: ends before the model with the refusal; the question stays in the thread.
+    let state = agent
+        .invoke("Any stock tips?", &opts)
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(model.calls(), 0);
+    let texts: Vec<String> = state.messages.iter().map(Message::text).collect();
+    assert_eq!(texts, ["Any stock tips?", REFUSAL]);
+    // On topic: the model answers.
+    let state = agent
+        .invoke("How long for the sauce?", &opts)
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), "Simmer for 20 minutes.");
+    // An answer that drifts off topic is replaced by the refusal (same message, in place).
+    let state = agent
+        .invoke("And seasoning?", &opts)
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(state.final_text(), REFUSAL);
+    assert_eq!(state.messages.len(), 6);
+    assert_eq!(model.calls(), 2);
+}
