@@ -593,13 +593,18 @@ async fn the_langgraph_threads_api_as_deepagents_calls_it() {
 async fn runs_and_threads_survive_a_restart_on_a_sqlite_file() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("worker.sqlite");
+    let checkpoints = dir.path().join("checkpoints.sqlite");
     let start = |gate: Gate| {
         let db = db.clone();
+        let checkpoints = checkpoints.clone();
         async move {
             Worker::builder()
                 .agent("research", researcher::agent(gate))
                 .sqlite(&db)
                 .unwrap()
+                .checkpointer(Arc::new(
+                    kit::checkpoint::SqliteCheckpointer::open(&checkpoints).unwrap(),
+                ))
                 .build()
                 .await
                 .unwrap()

@@ -26,8 +26,9 @@ pub struct HostedRun {
     pub input: RunInput,
     /// The worker's checkpointer: threads keep their state across runs in it.
     pub checkpointer: Arc<dyn Checkpointer>,
-    /// True when an earlier attempt of this run was cut short (its worker died): continue
-    /// from the thread's checkpoint if the run had started.
+    /// True when an earlier attempt of this run was cut short by a dead worker. (A run put back
+    /// in the queue by a clean shutdown has it false.) Whether the run had started is read
+    /// from the thread's checkpoint either way: see [`RUN_ID_METADATA_KEY`].
     pub recovered: bool,
 }
 
@@ -139,7 +140,9 @@ fn clip(s: String) -> String {
     format!("{}…", &s[..end])
 }
 
-/// How a (possibly recovered) run continues, read from the thread's checkpoint.
+/// How a run continues, read from the thread's checkpoint: a run that an earlier attempt
+/// started (a worker died or shut down in the middle of it) continues where that attempt
+/// stopped; any other run starts from its input.
 enum Plan<S> {
     /// Start from the run's input.
     Invoke,
@@ -154,9 +157,6 @@ async fn plan<S: State>(
     opts: &RunOptions,
     run: &HostedRun,
 ) -> Result<Plan<S>, HostedError> {
-    if !run.recovered {
-        return Ok(Plan::Invoke);
-    }
     let snapshot = graph.get_state(opts).await.map_err(|e| {
         HostedError::new(
             "checkpoint",

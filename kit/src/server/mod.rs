@@ -81,11 +81,13 @@
 //! At most [`capacity`](WorkerBuilder::capacity) runs execute at once; the others wait as
 //! `pending`. A run executing longer than [`run_timeout`](WorkerBuilder::run_timeout) is
 //! stopped and ends `timeout`. Runs and threads are kept in a [`RunStore`]: SQLite (a file with
-//! [`WorkerBuilder::sqlite`], in memory by default) or PostgreSQL
-//! ([`WorkerBuilder::postgres`]), where several worker processes share one queue and claim runs
+//! `WorkerBuilder::sqlite`, in memory by default) or PostgreSQL
+//! (`WorkerBuilder::postgres`), where several worker processes share one queue and claim runs
 //! with `FOR UPDATE SKIP LOCKED`. Agent and graph state lives in the checkpointer given with
 //! [`WorkerBuilder::checkpointer`] (a [`MemoryCheckpointer`](crate::MemoryCheckpointer) by
-//! default; give a durable one so threads and crash recovery survive restarts).
+//! default; give a durable one — `kit::checkpoint::SqliteCheckpointer`,
+//! or `PostgresCheckpointer` for several workers —
+//! so threads survive restarts and a recovered run continues from its last step).
 //!
 //! # Crash recovery
 //!
@@ -100,7 +102,9 @@
 //! end `error`; with [`Recovery::Fail`] they end `error` at once with a message saying their
 //! worker stopped. A run is never left `running` by a worker that is gone. A run whose cancel
 //! was requested ends `cancelled`. A worker that shuts down cleanly
-//! ([`WorkerHandle::shutdown`]) puts its executing runs back in the queue.
+//! ([`WorkerHandle::shutdown`]) puts its executing runs back in the queue; they too continue
+//! from their checkpoint. (Every checkpoint a run writes carries its run id under
+//! [`RUN_ID_METADATA_KEY`]: that is how a run tells its own progress from an earlier run's.)
 //!
 //! Resuming re-executes the step that was in progress, so a tool with side effects may run
 //! twice; choose [`Recovery::Fail`] when that is not acceptable.

@@ -2,8 +2,8 @@
 //!
 //! | back-end | feature | use it for |
 //! |---|---|---|
-//! | [`SqliteRunStore`] | `sqlite` (on by default) | one worker process; a file survives restarts, `:memory:` does not |
-//! | [`PostgresRunStore`] | `postgres` | several worker processes on several machines sharing one queue |
+//! | `SqliteRunStore` | `sqlite` (on by default) | one worker process; a file survives restarts, `:memory:` does not |
+//! | `PostgresRunStore` | `postgres` | several worker processes on several machines sharing one queue |
 //!
 //! Both keep two tables, `kit_worker_threads` (one row per thread: metadata, latest values) and
 //! `kit_worker_runs` (one row per run: status, input, output, error, lease). They can live in

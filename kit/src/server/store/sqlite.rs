@@ -53,7 +53,7 @@ const RUN_COLUMNS: &str = "run_id, thread_id, graph_id, status, input_kind, inpu
 ///
 /// A SQLite store belongs to **one worker process at a time**: when a worker starts, every run
 /// it finds `running` was left by a dead process and is recovered at once. Use
-/// [`PostgresRunStore`](super::PostgresRunStore) to share a queue between processes.
+/// `PostgresRunStore` (feature `postgres`) to share a queue between processes.
 ///
 /// The file uses WAL journaling with `synchronous=NORMAL`: a run's status change is durable
 /// across a crash of the process (not necessarily of the machine's power).
