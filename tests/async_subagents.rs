@@ -527,3 +527,126 @@ async fn wait_for_with_token(worker: &WorkerHandle, id: &str, token: &str) {
     }
     panic!("run {id} never succeeded");
 }
+
+#[tokio::test]
+async fn task_records_survive_compaction_and_a_restart_from_the_checkpoint() {
+    use kit::checkpoint::SqliteCheckpointer;
+    use kit::middleware::compaction::CompactionMiddleware;
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    let worker = start_worker(Gate::open()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("supervisor.sqlite");
+    // Scripted answers, except the compaction's summary call.
+    let script: Arc<Mutex<VecDeque<Message>>> = Arc::default();
+    let build = || {
+        let script = script.clone();
+        let model = ScriptedModel::from_fn(move |request| {
+            if request
+                .system
+                .as_deref()
+                .is_some_and(|s| s.contains("You condense conversations"))
+            {
+                return Ok(Message::assistant("SUMMARY: the user chatted."));
+            }
+            Ok(script
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or_else(|| Message::assistant("(script ended)")))
+        });
+        Agent::builder()
+            .name("supervisor")
+            .model(model)
+            .async_subagents([spec(&worker)])
+            .compaction(
+                CompactionMiddleware::new()
+                    .trigger_messages(6)
+                    .keep_messages(2),
+            )
+            .checkpointer(Arc::new(SqliteCheckpointer::open(&file).unwrap()))
+            .build()
+            .unwrap()
+    };
+    let opts = RunOptions::new().thread_id("long-supervisor");
+    let agent = build();
+    script.lock().unwrap().extend([
+        Message::assistant_with_tool_calls(
+            "",
+            vec![ToolCall::new(
+                "start_async_task",
+                json!({"description": "volcanoes", "subagent_name": "researcher"}),
+            )],
+        ),
+        Message::assistant("Started."),
+    ]);
+    let state = agent
+        .invoke("research volcanoes", &opts)
+        .await
+        .unwrap()
+        .into_state();
+    let task_id = state.async_tasks.keys().next().unwrap().clone();
+    for i in 0..3 {
+        script
+            .lock()
+            .unwrap()
+            .push_back(Message::assistant(format!("answer {i}")));
+        agent.invoke(format!("chat {i}"), &opts).await.unwrap();
+    }
+    let state = agent
+        .graph()
+        .get_state(&opts)
+        .await
+        .unwrap()
+        .unwrap()
+        .values;
+    assert!(
+        state.messages[0]
+            .text()
+            .contains("SUMMARY: the user chatted."),
+        "compaction ran: {:?}",
+        state.messages.iter().map(Message::text).collect::<Vec<_>>()
+    );
+    assert!(
+        !state.messages.iter().any(|m| m.text().contains(&task_id)),
+        "the task id left the conversation"
+    );
+    assert!(
+        state.async_tasks.contains_key(&task_id),
+        "but not the state"
+    );
+    drop(agent);
+
+    // A new supervisor on the same file and thread: the record is restored with the thread.
+    wait_for(&worker, &task_id, &["success"]).await;
+    let agent = build();
+    script.lock().unwrap().extend([
+        Message::assistant_with_tool_calls(
+            "",
+            vec![ToolCall::with_id(
+                "check-1",
+                "check_async_task",
+                json!({"task_id": task_id}),
+            )],
+        ),
+        Message::assistant("Done."),
+    ]);
+    let state = agent
+        .invoke("is it done?", &opts)
+        .await
+        .unwrap()
+        .into_state();
+    let result = state
+        .messages
+        .iter()
+        .find(|m| m.tool_call_id.as_deref() == Some("check-1"))
+        .unwrap();
+    let checked: Value = serde_json::from_str(&result.text()).unwrap();
+    assert_eq!(checked["status"], "success");
+    assert_eq!(
+        checked["result"],
+        "Report on volcanoes: 3 sources agree about volcanoes"
+    );
+    worker.shutdown().await.unwrap();
+}
