@@ -106,6 +106,12 @@ impl SubagentSpec {
         self
     }
 
+    /// The child's model, shared.
+    pub fn model_arc(mut self, model: Arc<dyn crate::ChatModel>) -> Self {
+        self.model = Some(model);
+        self
+    }
+
     /// Adds a middleware to the child (todos and filesystem are not inherited).
     pub fn middleware(mut self, middleware: impl Middleware) -> Self {
         self.middleware.push(Arc::new(middleware));
