@@ -1,8 +1,128 @@
 //! # kit — typed LLM agents and agent graphs
 //!
-//! kit builds agents (a chat model calling tools in a loop) and graphs (nodes, edges,
-//! reducers, checkpoints, interrupts, streaming). Agents compile to graphs, so both share the
-//! same executor, checkpointers, streaming and tracing.
+//! kit builds **graphs** (nodes, edges, reducers, checkpoints, interrupts, streaming) and
+//! **agents** (a chat model calling tools in a loop, with middleware). Agents compile to
+//! graphs, so both share one executor, one checkpoint format, one event stream and one trace
+//! model.
+//!
+//! ## A graph
+//!
+//! ```
+//! use kit::graph::NodeContext;
+//! use kit::{RunOptions, State};
+//!
+//! #[derive(State, Clone, Default, Debug, serde::Serialize, serde::Deserialize)]
+//! struct Ticket {
+//!     text: String,
+//!     kind: String,
+//!     #[state(reducer = kit::reducers::append)]
+//!     log: Vec<String>,
+//! }
+//!
+//! async fn classify(t: &Ticket, _ctx: &NodeContext) -> TicketUpdate {
+//!     let kind = if t.text.contains("refund") { "refund" } else { "question" };
+//!     TicketUpdate::new().kind(kind).log(vec![format!("classified as {kind}")])
+//! }
+//! async fn refund(_t: &Ticket, _ctx: &NodeContext) -> TicketUpdate {
+//!     TicketUpdate::new().log(vec!["refunded".to_string()])
+//! }
+//! async fn answer(_t: &Ticket, _ctx: &NodeContext) -> TicketUpdate {
+//!     TicketUpdate::new().log(vec!["answered".to_string()])
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kit::GraphError> {
+//! let graph = kit::graph! {
+//!     state: Ticket;
+//!     node classify;
+//!     node refund;
+//!     node answer;
+//!     edge START -> classify;
+//!     edge classify -> refund when kind == "refund";
+//!     edge classify -> answer when kind == "question";
+//!     edge refund -> END;
+//!     edge answer -> END;
+//! };
+//! let out = graph
+//!     .invoke(TicketUpdate::new().text("I want a refund"), &RunOptions::new())
+//!     .await?;
+//! assert_eq!(out.state().log, ["classified as refund", "refunded"]);
+//! # Ok(()) }
+//! ```
+//!
+//! See [`graph`](mod@graph) for the execution model (supersteps, reducers, `Send`, `Command`, joins,
+//! interrupts, failure recovery) and [`state`] for channels and reducers.
+//!
+//! ## An agent
+//!
+//! ```
+//! use kit::testing::ScriptedModel;
+//! use kit::tool::{ToolContext, ToolError, ToolHandler};
+//! use kit::{Agent, Message, RunOptions, ToolCall};
+//!
+//! /// Adds two integers.
+//! #[derive(kit::Tool, serde::Deserialize, schemars::JsonSchema)]
+//! struct Add {
+//!     a: i64,
+//!     b: i64,
+//! }
+//!
+//! impl ToolHandler for Add {
+//!     type Output = i64;
+//!     async fn run(self, _ctx: ToolContext) -> Result<i64, ToolError> {
+//!         Ok(self.a + self.b)
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kit::AgentError> {
+//! // Offline: a scripted model plays the model. Use `.model("openai:gpt-4o-mini")` for real.
+//! let model = ScriptedModel::new([
+//!     Message::assistant_with_tool_calls("", vec![ToolCall::new("add", serde_json::json!({"a": 40, "b": 2}))]),
+//!     Message::assistant("It is 42."),
+//! ]);
+//! let agent = Agent::builder().model(model).tool(Add::tool()).build()?;
+//! let out = agent.invoke("What is 40 + 2?", &RunOptions::new()).await?;
+//! assert_eq!(out.state().final_text(), "It is 42.");
+//! # Ok(()) }
+//! ```
+//!
+//! See [`agent`](mod@agent) for the builder, the middleware order and `#[agent]`, [`middleware`] for the
+//! built-in capabilities and guardrails, [`tool`] and [`model`] for tools and providers.
+//!
+//! ## Modules
+//!
+//! | module | what |
+//! |---|---|
+//! | [`graph`](mod@graph) | graphs: builder, `graph!`, supersteps, interrupts, run options |
+//! | [`state`] | typed state, reducers, `Overwrite`, the dynamic form |
+//! | [`checkpoint`] | the `Checkpointer` trait; memory, SQLite and PostgreSQL back-ends |
+//! | [`event`] | the streamed event envelope and its catalog |
+//! | [`agent`](mod@agent) | agents, the builder, middleware hooks and wrappers |
+//! | [`middleware`] | todos, filesystem, subagents, async subagents, compaction, overflow recovery, PII, human review, moderation |
+//! | [`model`] | the `ChatModel` trait, OpenAI-compatible and Anthropic providers, pricing |
+//! | [`tool`] | tools, `#[derive(Tool)]`, argument validation |
+//! | [`http`] | the HTTP client everything kit sends goes through |
+//! | [`protocol`] | the async-subagent run protocol client |
+//! | `server` | the worker server (feature `server`) |
+//! | [`trace`] | run trees, redaction, exporters (JSON lines, OTLP, Langfuse), the trace viewer |
+//! | [`testing`] | `ScriptedModel` for deterministic tests and offline demos |
+//!
+//! ## Feature flags
+//!
+//! | feature | default | what it brings |
+//! |---|---|---|
+//! | `sqlite` | yes | [`checkpoint::SqliteCheckpointer`] (bundled SQLite) and the worker's SQLite run store |
+//! | `postgres` | no | `checkpoint::PostgresCheckpointer` and the worker's shared PostgreSQL queue |
+//! | `server` | no | `kit::server`: the async-subagent worker (axum) |
+//! | `otlp` | no | `kit::trace::otlp`: OTLP/HTTP export (protobuf and JSON) and the Langfuse profile |
+//!
+//! ## Errors
+//!
+//! Errors are typed values, never panics on data from a model, a peer, a file or a user: tool
+//! failures become error results the model sees; a malformed tool call gets a validation
+//! message; a model failure is a [`model::ModelError`] you can match (rate limit, context
+//! length, authentication); agent runs fail with [`AgentError`], graph runs with
+//! [`GraphError`]; an interrupt is not an error but [`Outcome::Interrupted`]. Tracing and
+//! export failures are counted and swallowed.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // Lets the derive macros refer to `::kit` from inside this crate too.

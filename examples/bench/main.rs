@@ -3,6 +3,7 @@
 //! median and nearest-rank p95, peak RSS of the process).
 //!
 //! ```text
+//! cargo run --release --example bench -- compare    # kit and Python LangGraph, a ratio table
 //! cargo run --release --example bench -- all        # every workload, each in its own process
 //! cargo run --release --example bench -- w1         # one workload
 //! cargo run --release --example bench -- w1 --reps=500
@@ -14,6 +15,8 @@
 //!
 //! Output lines starting with `RESULT` have the anchor's format, so the two can be compared
 //! line by line.
+
+mod compare;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -602,8 +605,10 @@ fn w4() {
     println!("# maxrss before rounds: {:.1} MiB", maxrss_mib());
     rt.block_on(async {
         let _ = w4_round(50, 0).await;
+        let mut rates = Vec::new();
         for round in 1..=3 {
             let (wall, latencies, first, last) = w4_round(1000, round).await;
+            rates.push(1000.0 / wall);
             check_w2(&first);
             check_w2(&last);
             let s = stats(latencies);
@@ -619,6 +624,12 @@ fn w4() {
                 maxrss_mib()
             );
         }
+        rates.sort_by(|a, b| a.total_cmp(b));
+        println!(
+            "RESULT W4 summary rounds=3 runs=1000 runs_per_s_median={:.0} peak_maxrss_mib={:.1}",
+            rates[rates.len() / 2],
+            maxrss_mib()
+        );
     });
 }
 
@@ -890,6 +901,11 @@ fn main() {
         .and_then(|v| v.parse().ok());
     let reps_given = reps_arg.is_some();
     let reps = reps_arg.unwrap_or(200);
+    if which == "compare" {
+        let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("{e}")));
+        compare::run(&exe, &["w1", "w2", "w3", "w4", "w5", "w6"]);
+        return;
+    }
     if which == "all" {
         // Each workload in its own process, so each peak RSS is its own.
         let exe = std::env::current_exe().unwrap_or_else(|e| fail(&format!("{e}")));
