@@ -53,10 +53,10 @@ enum Models {
 }
 
 fn choose_models() -> Models {
-    if let Ok(spec) = std::env::var("KIT_MODEL") {
-        if !spec.trim().is_empty() {
-            return Models::Real(spec);
-        }
+    if let Ok(spec) = std::env::var("KIT_MODEL")
+        && !spec.trim().is_empty()
+    {
+        return Models::Real(spec);
     }
     if std::env::var("OPENAI_API_KEY").is_ok_and(|k| !k.trim().is_empty()) {
         return Models::Real("openai:gpt-4o-mini".into());
