@@ -1,5 +1,6 @@
-//! Guardrails on the terminal: PII redaction of the input and of the model's tool calls, then
-//! a human review round trip of the calls that need it.
+//! Guardrails on the terminal: PII redaction of the input and of the model's tool calls, a
+//! human review round trip of the calls that need it, then a streamed answer whose tokens are
+//! masked as they arrive.
 //!
 //! Run it with `cargo run --example guardrails`. It uses a scripted model (offline,
 //! deterministic). On a terminal it asks you to approve, edit, reject or answer each reviewed
@@ -251,5 +252,37 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     print_results(outcome.state());
     println!("final answer: {}", outcome.state().final_text());
+
+    println!("\n== Streaming ==");
+    stream_masked().await
+}
+
+/// Streams an answer that spells out a card number word by word: the PII middleware's event
+/// filter holds back a short lookback, so the number is masked even though it arrives in four
+/// pieces.
+async fn stream_masked() -> Result<(), Box<dyn std::error::Error>> {
+    use futures::StreamExt;
+    let model = ScriptedModel::new([Message::assistant(
+        "Done: 30.00 EUR went back to the card 4111 1111 1111 1111 you paid with.",
+    )]);
+    let agent = Agent::builder()
+        .model(model)
+        .middleware(
+            PiiMiddleware::new(PiiType::CreditCard)
+                .strategy(PiiStrategy::Mask)
+                .apply_to_output(true),
+        )
+        .build()?;
+    let mut events = agent.stream_events("Where did my refund go?", &RunOptions::new());
+    print!("streamed: ");
+    while let Some(event) = events.next().await {
+        if event.event == kit::EventKind::ModelDelta
+            && let Some(text) = event.data["text"].as_str()
+        {
+            print!("{text}");
+            std::io::stdout().flush()?;
+        }
+    }
+    println!();
     Ok(())
 }

@@ -255,6 +255,240 @@ async fn pii_block_fails_the_run_with_a_typed_error() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// PII in streamed tokens
+
+/// The text of the `model_delta` events (answer text, or tool call `index`'s argument text)
+/// in `namespace`, one string per event.
+fn delta_pieces(events: &[kit::Event], namespace: &[&str], index: Option<u64>) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.event == kit::EventKind::ModelDelta && e.metadata.namespace == namespace)
+        .filter_map(|e| match index {
+            None => e.data["text"].as_str().map(String::from),
+            Some(i) => (e.data["tool_call"]["index"] == i)
+                .then(|| e.data["tool_call"]["args"].as_str().map(String::from))
+                .flatten(),
+        })
+        .collect()
+}
+
+fn model_end_text(events: &[kit::Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.event == kit::EventKind::ModelEnd)
+        .map(|e| {
+            e.data["message"]["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn pii_output_scrubs_streamed_tokens_split_across_deltas() {
+    use futures::StreamExt;
+    use kit_examples::mock::openai::{self, MockOpenAi};
+    let server = MockOpenAi::start().await.unwrap();
+    // A long answer from the provider's real SSE stream, an address split over three chunks and
+    // a card over two, with enough text around them that the stream must release early.
+    let filler = "The quarterly report is ready and every figure was checked twice by the team. ";
+    let pieces = [
+        filler,
+        filler,
+        "Write to ali",
+        "ce@exam",
+        "ple.com or pay with 4111 1111 ",
+        "1111 1111. ",
+        filler,
+        filler,
+        "Thanks, ",
+        "ålesund@example.no.",
+    ];
+    server.enqueue(openai::text_stream(&pieces));
+    let agent = Agent::builder()
+        .model(server.model("gpt-4o-mini"))
+        .middleware(
+            PiiMiddleware::new(PiiType::Email)
+                .apply_to_input(false)
+                .apply_to_output(true),
+        )
+        .middleware(
+            PiiMiddleware::new(PiiType::CreditCard)
+                .strategy(PiiStrategy::Mask)
+                .apply_to_output(true),
+        )
+        .build()
+        .unwrap();
+    let events: Vec<kit::Event> = agent
+        .stream_events("Summarise.", &RunOptions::new())
+        .collect()
+        .await;
+    let deltas = delta_pieces(&events, &[], None);
+    let streamed: String = deltas.concat();
+    let expected = format!(
+        "{filler}{filler}Write to [REDACTED_EMAIL] or pay with **** **** **** 1111. \
+         {filler}{filler}Thanks, [REDACTED_EMAIL]."
+    );
+    assert_eq!(streamed, expected);
+    // The deltas add up to what model_end, the state and the checkpoint-free output hold.
+    assert_eq!(model_end_text(&events), std::slice::from_ref(&expected));
+    let end = events.last().unwrap();
+    assert_eq!(end.event, kit::EventKind::RunEnd);
+    assert_eq!(end.data["output"]["messages"][1]["content"], expected);
+    // No event of the run carries the raw data, and tokens still streamed before the answer
+    // was complete (more than one delta, the first well before the end).
+    let raw = serde_json::to_string(&events).unwrap();
+    for secret in ["alice@", "ce@exam", "ålesund@", "4111 1111 1111"] {
+        assert!(!raw.contains(secret), "{secret} leaked: {raw}");
+    }
+    assert!(deltas.len() >= 3, "{deltas:?}");
+    assert!(deltas[0].len() < expected.len() / 2, "{deltas:?}");
+}
+
+#[tokio::test]
+async fn pii_output_scrubs_streamed_tool_call_arguments() {
+    use futures::StreamExt;
+    use kit_examples::mock::MockResponse;
+    use kit_examples::mock::openai::{self, MockOpenAi};
+    let server = MockOpenAi::start().await.unwrap();
+    let args = r#"{"to": "bob@example.org", "body": "Hi Bob, this is a long enough message to be streamed in several parts, cc carol@example.net please."}"#;
+    let (a, rest) = args.split_at(12);
+    let (b, c) = rest.split_at(60);
+    server.enqueue_all([
+        MockResponse::sse([
+            openai::role_chunk(),
+            openai::tool_start_chunk(0, "call_1", "send_email"),
+            openai::tool_args_chunk(0, a),
+            openai::tool_args_chunk(0, b),
+            openai::tool_args_chunk(0, c),
+            openai::finish_chunk("tool_calls"),
+            openai::usage_chunk(20, 30, 0),
+            openai::done(),
+        ]),
+        openai::text_stream(&["Sent."]),
+    ]);
+    let log: Log = Arc::default();
+    let agent = Agent::builder()
+        .model(server.model("gpt-4o-mini"))
+        .tool(recording_tool("send_email", &log))
+        .middleware(
+            PiiMiddleware::new(PiiType::Email)
+                .apply_to_output(true)
+                .stream_lookback(40),
+        )
+        .build()
+        .unwrap();
+    let events: Vec<kit::Event> = agent
+        .stream_events("Mail Bob.", &RunOptions::new())
+        .collect()
+        .await;
+    let pieces = delta_pieces(&events, &[], Some(0));
+    assert!(pieces.len() >= 2, "{pieces:?}");
+    let streamed: Value = serde_json::from_str(&pieces.concat()).unwrap();
+    let scrubbed = json!({"to": "[REDACTED_EMAIL]", "body": "Hi Bob, this is a long enough message to be streamed in several parts, cc [REDACTED_EMAIL] please."});
+    assert_eq!(streamed, scrubbed);
+    // The call's first delta still names it; the tool got the scrubbed arguments too.
+    let start = events
+        .iter()
+        .find(|e| e.event == kit::EventKind::ModelDelta)
+        .unwrap();
+    assert_eq!(start.data["tool_call"]["id"], "call_1");
+    assert_eq!(start.data["tool_call"]["name"], "send_email");
+    assert_eq!(*log.lock().unwrap(), [("send_email".to_string(), scrubbed)]);
+    let raw = serde_json::to_string(&events).unwrap();
+    assert!(!raw.contains("bob@") && !raw.contains("carol@"), "{raw}");
+}
+
+#[tokio::test]
+async fn pii_output_scrubs_a_subagents_streamed_tokens() {
+    use futures::StreamExt;
+    use kit::middleware::subagents::SubagentSpec;
+    let parent = ScriptedModel::new([
+        calls(&[(
+            "job-1",
+            "task",
+            json!({"description": "Find the contact.", "subagent_type": "finder"}),
+        )]),
+        Message::assistant("Found it."),
+    ]);
+    let child = ScriptedModel::new([Message::assistant(
+        "The contact is dana@example.com, reachable any weekday morning before the stand-up.",
+    )]);
+    let agent = Agent::builder()
+        .model(parent)
+        .general_purpose_subagent(false)
+        .subagents([SubagentSpec::new("finder", "Finds contacts.").model(child)])
+        .middleware(
+            PiiMiddleware::new(PiiType::Email)
+                .apply_to_input(false)
+                .apply_to_output(true)
+                .stream_lookback(16),
+        )
+        .build()
+        .unwrap();
+    let events: Vec<kit::Event> = agent
+        .stream_events("Who is the contact?", &RunOptions::new())
+        .collect()
+        .await;
+    let child_text = delta_pieces(&events, &["task:job-1"], None).concat();
+    assert_eq!(
+        child_text,
+        "The contact is [REDACTED_EMAIL], reachable any weekday morning before the stand-up."
+    );
+    // The child's model_end agrees with its deltas.
+    let child_end: Vec<&kit::Event> = events
+        .iter()
+        .filter(|e| e.event == kit::EventKind::ModelEnd && e.metadata.namespace == ["task:job-1"])
+        .collect();
+    assert_eq!(child_end.len(), 1);
+    assert_eq!(child_end[0].data["message"]["content"], child_text);
+    // The subagent has no PII middleware of its own, so its result (the task tool's output)
+    // still holds the address; its token stream does not.
+    let leaked = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.event,
+                kit::EventKind::ModelDelta | kit::EventKind::ModelEnd
+            )
+        })
+        .any(|e| e.data.to_string().contains("dana@"));
+    assert!(!leaked, "{events:#?}");
+}
+
+#[tokio::test]
+async fn pii_block_redacts_the_stream_then_fails_the_run() {
+    use futures::StreamExt;
+    let model = ScriptedModel::new([Message::assistant(
+        "Your account manager is erin@example.com and will call you.",
+    )]);
+    let agent = Agent::builder()
+        .model(model)
+        .middleware(
+            PiiMiddleware::new(PiiType::Email)
+                .strategy(PiiStrategy::Block)
+                .apply_to_input(false)
+                .apply_to_output(true),
+        )
+        .build()
+        .unwrap();
+    let events: Vec<kit::Event> = agent
+        .stream_events("Who calls me?", &RunOptions::new())
+        .collect()
+        .await;
+    let streamed = delta_pieces(&events, &[], None).concat();
+    assert_eq!(
+        streamed,
+        "Your account manager is [REDACTED_EMAIL] and will call you."
+    );
+    let end = events.last().unwrap();
+    assert_eq!(end.event, kit::EventKind::Error);
+    assert_eq!(end.data["kind"], "pii_detected");
+    assert!(!serde_json::to_string(&events).unwrap().contains("erin@"));
+}
+
+// ---------------------------------------------------------------------------------------------
 // Human review
 
 fn review_agent(model: &ScriptedModel, log: &Log, checkpointer: Arc<dyn Checkpointer>) -> Agent {

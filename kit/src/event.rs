@@ -28,6 +28,8 @@
 //! `["task:call_1"]`) and the parent's tool call id in `metadata.tool_call_id`, so every token can
 //! be attributed to the agent that produced it.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -143,16 +145,77 @@ impl Event {
     }
 }
 
+/// Rewrites events on their way to the consumer: drops, edits, holds back or adds events.
+///
+/// A middleware offers one with
+/// [`Middleware::event_filter`](crate::agent::Middleware::event_filter); the agent puts it on
+/// the sink of every run, so it also sees the events of subagents. The PII middleware uses one
+/// to scrub streamed tokens, holding back a short lookback so a match split across two deltas
+/// is still found. A filter keeps its own state behind a lock; it must not block.
+///
+/// ```
+/// use kit::event::{Event, EventFilter, EventKind};
+///
+/// /// Hides the tokens of the model, keeps everything else.
+/// struct NoTokens;
+///
+/// impl EventFilter for NoTokens {
+///     fn filter(&self, event: Event, out: &mut Vec<Event>) {
+///         if event.event != EventKind::ModelDelta {
+///             out.push(event);
+///         }
+///     }
+/// }
+/// ```
+pub trait EventFilter: Send + Sync + 'static {
+    /// Sees one event (already stamped with namespace, thread and tool call id) and pushes what
+    /// should reach the consumer, in order, to `out`.
+    fn filter(&self, event: Event, out: &mut Vec<Event>);
+}
+
+/// Two filters, the first one's output fed to the second.
+struct Chain(Arc<dyn EventFilter>, Arc<dyn EventFilter>);
+
+impl EventFilter for Chain {
+    fn filter(&self, event: Event, out: &mut Vec<Event>) {
+        let mut first = Vec::new();
+        self.0.filter(event, &mut first);
+        for event in first {
+            self.1.filter(event, out);
+        }
+    }
+}
+
+/// One filter applying `filters` in order; `None` when there are none.
+pub(crate) fn chain(filters: Vec<Arc<dyn EventFilter>>) -> Option<Arc<dyn EventFilter>> {
+    filters
+        .into_iter()
+        .rev()
+        .reduce(|later, earlier| Arc::new(Chain(earlier, later)))
+}
+
 /// The sending side of an event stream, cheap to clone.
 ///
 /// Carries the namespace and parent ids that every event sent through it gets, so nested runs
 /// (nodes, tool calls, subagents) stamp their events without threading parameters.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct EventSink {
     tx: mpsc::Sender<Event>,
     namespace: Vec<String>,
     tool_call_id: Option<String>,
     thread_id: Option<String>,
+    filter: Option<Arc<dyn EventFilter>>,
+}
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventSink")
+            .field("namespace", &self.namespace)
+            .field("tool_call_id", &self.tool_call_id)
+            .field("thread_id", &self.thread_id)
+            .field("filtered", &self.filter.is_some())
+            .finish()
+    }
 }
 
 impl EventSink {
@@ -166,6 +229,7 @@ impl EventSink {
                 namespace: Vec::new(),
                 tool_call_id: None,
                 thread_id: None,
+                filter: None,
             },
             rx,
         )
@@ -181,7 +245,18 @@ impl EventSink {
             namespace,
             tool_call_id: tool_call_id.or_else(|| self.tool_call_id.clone()),
             thread_id: self.thread_id.clone(),
+            filter: self.filter.clone(),
         }
+    }
+
+    /// Passes every event sent through this sink (and the sinks nested in it) through `filter`
+    /// first, then through the filters the sink already had.
+    pub fn with_filter(mut self, filter: Arc<dyn EventFilter>) -> EventSink {
+        self.filter = Some(match self.filter.take() {
+            Some(outer) => Arc::new(Chain(filter, outer)),
+            None => filter,
+        });
+        self
     }
 
     /// Sets the thread id stamped on events.
@@ -199,13 +274,35 @@ impl EventSink {
     /// (the consumer went away) is ignored: the run goes on.
     pub async fn send(&self, mut event: Event) {
         self.stamp(&mut event);
-        let _ = self.tx.send(event).await;
+        match &self.filter {
+            None => {
+                let _ = self.tx.send(event).await;
+            }
+            Some(filter) => {
+                let mut out = Vec::new();
+                filter.filter(event, &mut out);
+                for event in out {
+                    let _ = self.tx.send(event).await;
+                }
+            }
+        }
     }
 
     /// Sends without waiting; drops the event if the consumer is `capacity` events behind.
     pub fn try_send(&self, mut event: Event) {
         self.stamp(&mut event);
-        let _ = self.tx.try_send(event);
+        match &self.filter {
+            None => {
+                let _ = self.tx.try_send(event);
+            }
+            Some(filter) => {
+                let mut out = Vec::new();
+                filter.filter(event, &mut out);
+                for event in out {
+                    let _ = self.tx.try_send(event);
+                }
+            }
+        }
     }
 
     fn stamp(&self, event: &mut Event) {
@@ -267,5 +364,39 @@ mod tests {
         }
         assert_eq!(json["event"], "node_end");
         assert_eq!(json["metadata"]["step"], 1);
+    }
+
+    /// Appends its tag to the event's name.
+    struct Tag(&'static str);
+
+    impl EventFilter for Tag {
+        fn filter(&self, mut event: Event, out: &mut Vec<Event>) {
+            event.name.push_str(self.0);
+            out.push(event);
+        }
+    }
+
+    #[tokio::test]
+    async fn filters_apply_inner_first_and_nested_sinks_keep_them() {
+        let (sink, mut rx) = EventSink::channel(8);
+        let outer = sink.with_filter(Arc::new(Tag("+outer")));
+        let inner = outer
+            .nested("task:1", None)
+            .with_filter(chain(vec![Arc::new(Tag("+a")), Arc::new(Tag("+b"))]).unwrap());
+        let event = Event {
+            event: EventKind::Custom,
+            name: "e".into(),
+            run_id: "r".into(),
+            parent_ids: Vec::new(),
+            data: Value::Null,
+            metadata: EventMetadata::default(),
+        };
+        inner.send(event.clone()).await;
+        outer.send(event).await;
+        let first = rx.recv().await.unwrap();
+        assert_eq!(first.name, "e+a+b+outer");
+        assert_eq!(first.metadata.namespace, ["task:1"]);
+        assert_eq!(rx.recv().await.unwrap().name, "e+outer");
+        assert!(chain(Vec::new()).is_none());
     }
 }

@@ -89,7 +89,9 @@ pub(crate) fn build_graph(
         after_agent,
     });
 
-    let mut g = GraphBuilder::<AgentState>::new(core.name.to_string()).schema(schema);
+    let mut g = GraphBuilder::<AgentState>::new(core.name.to_string())
+        .schema(schema)
+        .error_kind(super::error_kind);
     if let Some(cp) = checkpointer {
         g = g.checkpointer(cp);
     }

@@ -50,6 +50,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use super::{AgentError, AgentState, AgentStateUpdate};
+use crate::event::EventFilter;
 use crate::graph::NodeContext;
 use crate::message::{Message, ToolCall};
 use crate::model::{ChatModel, ModelRequest, ModelResponse};
@@ -325,6 +326,14 @@ pub trait Middleware: Send + Sync + 'static {
     fn transform_input(&self, input: &mut AgentStateUpdate) -> Result<(), AgentError> {
         let _ = input;
         Ok(())
+    }
+
+    /// A filter for the events of one run, asked for at the start of every run that streams
+    /// (`stream_events`, or a run given an event sink). It sees every event of the run and of
+    /// its subagents before the consumer does; the PII middleware scrubs streamed tokens with
+    /// one. Filters of several middleware apply in middleware order.
+    fn event_filter(&self) -> Option<Arc<dyn EventFilter>> {
+        None
     }
 
     /// Runs once per invocation, first.

@@ -163,6 +163,17 @@ impl From<GraphError> for AgentError {
     }
 }
 
+/// The kind of a failed agent run, as its `error` event names it: the agent error a node
+/// raised (`pii_detected`, `model_context_length`, ...) rather than `node_failed`.
+pub(crate) fn error_kind(e: &GraphError) -> &'static str {
+    match e {
+        GraphError::NodeFailed { source, .. } => source
+            .downcast_ref::<AgentError>()
+            .map_or("node_failed", AgentError::kind),
+        other => other.kind(),
+    }
+}
+
 /// The result of an agent run: the final state, or a pause for human input.
 pub type AgentOutcome = Outcome<AgentState>;
 
@@ -280,7 +291,24 @@ impl Agent {
             opts.recursion_limit = self.inner.recursion_limit;
         }
         opts.trace_kind = Some(crate::trace::RunKind::Agent);
+        if let Some(sink) = opts.events.take() {
+            opts.events = Some(match self.event_filter() {
+                Some(filter) => sink.with_filter(filter),
+                None => sink,
+            });
+        }
         opts
+    }
+
+    /// A fresh chain of the middleware's event filters for one run.
+    fn event_filter(&self) -> Option<Arc<dyn crate::event::EventFilter>> {
+        crate::event::chain(
+            self.inner
+                .middleware
+                .iter()
+                .filter_map(|m| m.event_filter())
+                .collect(),
+        )
     }
 
     /// Runs the agent on `input` until it answers or pauses.
@@ -318,7 +346,10 @@ impl Agent {
     /// updates, interrupts, errors, completion).
     pub fn stream_events(&self, input: impl Into<AgentInput>, opts: &RunOptions) -> EventStream {
         match self.prepare_input(input.into()) {
-            Ok(update) => self.graph.stream_events(update, &self.options(opts)),
+            Ok(update) => {
+                self.graph
+                    .stream_events_filtered(update, &self.options(opts), self.event_filter())
+            }
             Err(e) => {
                 // A refused input: the stream reports it and ends.
                 let event = crate::event::Event {
@@ -339,6 +370,7 @@ impl Agent {
 
     /// Resumes a paused run and streams its events.
     pub fn stream_resume(&self, payload: impl Into<Resume>, opts: &RunOptions) -> EventStream {
-        self.graph.stream_resume(payload, &self.options(opts))
+        self.graph
+            .stream_resume_filtered(payload.into(), &self.options(opts), self.event_filter())
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::error::GraphError;
 use super::node::{IntoNodeOutput, NodeContext, NodeFn, Send};
-use super::{CompiledNode, END, Graph, GraphInner, Join, START, Target, WhenEdge};
+use super::{CompiledNode, END, ErrorKindFn, Graph, GraphInner, Join, START, Target, WhenEdge};
 use crate::checkpoint::Checkpointer;
 use crate::state::{DynReducer, DynSchema, State};
 
@@ -130,6 +130,7 @@ pub struct GraphBuilder<S: State> {
     checkpointer: Option<Arc<dyn Checkpointer>>,
     interrupt_before: Vec<String>,
     interrupt_after: Vec<String>,
+    error_kind: Option<ErrorKindFn>,
 }
 
 impl<S: State> GraphBuilder<S> {
@@ -144,7 +145,15 @@ impl<S: State> GraphBuilder<S> {
             checkpointer: None,
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
+            error_kind: None,
         }
+    }
+
+    /// How the `kind` of a failed run's `error` event is named (for agents: the kind of the
+    /// agent error a node raised, such as `pii_detected`, rather than `node_failed`).
+    pub(crate) fn error_kind(mut self, kind: ErrorKindFn) -> Self {
+        self.error_kind = Some(kind);
+        self
     }
 
     /// Adds an async node: `|state: Arc<S>, ctx: NodeContext| async move { ... }`.
@@ -493,6 +502,7 @@ impl<S: State> GraphBuilder<S> {
                 start,
                 joins,
                 schema: self.schema,
+                error_kind: self.error_kind.unwrap_or(GraphError::kind),
             }),
             checkpointer: self.checkpointer,
         })

@@ -53,7 +53,7 @@ use builder::{Condition, Router};
 use run::{Exec, RunInput};
 
 use crate::checkpoint::{CheckpointMeta, Checkpointer};
-use crate::event::{EventSink, EventStream};
+use crate::event::{EventFilter, EventSink, EventStream};
 use crate::state::State;
 
 /// The name of the entry point in edges.
@@ -124,7 +124,12 @@ pub(crate) struct GraphInner<S: State> {
     pub(crate) start: Outgoing<S>,
     pub(crate) joins: Vec<Join>,
     pub(crate) schema: S::Schema,
+    /// Names a run's failure in its `error` event.
+    pub(crate) error_kind: ErrorKindFn,
 }
+
+/// Names a run's failure (the `kind` of its `error` event).
+pub(crate) type ErrorKindFn = fn(&GraphError) -> &'static str;
 
 /// A compiled, runnable graph over the state `S`. Cheap to clone and to share between tasks.
 ///
@@ -228,17 +233,45 @@ impl<S: State> Graph<S> {
     /// Runs the graph and streams its events. The stream ends after `run_end` (or `error`).
     /// Dropping the stream cancels the run.
     pub fn stream_events(&self, input: S::Update, opts: &RunOptions) -> EventStream {
-        self.stream_input(RunInput::Input(input), opts)
+        self.stream_input(RunInput::Input(input), opts, None)
     }
 
     /// Resumes a thread and streams its events.
     pub fn stream_resume(&self, resume: impl Into<Resume>, opts: &RunOptions) -> EventStream {
-        self.stream_input(RunInput::Resume(resume.into()), opts)
+        self.stream_input(RunInput::Resume(resume.into()), opts, None)
     }
 
-    fn stream_input(&self, input: RunInput<S>, opts: &RunOptions) -> EventStream {
+    /// [`stream_events`](Self::stream_events) with every event passed through `filter`.
+    pub(crate) fn stream_events_filtered(
+        &self,
+        input: S::Update,
+        opts: &RunOptions,
+        filter: Option<Arc<dyn EventFilter>>,
+    ) -> EventStream {
+        self.stream_input(RunInput::Input(input), opts, filter)
+    }
+
+    /// [`stream_resume`](Self::stream_resume) with every event passed through `filter`.
+    pub(crate) fn stream_resume_filtered(
+        &self,
+        resume: Resume,
+        opts: &RunOptions,
+        filter: Option<Arc<dyn EventFilter>>,
+    ) -> EventStream {
+        self.stream_input(RunInput::Resume(resume), opts, filter)
+    }
+
+    fn stream_input(
+        &self,
+        input: RunInput<S>,
+        opts: &RunOptions,
+        filter: Option<Arc<dyn EventFilter>>,
+    ) -> EventStream {
         let (sink, rx) = EventSink::channel(256);
-        let sink = sink.with_thread_id(opts.thread_id.clone());
+        let mut sink = sink.with_thread_id(opts.thread_id.clone());
+        if let Some(filter) = filter {
+            sink = sink.with_filter(filter);
+        }
         let opts = opts.clone().events(sink);
         let graph = self.clone();
         let handle = tokio::spawn(async move {

@@ -311,7 +311,7 @@ impl<S: State> Exec<S> {
                     sink.send(self.event(
                         EventKind::Error,
                         self.inner().name.to_string(),
-                        json!({"message": e.to_string(), "kind": e.kind()}),
+                        json!({"message": e.to_string(), "kind": (self.inner().error_kind)(e)}),
                         None,
                     ))
                     .await;

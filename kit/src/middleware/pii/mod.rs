@@ -43,19 +43,32 @@
 //! UTF-8 character (custom detectors' byte offsets are snapped outwards to character
 //! boundaries), and overlapping matches are merged into one replacement.
 //!
-//! **Known limits.** Streamed tokens (`model_delta` and `model_end` events) and the `model`
-//! trace run record the answer before it is scrubbed (they sit below the middleware chain);
-//! consumers of `stream_events` with `apply_to_output` should show the final state rather than
-//! the raw stream. Image parts are not inspected. The input message
-//! reaches the thread's first checkpoint before it is scrubbed (the input is saved as given).
+//! **Streaming.** With `apply_to_output`, streamed tokens are scrubbed too: the middleware's
+//! [event filter](crate::agent::Middleware::event_filter) holds back the last 128 characters of
+//! each streamed answer and tool-call argument text ([`stream_lookback`] changes it), so a
+//! match split across two `model_delta` events is still found; a match reaching into the
+//! held-back part waits whole. When the call ends the rest is released, so the deltas of a call
+//! add up to the scrubbed answer that `model_end`, the state and the trace hold. Subagents'
+//! tokens (and their `model_end`) pass through the same filter; a subagent's state, tools and
+//! result are guarded by its own middleware
+//! ([`SubagentSpec::middleware`](crate::middleware::subagents::SubagentSpec::middleware)). With the `block` strategy the stream shows the data
+//! redacted, then the run fails with `PiiDetected`.
+//!
+//! **Known limits.** Image parts are not inspected. A custom detector whose matches are longer
+//! than the lookback can be released in pieces.
+//!
+//! [`stream_lookback`]: PiiMiddleware::stream_lookback
 
 mod detect;
 mod strategy;
+mod stream;
 #[cfg(test)]
 mod tests;
 
 pub use detect::{Detector, PiiMatch, PiiType};
 pub use strategy::PiiStrategy;
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -120,6 +133,7 @@ pub struct PiiMiddleware {
     input: bool,
     output: bool,
     tool_results: bool,
+    lookback: usize,
 }
 
 impl PiiMiddleware {
@@ -156,6 +170,7 @@ impl PiiMiddleware {
             input: true,
             output: false,
             tool_results: false,
+            lookback: stream::DEFAULT_LOOKBACK,
         }
     }
 
@@ -180,6 +195,15 @@ impl PiiMiddleware {
     /// Check tool results (default off).
     pub fn apply_to_tool_results(mut self, on: bool) -> Self {
         self.tool_results = on;
+        self
+    }
+
+    /// How many characters of a streamed answer are held back so a match split across tokens
+    /// is still found (default 128, as in LangChain). Matters only with
+    /// [`apply_to_output`](Self::apply_to_output); raise it for custom types with longer
+    /// values.
+    pub fn stream_lookback(mut self, chars: usize) -> Self {
+        self.lookback = chars;
         self
     }
 
@@ -305,8 +329,17 @@ impl Middleware for PiiMiddleware {
         }
     }
 
-    /// Scrubs the new user input and the tool results of the last turn; the scrubbed messages
-    /// replace the originals (same ids).
+    /// Scrubs streamed tokens when the output is checked.
+    fn event_filter(&self) -> Option<Arc<dyn crate::event::EventFilter>> {
+        self.output.then(|| {
+            Arc::new(stream::StreamScrubber::new(
+                self.detector.clone(),
+                self.strategy,
+                self.lookback,
+            )) as Arc<dyn crate::event::EventFilter>
+        })
+    }
+
     /// Scrubs (or blocks) the user messages of the input before the input is stored, so
     /// checkpoints and traces never hold them raw.
     fn transform_input(
@@ -329,6 +362,8 @@ impl Middleware for PiiMiddleware {
         Ok(())
     }
 
+    /// Scrubs the new user input and the tool results of the last turn; the scrubbed messages
+    /// replace the originals (same ids).
     async fn before_model(&self, state: &AgentState, _rt: &Runtime) -> HookResult {
         let from = state.last_ai_index().map_or(0, |i| i + 1);
         let mut scrubbed = Vec::new();

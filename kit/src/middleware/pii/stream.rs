@@ -1,0 +1,387 @@
+//! Scrubbing streamed tokens: the event filter of a PII middleware checking output.
+//!
+//! Tokens arrive in small pieces, so a match can be split across two `model_delta` events.
+//! Each stream (one model call's text, or one of its tool calls' argument text) keeps its last
+//! `lookback` characters back; what lies before them is scrubbed and released. A match that
+//! reaches into the held-back part is held back whole, since it may still grow. The rest is
+//! released when the call ends (`model_start` of a retry, `model_end`, or the run's `error` /
+//! `run_end`), so the deltas of a call always add up to its scrubbed answer.
+//!
+//! Subagents' tokens pass through the filter too; their `model_end` (which the subagent's own
+//! middleware, not this one, produced) is scrubbed here so it agrees with its deltas.
+
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+
+use super::detect::{Detector, PiiMatch};
+use super::strategy::PiiStrategy;
+use crate::event::{Event, EventFilter, EventKind};
+
+/// What the anchor holds back too: enough for every built-in type.
+pub(super) const DEFAULT_LOOKBACK: usize = 128;
+
+/// The event filter. One per run: its buffers belong to that run's model calls.
+pub(super) struct StreamScrubber {
+    detector: Detector,
+    /// Never `Block`: a stream cannot be refused after the fact, so blocked data is redacted
+    /// here and the run then fails with `PiiDetected` as usual.
+    strategy: PiiStrategy,
+    lookback: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    /// The namespace of the run the filter belongs to (that of the first event it sees, the
+    /// run's `run_start`); events from deeper namespaces are its subagents'.
+    own: Option<Vec<String>>,
+    buffers: Vec<Buffer>,
+}
+
+/// The held-back text of one stream.
+struct Buffer {
+    key: Key,
+    text: String,
+    /// The stream's last delta, to release the rest with the same envelope.
+    last: Event,
+}
+
+#[derive(PartialEq)]
+struct Key {
+    namespace: Vec<String>,
+    /// The model node's task run (the last parent id of its events).
+    task: String,
+    /// The tool call's index, `None` for the answer's text.
+    tool_call: Option<u64>,
+}
+
+impl Key {
+    fn of(event: &Event, tool_call: Option<u64>) -> Key {
+        Key {
+            namespace: event.metadata.namespace.clone(),
+            task: event.parent_ids.last().cloned().unwrap_or_default(),
+            tool_call,
+        }
+    }
+
+    fn same_call(&self, other: &Key) -> bool {
+        self.namespace == other.namespace && self.task == other.task
+    }
+}
+
+impl StreamScrubber {
+    pub(super) fn new(detector: Detector, strategy: PiiStrategy, lookback: usize) -> Self {
+        StreamScrubber {
+            detector,
+            strategy: match strategy {
+                PiiStrategy::Block => PiiStrategy::Redact,
+                other => other,
+            },
+            lookback,
+            state: Mutex::default(),
+        }
+    }
+
+    fn scrub(&self, text: &str, matches: &[PiiMatch]) -> String {
+        if matches.is_empty() {
+            return text.to_string();
+        }
+        self.strategy
+            .apply(self.detector.pii_type(), text, matches)
+            .unwrap_or_default()
+    }
+
+    /// Takes what can no longer be part of a match out of `text`, scrubbed.
+    fn release(&self, text: &mut String) -> String {
+        let chars = text.chars().count();
+        if chars <= self.lookback {
+            return String::new();
+        }
+        let mut cut = text
+            .char_indices()
+            .nth(chars - self.lookback)
+            .map_or(text.len(), |(i, _)| i);
+        let found = self.detector.find(text);
+        while let Some(m) = found.iter().find(|m| m.start < cut && m.end > cut) {
+            cut = m.start;
+        }
+        let done: Vec<PiiMatch> = found.into_iter().filter(|m| m.end <= cut).collect();
+        let head = self.scrub(&text[..cut], &done);
+        text.drain(..cut);
+        head
+    }
+
+    /// Buffers a delta's text; returns the event carrying what can be released, if any.
+    fn delta(&self, mut event: Event) -> Option<Event> {
+        let (key, piece) = match &event.data {
+            Value::Object(data) => match (data.get("text"), data.get("tool_call")) {
+                (Some(Value::String(text)), _) => (Key::of(&event, None), text.clone()),
+                (_, Some(call)) => {
+                    let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+                    let args = call.get("args").and_then(Value::as_str).unwrap_or("");
+                    (Key::of(&event, Some(index)), args.to_string())
+                }
+                _ => return Some(event),
+            },
+            _ => return Some(event),
+        };
+        let mut state = self.lock();
+        let buffers = &mut state.buffers;
+        let at = match buffers.iter().position(|b| b.key == key) {
+            Some(at) => at,
+            None => {
+                buffers.push(Buffer {
+                    key,
+                    text: String::new(),
+                    last: event.clone(),
+                });
+                buffers.len() - 1
+            }
+        };
+        let buffer = &mut buffers[at];
+        buffer.text.push_str(&piece);
+        buffer.last = event.clone();
+        let released = self.release(&mut buffer.text);
+        match buffer.key.tool_call {
+            None if released.is_empty() => None,
+            None => {
+                event.data = json!({ "text": released });
+                Some(event)
+            }
+            Some(_) => {
+                // The chunk that starts a call (id and name) goes out even with no arguments.
+                let call = event.data.get_mut("tool_call")?;
+                let starts = call.get("id").is_some_and(|id| !id.is_null());
+                if released.is_empty() && !starts {
+                    return None;
+                }
+                call["args"] = Value::String(released);
+                Some(event)
+            }
+        }
+    }
+
+    /// Releases (scrubbed) everything held for the streams `which` selects.
+    fn flush(&self, which: impl Fn(&Key) -> bool, out: &mut Vec<Event>) {
+        let mut state = self.lock();
+        let mut kept = Vec::with_capacity(state.buffers.len());
+        for buffer in state.buffers.drain(..) {
+            if !which(&buffer.key) {
+                kept.push(buffer);
+                continue;
+            }
+            if buffer.text.is_empty() {
+                continue;
+            }
+            let rest = self.scrub_all(&buffer.text);
+            let mut event = buffer.last;
+            event.run_id = crate::ids::random();
+            event.data = match buffer.key.tool_call {
+                None => json!({ "text": rest }),
+                Some(index) => {
+                    json!({"tool_call": {"index": index, "id": null, "name": null, "args": rest}})
+                }
+            };
+            out.push(event);
+        }
+        state.buffers = kept;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True for an event of a subagent (remembering the run's own namespace on first sight).
+    fn is_subagents(&self, event: &Event) -> bool {
+        let mut state = self.lock();
+        let own = state
+            .own
+            .get_or_insert_with(|| event.metadata.namespace.clone());
+        event.metadata.namespace != *own
+    }
+
+    /// Scrubs a text in full.
+    fn scrub_all(&self, text: &str) -> String {
+        self.scrub(text, &self.detector.find(text))
+    }
+
+    /// Scrubs a serialised message's text and tool-call arguments in place.
+    fn scrub_message(&self, message: &mut Value) {
+        match message.get_mut("content") {
+            Some(Value::String(text)) => *text = self.scrub_all(text),
+            Some(Value::Array(parts)) => {
+                for part in parts {
+                    if let Some(Value::String(text)) = part.get_mut("text") {
+                        *text = self.scrub_all(text);
+                    }
+                }
+            }
+            _ => {}
+        }
+        if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
+            for call in calls {
+                if let Some(args) = call.get_mut("args") {
+                    self.scrub_strings(args);
+                }
+            }
+        }
+    }
+
+    fn scrub_strings(&self, value: &mut Value) {
+        match value {
+            Value::String(text) => *text = self.scrub_all(text),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.scrub_strings(v)),
+            Value::Object(map) => map.values_mut().for_each(|v| self.scrub_strings(v)),
+            _ => {}
+        }
+    }
+}
+
+impl EventFilter for StreamScrubber {
+    fn filter(&self, mut event: Event, out: &mut Vec<Event>) {
+        let nested = self.is_subagents(&event);
+        match event.event {
+            EventKind::ModelDelta => out.extend(self.delta(event)),
+            EventKind::ModelStart | EventKind::ModelEnd => {
+                let call = Key::of(&event, None);
+                self.flush(|k| k.same_call(&call), out);
+                if nested && let Some(message) = event.data.get_mut("message") {
+                    self.scrub_message(message);
+                }
+                out.push(event);
+            }
+            EventKind::Error | EventKind::RunEnd => {
+                let ns = &event.metadata.namespace;
+                self.flush(|k| k.namespace.starts_with(ns), out);
+                out.push(event);
+            }
+            _ => out.push(event),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventMetadata;
+    use crate::middleware::pii::PiiType;
+
+    fn scrubber(lookback: usize) -> StreamScrubber {
+        StreamScrubber::new(
+            Detector::builtin(PiiType::Email),
+            PiiStrategy::Redact,
+            lookback,
+        )
+    }
+
+    fn event(kind: EventKind, task: &str, ns: &[&str], data: Value) -> Event {
+        Event {
+            event: kind,
+            name: "m".into(),
+            run_id: crate::ids::random(),
+            parent_ids: vec!["root".into(), task.into()],
+            data,
+            metadata: EventMetadata {
+                namespace: ns.iter().map(|s| s.to_string()).collect(),
+                ..EventMetadata::default()
+            },
+        }
+    }
+
+    fn feed(s: &StreamScrubber, events: Vec<Event>) -> Vec<Event> {
+        let mut out = Vec::new();
+        for e in events {
+            s.filter(e, &mut out);
+        }
+        out
+    }
+
+    fn text(task: &str, t: &str) -> Event {
+        event(EventKind::ModelDelta, task, &[], json!({ "text": t }))
+    }
+
+    fn texts(events: &[Event]) -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e.event == EventKind::ModelDelta)
+            .map(|e| e.data["text"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    #[test]
+    fn releases_all_but_the_lookback_and_holds_a_match_reaching_into_it_whole() {
+        let s = scrubber(4);
+        let start = event(EventKind::RunStart, "t", &[], json!({}));
+        // Everything but the last 4 characters goes out.
+        let out = feed(&s, vec![start, text("t", "hello there ")]);
+        assert_eq!(texts(&out), ["hello th"]);
+        // The address reaches into the held-back part: it waits whole, as long as it must.
+        assert_eq!(
+            texts(&feed(&s, vec![text("t", "mail a@b.io")])),
+            ["ere mail "]
+        );
+        assert!(feed(&s, vec![text("t", " ok")]).is_empty());
+        let out = feed(&s, vec![text("t", " fine")]);
+        assert_eq!(texts(&out), ["[REDACTED_EMAIL] ok "]);
+        // The call's end releases the rest before model_end itself.
+        let end = event(EventKind::ModelEnd, "t", &[], json!({"message": {}}));
+        let out = feed(&s, vec![end]);
+        assert_eq!(texts(&out), ["fine"]);
+        assert_eq!(out.last().map(|e| e.event), Some(EventKind::ModelEnd));
+    }
+
+    #[test]
+    fn counts_characters_not_bytes() {
+        let s = scrubber(3);
+        let out = feed(&s, vec![text("t", "héllo wörld")]);
+        assert_eq!(texts(&out), ["héllo wö"]);
+    }
+
+    #[test]
+    fn a_retry_releases_the_failed_attempt_first_and_streams_are_kept_apart() {
+        let s = scrubber(64);
+        let out = feed(
+            &s,
+            vec![
+                text("a", "first try a@b.co"),
+                text("b", "other task"),
+                event(EventKind::ModelStart, "a", &[], json!({})),
+                text("a", "second"),
+            ],
+        );
+        assert_eq!(texts(&out), ["first try [REDACTED_EMAIL]"]);
+        let ns_end = event(EventKind::RunEnd, "x", &["task:1"], json!({}));
+        // A subagent's end does not release the parent's streams.
+        assert!(texts(&feed(&s, vec![ns_end])).is_empty());
+        let out = feed(&s, vec![event(EventKind::Error, "x", &[], json!({}))]);
+        assert_eq!(texts(&out), ["other task", "second"]);
+    }
+
+    #[test]
+    fn a_subagents_model_end_is_scrubbed_like_its_deltas() {
+        let s = scrubber(8);
+        let message = json!({"content": [{"type": "text", "text": "to c@d.io"}],
+            "tool_calls": [{"id": "1", "name": "mail", "args": {"to": ["e@f.io"]}}]});
+        let out = feed(
+            &s,
+            vec![
+                event(EventKind::RunStart, "r", &[], json!({})),
+                event(
+                    EventKind::ModelEnd,
+                    "t",
+                    &["task:1"],
+                    json!({ "message": message }),
+                ),
+            ],
+        );
+        assert_eq!(
+            out[1].data["message"]["content"][0]["text"],
+            "to [REDACTED_EMAIL]"
+        );
+        assert_eq!(
+            out[1].data["message"]["tool_calls"][0]["args"]["to"][0],
+            "[REDACTED_EMAIL]"
+        );
+    }
+}
