@@ -665,6 +665,68 @@ async fn review_with_every_decision_and_an_auto_approved_call_in_one_turn() {
 }
 
 #[tokio::test]
+async fn review_when_gates_only_the_calls_it_selects_and_describes_them() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([
+        calls(&[
+            ("small", "refund", json!({"order": 1, "amount": 20.0})),
+            ("big", "refund", json!({"order": 2, "amount": 450.0})),
+        ]),
+        Message::assistant("Both handled."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(recording_tool("refund", &log))
+        .middleware(
+            HumanReviewMiddleware::new().interrupt_on(
+                "refund",
+                InterruptOnConfig::allow([DecisionType::Approve, DecisionType::Reject])
+                    .unwrap()
+                    .when(|call, _| call.args["amount"].as_f64().is_none_or(|a| a > 100.0))
+                    .describe_with(|call, state| {
+                        format!(
+                            "Refund {} EUR on order {} (asked: {:?})",
+                            call.args["amount"],
+                            call.args["order"],
+                            state.messages[0].text()
+                        )
+                    }),
+            ),
+        )
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("refunds");
+    let first = agent.invoke("Refund both orders.", &opts).await.unwrap();
+    let request = paused(&first);
+    // Only the big refund waits, described by the function.
+    assert_eq!(request.action_requests.len(), 1);
+    assert_eq!(request.action_requests[0].args["order"], 2);
+    assert_eq!(
+        request.action_requests[0].description,
+        "Refund 450.0 EUR on order 2 (asked: \"Refund both orders.\")"
+    );
+    // The small one has not run yet: the turn's calls wait for the review together.
+    assert!(log.lock().unwrap().is_empty());
+    let done = agent
+        .resume(resume_review([Decision::reject_with("Too much.")]), &opts)
+        .await
+        .unwrap();
+    assert_eq!(done.state().final_text(), "Both handled.");
+    assert_eq!(
+        *log.lock().unwrap(),
+        [("refund".to_string(), json!({"order": 1, "amount": 20.0}))]
+    );
+    let results = tool_results(done.state());
+    assert!(results.contains(&(
+        "big".to_string(),
+        "User rejected the tool call for `refund` with reason: Too much.".to_string(),
+        ToolStatus::Error
+    )));
+    assert_eq!(results.len(), 2);
+}
+
+#[tokio::test]
 async fn a_wrong_review_answer_asks_again_and_the_thread_stays_resumable() {
     let log: Log = Arc::default();
     let model = ScriptedModel::new([

@@ -42,7 +42,10 @@
 //!
 //! **Configuration.** [`HumanReviewMiddleware::interrupt_on`] maps a tool name to `true` (all
 //! four decisions allowed), `false` (runs without review, the same as leaving it out) or an
-//! [`InterruptOnConfig`] listing the allowed decisions. Tools given with
+//! [`InterruptOnConfig`] listing the allowed decisions, with optionally a description (fixed,
+//! or written per call with [`describe_with`](InterruptOnConfig::describe_with)) and a
+//! condition ([`when`](InterruptOnConfig::when): only refunds above a limit, say; the other
+//! calls of the tool run without review). Tools given with
 //! [`HumanReviewMiddleware::tools`] are added to the agent and reviewed with all decisions
 //! unless `interrupt_on` says otherwise. The agent needs a checkpointer: building it without
 //! one is an error.
@@ -90,6 +93,7 @@
 //! arguments whatever the order.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -438,7 +442,14 @@ fn py_list(items: &[DecisionType]) -> String {
     format!("[{}]", quoted.join(", "))
 }
 
-/// How one tool is reviewed: the decisions allowed, and optionally a fixed description.
+/// Decides whether one call is reviewed; see [`InterruptOnConfig::when`].
+pub type ReviewWhen = Arc<dyn Fn(&ToolCall, &AgentState) -> bool + Send + Sync>;
+
+/// Writes the reviewer's description of one call; see [`InterruptOnConfig::describe_with`].
+pub type ReviewDescription = Arc<dyn Fn(&ToolCall, &AgentState) -> String + Send + Sync>;
+
+/// How one tool is reviewed: the decisions allowed, optionally a description (fixed or written
+/// per call) and a condition (`when`) that lets some calls through without review.
 ///
 /// ```
 /// use kit::middleware::review::{DecisionType, InterruptOnConfig};
@@ -448,11 +459,56 @@ fn py_list(items: &[DecisionType]) -> String {
 ///     .description("Deleting files cannot be undone.");
 /// assert_eq!(config.allowed_decisions(), [DecisionType::Approve, DecisionType::Reject]);
 /// assert!(InterruptOnConfig::allow([]).is_err());
+///
+/// // Only refunds above 100 wait for a person; the description says how much.
+/// let refunds = InterruptOnConfig::all()
+///     .when(|call, _state| call.args["amount"].as_f64().unwrap_or(f64::MAX) > 100.0)
+///     .describe_with(|call, _state| format!("Refund of {} EUR", call.args["amount"]));
+/// # let _ = refunds;
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone)]
 pub struct InterruptOnConfig {
     allowed: Vec<DecisionType>,
-    description: Option<String>,
+    description: Option<Description>,
+    when: Option<ReviewWhen>,
+}
+
+#[derive(Clone)]
+enum Description {
+    Text(String),
+    Fn(ReviewDescription),
+}
+
+impl std::fmt::Debug for InterruptOnConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("InterruptOnConfig");
+        d.field("allowed", &self.allowed);
+        match &self.description {
+            Some(Description::Text(text)) => d.field("description", text),
+            Some(Description::Fn(_)) => d.field("description", &"<fn>"),
+            None => d.field("description", &None::<String>),
+        };
+        d.field("when", &self.when.as_ref().map(|_| "<fn>"))
+            .finish()
+    }
+}
+
+impl PartialEq for InterruptOnConfig {
+    /// Equal decisions, equal fixed descriptions, and the very same functions.
+    fn eq(&self, other: &Self) -> bool {
+        let description = match (&self.description, &other.description) {
+            (None, None) => true,
+            (Some(Description::Text(a)), Some(Description::Text(b))) => a == b,
+            (Some(Description::Fn(a)), Some(Description::Fn(b))) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        let when = match (&self.when, &other.when) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        self.allowed == other.allowed && description && when
+    }
 }
 
 impl InterruptOnConfig {
@@ -461,6 +517,7 @@ impl InterruptOnConfig {
         InterruptOnConfig {
             allowed: DecisionType::ALL.to_vec(),
             description: None,
+            when: None,
         }
     }
 
@@ -478,19 +535,45 @@ impl InterruptOnConfig {
         Ok(InterruptOnConfig {
             allowed,
             description: None,
+            when: None,
         })
     }
 
     /// A fixed description for the reviewer, instead of the prefix with the tool and its
     /// arguments.
     pub fn description(mut self, text: impl Into<String>) -> Self {
-        self.description = Some(text.into());
+        self.description = Some(Description::Text(text.into()));
+        self
+    }
+
+    /// A description written for each call from the call and the agent's state.
+    pub fn describe_with<F>(mut self, describe: F) -> Self
+    where
+        F: Fn(&ToolCall, &AgentState) -> String + Send + Sync + 'static,
+    {
+        self.description = Some(Description::Fn(Arc::new(describe)));
+        self
+    }
+
+    /// Reviews only the calls for which `when` is true; the others run at once, like calls of
+    /// a tool that is not reviewed. It runs again when the paused run resumes, so it must give
+    /// the same answer for the same call and state (no clocks, no randomness).
+    pub fn when<F>(mut self, when: F) -> Self
+    where
+        F: Fn(&ToolCall, &AgentState) -> bool + Send + Sync + 'static,
+    {
+        self.when = Some(Arc::new(when));
         self
     }
 
     /// The allowed decisions.
     pub fn allowed_decisions(&self) -> &[DecisionType] {
         &self.allowed
+    }
+
+    /// True when this call is to be reviewed.
+    fn applies(&self, call: &ToolCall, state: &AgentState) -> bool {
+        self.when.as_ref().is_none_or(|when| when(call, state))
     }
 }
 
@@ -679,9 +762,10 @@ impl HumanReviewMiddleware {
         }
     }
 
-    fn describe(&self, call: &ToolCall, config: &InterruptOnConfig) -> String {
+    fn describe(&self, call: &ToolCall, config: &InterruptOnConfig, state: &AgentState) -> String {
         match &config.description {
-            Some(text) => text.clone(),
+            Some(Description::Text(text)) => text.clone(),
+            Some(Description::Fn(describe)) => describe(call, state),
             None => format!(
                 "{}\n\nTool: {}\nArgs: {}",
                 self.description_prefix,
@@ -825,7 +909,11 @@ impl Middleware for HumanReviewMiddleware {
         let reviewed: Vec<(&ToolCall, &InterruptOnConfig)> = state
             .pending_tool_calls()
             .into_iter()
-            .filter_map(|call| self.config_for(&call.name).map(|config| (call, config)))
+            .filter_map(|call| {
+                self.config_for(&call.name)
+                    .filter(|config| config.applies(call, state))
+                    .map(|config| (call, config))
+            })
             .collect();
         let stale = state.custom.get(EDITS_KEY).is_some_and(|v| !v.is_null());
         if reviewed.is_empty() {
@@ -842,7 +930,7 @@ impl Middleware for HumanReviewMiddleware {
                 .map(|(call, config)| ActionRequest {
                     name: call.name.clone(),
                     args: call.args.clone(),
-                    description: self.describe(call, config),
+                    description: self.describe(call, config, state),
                 })
                 .collect(),
             review_configs: reviewed
