@@ -76,6 +76,52 @@ pub fn rfc3339_from_millis(ms: u64, with_millis: bool) -> String {
     }
 }
 
+/// Reads back a timestamp that [`rfc3339_from_millis`] wrote with milliseconds
+/// (`2026-11-21T09:48:00.123Z`); `None` for any other text, so callers can keep it as text.
+pub(crate) fn millis_from_rfc3339(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.len() != 24 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' {
+        return None;
+    }
+    if b[16] != b':' || b[19] != b'.' || b[23] != b'Z' {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<u64> {
+        let digits = s.get(range)?;
+        digits
+            .bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| digits.parse().ok())?
+    };
+    let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let month_days = match m {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        1..=12 => 31,
+        _ => return None,
+    };
+    // Only in-range fields come back the same (no 25:00, no 31 February): others stay text.
+    if y < 1970 || d == 0 || d > month_days || hh > 23 || mm > 59 || ss > 59 {
+        return None;
+    }
+    let days = u64::try_from(days_from_civil(y as i64, m as u32, d as u32)).ok()?;
+    Some((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000 + ms)
+}
+
+/// Howard Hinnant's civil-to-days algorithm (the inverse of `civil_from_days`).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = i64::from((m + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
@@ -113,6 +159,30 @@ mod tests {
             assert!(pair[0] < pair[1], "{} !< {}", pair[0], pair[1]);
         }
         assert_eq!(&ids[0][14..15], "7", "version nibble");
+    }
+
+    #[test]
+    fn millisecond_timestamps_read_back_exactly() {
+        let spread = (0..5_000u64).map(|i| i * 1_123_456_789_013 % 4_102_444_800_000);
+        for ms in [0, 951_782_400_123, 1_709_164_800_000, 4_102_444_800_000]
+            .into_iter()
+            .chain(spread)
+        {
+            let text = rfc3339_from_millis(ms, true);
+            assert_eq!(millis_from_rfc3339(&text), Some(ms), "{text}");
+        }
+        for other in [
+            "2026-11-21T09:48:00Z",
+            "2026-02-31T00:00:00.000Z",
+            "2026-11-21T25:00:00.000Z",
+            "2026-11-21 09:48:00.000Z",
+            "2026-11-21T09:48:00.000+01:00",
+            "１９７０-01-01T00:00:00.000Z",
+            "2025-02-29T00:00:00.000Z",
+            "2026-11-21T23:60:00.000Z",
+        ] {
+            assert_eq!(millis_from_rfc3339(other), None, "{other}");
+        }
     }
 
     #[test]

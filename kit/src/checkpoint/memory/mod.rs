@@ -8,11 +8,15 @@ use super::{
     LoadedCheckpoint, PendingWrite, ThreadInfo, resolve_channels, upsert_writes,
 };
 
+mod packed;
+
+use packed::{BlobFields, Fields, Id, Unpacked};
+
 /// Keeps checkpoints in memory, with the same incremental layout as the durable back-ends.
 ///
 /// Each thread has its own lock, so runs on different threads never wait for each other.
-/// Storage is compact (boxed slices, blobs grouped by the version that wrote them), so a
-/// process can hold many threads.
+/// Storage is compact (a checkpoint is its id and one packed buffer; ids take 16 bytes and
+/// channel names are shared), so a process can hold many threads.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -35,27 +39,31 @@ struct NsData {
     head: Option<String>,
     /// Checkpoints in id order (ids are time-ordered, so this is creation order).
     checkpoints: Vec<Stored>,
+    /// Channel names; checkpoints refer to them by index.
+    channels: Vec<Box<str>>,
     /// Blobs whose version is not a stored checkpoint (intermediate steps of exit durability).
-    orphan_blobs: HashMap<Box<str>, Vec<Blob>>,
+    orphan_blobs: HashMap<Box<str>, Vec<ChannelBlob>>,
     writes: HashMap<String, Vec<PendingWrite>>,
 }
 
-/// A checkpoint, stored compactly: the blobs it wrote live with it, and `next` is read back
-/// from the body when asked for.
+/// A checkpoint: its id, and the rest packed into one buffer (see [`packed`]).
 struct Stored {
-    id: Box<str>,
-    parent_id: Option<Box<str>>,
-    step: i64,
-    source: super::CheckpointSource,
-    created_at: Box<str>,
-    metadata: Option<Box<serde_json::Value>>,
-    channel_versions: Box<[(Box<str>, Box<str>)]>,
-    body: Box<[u8]>,
-    blobs: Box<[Blob]>,
+    id: Id,
+    packed: Box<[u8]>,
 }
 
 impl Stored {
-    fn meta(&self) -> CheckpointMeta {
+    fn unpack(&self) -> Result<Unpacked<'_>, CheckpointError> {
+        packed::unpack(&self.packed).ok_or_else(|| {
+            CheckpointError::Corrupt(format!(
+                "in-memory checkpoint {} could not be read back; this is a bug in kit, please \
+                 report it",
+                self.id
+            ))
+        })
+    }
+
+    fn meta(&self) -> Result<CheckpointMeta, CheckpointError> {
         #[derive(serde::Deserialize, Default)]
         struct Next {
             #[serde(default)]
@@ -65,28 +73,18 @@ impl Stored {
         struct Task {
             node: String,
         }
-        let next: Next = serde_json::from_slice(&self.body).unwrap_or_default();
-        CheckpointMeta {
+        let fields = self.unpack()?;
+        let next: Next = serde_json::from_slice(fields.body).unwrap_or_default();
+        Ok(CheckpointMeta {
             id: self.id.to_string(),
-            parent_id: self.parent_id.as_deref().map(String::from),
-            step: self.step,
-            source: self.source,
-            created_at: self.created_at.to_string(),
+            parent_id: fields.parent_id,
+            step: fields.step,
+            source: fields.source,
+            created_at: fields.created_at,
             next: next.next.into_iter().map(|t| t.node).collect(),
-            metadata: self
-                .metadata
-                .as_deref()
-                .cloned()
-                .unwrap_or_else(|| serde_json::Value::Object(Default::default())),
-        }
+            metadata: fields.metadata,
+        })
     }
-}
-
-struct Blob {
-    channel: Box<str>,
-    prev_version: Option<Box<str>>,
-    kind: BlobKind,
-    data: Box<[u8]>,
 }
 
 impl std::fmt::Debug for MemoryCheckpointer {
@@ -132,26 +130,48 @@ fn lock(t: &Mutex<ThreadData>) -> std::sync::MutexGuard<'_, ThreadData> {
 impl NsData {
     fn checkpoint(&self, id: &str) -> Option<&Stored> {
         self.checkpoints
-            .binary_search_by(|s| (*s.id).cmp(id))
+            .binary_search_by(|s| s.id.cmp_str(id))
             .ok()
             .map(|i| &self.checkpoints[i])
     }
 
-    fn blob(&self, channel: &str, version: &str) -> Option<ChannelBlob> {
-        let blobs: &[Blob] = match self.checkpoint(version) {
-            Some(stored) if stored.blobs.iter().any(|b| &*b.channel == channel) => &stored.blobs,
-            _ => self.orphan_blobs.get(version)?,
-        };
-        blobs
-            .iter()
-            .find(|b| &*b.channel == channel)
-            .map(|b| ChannelBlob {
-                channel: channel.to_string(),
-                version: version.to_string(),
-                prev_version: b.prev_version.as_deref().map(String::from),
-                kind: b.kind,
-                data: b.data.to_vec(),
-            })
+    /// The index of a channel name, added on first use.
+    fn channel_index(&mut self, name: &str) -> u32 {
+        match self.channels.iter().position(|c| &**c == name) {
+            Some(i) => i as u32,
+            None => {
+                self.channels.push(name.into());
+                (self.channels.len() - 1) as u32
+            }
+        }
+    }
+
+    fn channel_name(&self, index: u32) -> Result<&str, CheckpointError> {
+        self.channels
+            .get(index as usize)
+            .map(|c| &**c)
+            .ok_or_else(|| CheckpointError::Corrupt(format!("unknown channel index {index}")))
+    }
+
+    fn blob(&self, channel: &str, version: &str) -> Result<Option<ChannelBlob>, CheckpointError> {
+        if let Some(stored) = self.checkpoint(version) {
+            for blob in stored.unpack()?.blobs {
+                if self.channel_name(blob.channel)? == channel {
+                    return Ok(Some(ChannelBlob {
+                        channel: channel.to_string(),
+                        version: version.to_string(),
+                        prev_version: blob.prev_version,
+                        kind: blob.kind,
+                        data: blob.data.to_vec(),
+                    }));
+                }
+            }
+        }
+        Ok(self
+            .orphan_blobs
+            .get(version)
+            .and_then(|blobs| blobs.iter().find(|b| b.channel == channel))
+            .cloned())
     }
 }
 
@@ -168,48 +188,50 @@ impl Checkpointer for MemoryCheckpointer {
                 found: ns.head.clone(),
             });
         }
-        let mut own = Vec::new();
-        for blob in write.blobs {
-            let stored = Blob {
-                channel: blob.channel.into_boxed_str(),
-                prev_version: blob.prev_version.map(String::into_boxed_str),
-                kind: blob.kind,
-                data: blob.data.into_boxed_slice(),
-            };
-            if blob.version == write.meta.id {
-                own.push(stored);
-            } else {
-                ns.orphan_blobs
-                    .entry(blob.version.into_boxed_str())
-                    .or_default()
-                    .push(stored);
-            }
+        let id = write.meta.id.as_str();
+        let channel_versions = write
+            .channel_versions
+            .iter()
+            .map(|(channel, version)| (ns.channel_index(channel), version.as_str()))
+            .collect();
+        let mut blobs = Vec::with_capacity(write.blobs.len());
+        for b in write.blobs.iter().filter(|b| b.version == id) {
+            blobs.push(BlobFields {
+                channel: ns.channel_index(&b.channel),
+                prev_version: b.prev_version.as_deref(),
+                kind: b.kind,
+                data: &b.data,
+            });
         }
-        let meta = write.meta;
-        ns.head = Some(meta.id.clone());
+        let meta = &write.meta;
         let stored = Stored {
-            id: meta.id.into_boxed_str(),
-            parent_id: meta.parent_id.map(String::into_boxed_str),
-            step: meta.step,
-            source: meta.source,
-            created_at: meta.created_at.clone().into_boxed_str(),
-            metadata: match meta.metadata {
-                serde_json::Value::Object(m) if m.is_empty() => None,
-                serde_json::Value::Null => None,
-                other => Some(Box::new(other)),
-            },
-            channel_versions: write
-                .channel_versions
-                .into_iter()
-                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
-                .collect(),
-            body: write.body.into_boxed_slice(),
-            blobs: own.into_boxed_slice(),
+            id: Id::new(id),
+            packed: packed::pack(&Fields {
+                parent_id: meta.parent_id.as_deref(),
+                step: meta.step,
+                source: meta.source,
+                created_at: &meta.created_at,
+                metadata: &meta.metadata,
+                channel_versions,
+                body: &write.body,
+                blobs,
+            }),
         };
         // Ids are time-ordered, so this is almost always a push at the end.
-        let at = ns.checkpoints.partition_point(|s| *s.id < *stored.id);
+        let at = ns
+            .checkpoints
+            .partition_point(|s| s.id.cmp_str(id) == std::cmp::Ordering::Less);
         ns.checkpoints.insert(at, stored);
-        data.updated_at = meta.created_at;
+        for blob in write.blobs {
+            if blob.version != write.meta.id {
+                ns.orphan_blobs
+                    .entry(blob.version.as_str().into())
+                    .or_default()
+                    .push(blob);
+            }
+        }
+        ns.head = Some(write.meta.id.clone());
+        data.updated_at = write.meta.created_at;
         Ok(())
     }
 
@@ -257,17 +279,17 @@ impl Checkpointer for MemoryCheckpointer {
                 thread_id: thread_id.to_string(),
                 checkpoint_id: id.to_string(),
             })?;
-        let channel_versions: BTreeMap<String, String> = stored
-            .channel_versions
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let fields = stored.unpack()?;
+        let mut channel_versions = BTreeMap::new();
+        for (channel, version) in fields.channel_versions {
+            channel_versions.insert(ns_data.channel_name(channel)?.to_string(), version);
+        }
         // Materialise the blobs on every chain, then resolve them with the shared walker.
         let mut wanted = Vec::new();
         for (channel, version) in &channel_versions {
             let mut cursor = Some(version.clone());
             while let Some(v) = cursor {
-                match ns_data.blob(channel, &v) {
+                match ns_data.blob(channel, &v)? {
                     Some(blob) => {
                         cursor = match blob.kind {
                             BlobKind::Full => None,
@@ -285,10 +307,10 @@ impl Checkpointer for MemoryCheckpointer {
                 .find(|b| b.channel == channel && b.version == version)
         })?;
         Ok(Some(LoadedCheckpoint {
-            meta: stored.meta(),
+            meta: stored.meta()?,
             channel_versions,
             channels,
-            body: stored.body.to_vec(),
+            body: fields.body.to_vec(),
             pending_writes: ns_data.writes.get(id).cloned().unwrap_or_default(),
             head,
         }))
@@ -313,7 +335,7 @@ impl Checkpointer for MemoryCheckpointer {
             .rev()
             .take(limit.unwrap_or(usize::MAX))
             .map(Stored::meta)
-            .collect())
+            .collect::<Result<_, _>>()?)
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
