@@ -214,10 +214,10 @@ impl<S: State> Graph<S> {
         input: S::Update,
         opts: &RunOptions,
     ) -> Result<Outcome<S>, GraphError> {
-        Exec::start(self, opts)
-            .await?
-            .run(RunInput::Input(input))
-            .await
+        // Boxed: the executor's state machine is large, and a caller holding many runs (a
+        // spawned task per run, say) should hold a pointer to it, not a copy of it.
+        let exec = Box::pin(Exec::start(self, opts)).await?;
+        Box::pin(exec.run(RunInput::Input(input))).await
     }
 
     /// Continues a paused (or failed) thread: answers its interrupts with `resume` and runs on.
