@@ -112,6 +112,64 @@ const MIGRATIONS: &[&str] = &[
     );"#,
 ];
 
+/// Writes a checkpoint in one statement (so one round trip, atomic without a transaction):
+/// `moved` advances the thread's head only from the expected one and returns a row if it did;
+/// the checkpoint and its blobs are inserted from `moved`, so nothing is written on a
+/// conflict. Parameters: $1 thread, $2 ns, $3 checkpoint id, $4 created_at, $5 expected head,
+/// $6 parent, $7 step, $8 source, $9 next, $10 metadata, $11 channel versions, $12 body, and
+/// the blobs as arrays: $13 channels, $14 versions, $15 previous versions, $16 kinds, $17 data.
+macro_rules! put_statement {
+    ($moved:literal) => {
+        concat!(
+            "WITH moved AS (",
+            $moved,
+            "), checkpoint AS (
+                INSERT INTO kit_checkpoints
+                    (thread_id, ns, checkpoint_id, parent_id, step, source, created_at,
+                     next, metadata, channel_versions, body)
+                SELECT $1, $2, $3, $6, $7, $8, $4,
+                       $9::text::jsonb, $10::text::jsonb, $11::text::jsonb, $12
+                  FROM moved
+                ON CONFLICT (thread_id, ns, checkpoint_id) DO UPDATE SET
+                    parent_id = excluded.parent_id, step = excluded.step,
+                    source = excluded.source, created_at = excluded.created_at,
+                    next = excluded.next, metadata = excluded.metadata,
+                    channel_versions = excluded.channel_versions, body = excluded.body
+            ), blobs AS (
+                INSERT INTO kit_blobs
+                    (thread_id, ns, channel, version, prev_version, kind, data)
+                SELECT $1, $2, b.channel, b.version, b.prev_version, b.kind, b.data
+                  FROM moved,
+                       unnest($13::text[], $14::text[], $15::text[], $16::text[], $17::bytea[])
+                       AS b(channel, version, prev_version, kind, data)
+                ON CONFLICT (thread_id, ns, channel, version) DO UPDATE SET
+                    prev_version = excluded.prev_version, kind = excluded.kind,
+                    data = excluded.data
+            )
+            SELECT count(*) FROM moved"
+        )
+    };
+}
+
+/// The first checkpoint of a thread: the thread row may not exist yet, or exist with no head
+/// (pending writes came first).
+const PUT_FIRST: &str = put_statement!(
+    "INSERT INTO kit_threads AS t (thread_id, ns, head, updated_at, checkpoints)
+     VALUES ($1, $2, $3, $4, 1)
+     ON CONFLICT (thread_id, ns) DO UPDATE
+        SET head = excluded.head, updated_at = excluded.updated_at,
+            checkpoints = t.checkpoints + 1
+      WHERE t.head IS NOT DISTINCT FROM $5::text
+     RETURNING 1"
+);
+
+/// A later checkpoint: the head must still be the one this writer read.
+const PUT_NEXT: &str = put_statement!(
+    "UPDATE kit_threads SET head = $3, updated_at = $4, checkpoints = checkpoints + 1
+      WHERE thread_id = $1 AND ns = $2 AND head = $5::text
+     RETURNING 1"
+);
+
 /// Checkpoints in a PostgreSQL database, through a connection pool. Cheap to clone; clones
 /// share the pool.
 ///
@@ -434,41 +492,42 @@ fn meta_from_row(row: &Row) -> R<CheckpointMeta> {
 }
 
 async fn head_of(
-    tx: &deadpool_postgres::Transaction<'_>,
+    client: &impl deadpool_postgres::GenericClient,
     thread_id: &str,
     ns: &str,
 ) -> R<Option<Option<String>>> {
-    let stmt = tx
+    let stmt = client
         .prepare_cached("SELECT head FROM kit_threads WHERE thread_id = $1 AND ns = $2")
         .await?;
-    Ok(match tx.query_opt(&stmt, &[&thread_id, &ns]).await? {
+    Ok(match client.query_opt(&stmt, &[&thread_id, &ns]).await? {
         Some(row) => Some(row.try_get(0)?),
         None => None,
     })
 }
 
 impl PostgresCheckpointer {
+    /// One statement, so one round trip: move the head (only from the expected one), and
+    /// write the checkpoint and its blobs only if it moved.
     async fn put_inner(&self, w: &CheckpointWrite) -> R<()> {
-        let mut client = self.client("writing a checkpoint").await?;
-        let tx = client.transaction().await?;
-        if w.expected_head.is_none() {
-            let stmt = tx
-                .prepare_cached(
-                    "INSERT INTO kit_threads (thread_id, ns, head, updated_at, checkpoints)
-                     VALUES ($1, $2, NULL, NULL, 0) ON CONFLICT (thread_id, ns) DO NOTHING",
-                )
-                .await?;
-            tx.execute(&stmt, &[&w.thread_id, &w.ns]).await?;
-        }
-        let stmt = tx
-            .prepare_cached(
-                "UPDATE kit_threads
-                    SET head = $3, updated_at = $4, checkpoints = checkpoints + 1
-                  WHERE thread_id = $1 AND ns = $2 AND head IS NOT DISTINCT FROM $5",
-            )
-            .await?;
-        let moved = tx
-            .execute(
+        let client = self.client("writing a checkpoint").await?;
+        let sql = match w.expected_head {
+            None => PUT_FIRST,
+            Some(_) => PUT_NEXT,
+        };
+        let next = to_text(&w.meta.next)?;
+        let metadata = match &w.meta.metadata {
+            serde_json::Value::Null => "{}".to_string(),
+            other => to_text(other)?,
+        };
+        let versions = to_text(&w.channel_versions)?;
+        let channels: Vec<&str> = w.blobs.iter().map(|b| b.channel.as_str()).collect();
+        let blob_versions: Vec<&str> = w.blobs.iter().map(|b| b.version.as_str()).collect();
+        let prevs: Vec<Option<&str>> = w.blobs.iter().map(|b| b.prev_version.as_deref()).collect();
+        let kinds: Vec<&str> = w.blobs.iter().map(|b| b.kind.as_str()).collect();
+        let data: Vec<&[u8]> = w.blobs.iter().map(|b| b.data.as_slice()).collect();
+        let stmt = client.prepare_cached(sql).await?;
+        let moved: i64 = client
+            .query_one(
                 &stmt,
                 &[
                     &w.thread_id,
@@ -476,98 +535,30 @@ impl PostgresCheckpointer {
                     &w.meta.id,
                     &w.meta.created_at,
                     &w.expected_head,
+                    &w.meta.parent_id,
+                    &w.meta.step,
+                    &w.meta.source.as_str(),
+                    &next,
+                    &metadata,
+                    &versions,
+                    &w.body,
+                    &channels,
+                    &blob_versions,
+                    &prevs,
+                    &kinds,
+                    &data,
                 ],
             )
-            .await?;
+            .await?
+            .try_get(0)?;
         if moved == 0 {
-            let found = head_of(&tx, &w.thread_id, &w.ns).await?.flatten();
-            // Dropping the transaction rolls it back.
+            let found = head_of(&client, &w.thread_id, &w.ns).await?.flatten();
             return Err(Fail::Checkpoint(CheckpointError::Conflict {
                 thread_id: w.thread_id.clone(),
                 expected: w.expected_head.clone(),
                 found,
             }));
         }
-        let blobs = async {
-            if w.blobs.is_empty() {
-                return Ok::<_, Fail>(());
-            }
-            let channels: Vec<&str> = w.blobs.iter().map(|b| b.channel.as_str()).collect();
-            let versions: Vec<&str> = w.blobs.iter().map(|b| b.version.as_str()).collect();
-            let prevs: Vec<Option<&str>> =
-                w.blobs.iter().map(|b| b.prev_version.as_deref()).collect();
-            let kinds: Vec<&str> = w.blobs.iter().map(|b| b.kind.as_str()).collect();
-            let data: Vec<&[u8]> = w.blobs.iter().map(|b| b.data.as_slice()).collect();
-            let stmt = tx
-                .prepare_cached(
-                    "INSERT INTO kit_blobs
-                        (thread_id, ns, channel, version, prev_version, kind, data)
-                     SELECT $1, $2, b.channel, b.version, b.prev_version, b.kind, b.data
-                       FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[])
-                            AS b(channel, version, prev_version, kind, data)
-                     ON CONFLICT (thread_id, ns, channel, version) DO UPDATE SET
-                        prev_version = excluded.prev_version, kind = excluded.kind,
-                        data = excluded.data",
-                )
-                .await?;
-            tx.execute(
-                &stmt,
-                &[
-                    &w.thread_id,
-                    &w.ns,
-                    &channels,
-                    &versions,
-                    &prevs,
-                    &kinds,
-                    &data,
-                ],
-            )
-            .await?;
-            Ok(())
-        };
-        let checkpoint = async {
-            let next = to_text(&w.meta.next)?;
-            let metadata = match &w.meta.metadata {
-                serde_json::Value::Null => "{}".to_string(),
-                other => to_text(other)?,
-            };
-            let versions = to_text(&w.channel_versions)?;
-            let stmt = tx
-                .prepare_cached(
-                    "INSERT INTO kit_checkpoints
-                        (thread_id, ns, checkpoint_id, parent_id, step, source, created_at,
-                         next, metadata, channel_versions, body)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7,
-                             $8::text::jsonb, $9::text::jsonb, $10::text::jsonb, $11)
-                     ON CONFLICT (thread_id, ns, checkpoint_id) DO UPDATE SET
-                        parent_id = excluded.parent_id, step = excluded.step,
-                        source = excluded.source, created_at = excluded.created_at,
-                        next = excluded.next, metadata = excluded.metadata,
-                        channel_versions = excluded.channel_versions, body = excluded.body",
-                )
-                .await?;
-            tx.execute(
-                &stmt,
-                &[
-                    &w.thread_id,
-                    &w.ns,
-                    &w.meta.id,
-                    &w.meta.parent_id,
-                    &w.meta.step,
-                    &w.meta.source.as_str(),
-                    &w.meta.created_at,
-                    &next,
-                    &metadata,
-                    &versions,
-                    &w.body,
-                ],
-            )
-            .await?;
-            Ok::<_, Fail>(())
-        };
-        // Both statements are sent at once (the driver pipelines them).
-        futures::try_join!(blobs, checkpoint)?;
-        tx.commit().await?;
         Ok(())
     }
 
