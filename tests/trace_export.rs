@@ -1022,18 +1022,51 @@ async fn failure_401_says_to_check_the_key() {
 }
 
 #[tokio::test]
-async fn failure_413_says_to_lower_the_batch_size() {
+async fn a_batch_refused_as_too_large_is_split_in_halves_and_delivered() {
     let expected = baseline().await;
     let c = case(vec![Reply::status(413)], one_batch()).await;
     assert_eq!(c.result, expected);
-    assert_all_failed(&c, 413);
-    assert!(
-        c.stats
-            .last_error
-            .unwrap()
-            .to_string()
-            .contains("max_batch_bytes")
+    assert!(c.flushed, "{:?}", c.stats);
+    assert_eq!(c.stats.runs.exported, c.runs as u64, "{:?}", c.stats);
+    assert_eq!(c.stats.runs.failed, 0);
+    assert_eq!(c.stats.batches_ok, 2);
+    assert_eq!(c.stats.batches_failed, 0);
+    assert_eq!(
+        c.requests.len(),
+        3,
+        "the refused batch, then its two halves"
     );
+    let ids = |r: &[Captured]| -> Vec<Vec<u8>> {
+        let mut ids: Vec<_> = spans(r).into_iter().map(|e| e.span.span_id).collect();
+        ids.sort();
+        ids
+    };
+    let (first, second) = (ids(&c.requests[1..2]), ids(&c.requests[2..3]));
+    assert!(!first.is_empty() && !second.is_empty());
+    let mut halves = [first, second].concat();
+    halves.sort();
+    assert_eq!(
+        halves,
+        ids(&c.requests[..1]),
+        "the halves resend exactly the batch"
+    );
+    assert_eq!(halves.len(), c.runs);
+}
+
+#[tokio::test]
+async fn a_single_run_refused_as_too_large_fails_and_says_what_to_lower() {
+    let expected = baseline().await;
+    let c = case(vec![Reply::status(413); 500], one_batch()).await;
+    assert_eq!(c.result, expected);
+    assert!(!c.flushed);
+    assert_eq!(c.stats.runs.failed, c.runs as u64, "{:?}", c.stats);
+    assert_eq!(c.stats.runs.exported, 0);
+    assert_eq!(c.stats.retries, 0, "413 is split, not retried");
+    // Halving down to single runs: a binary tree with one leaf per run.
+    assert_eq!(c.requests.len(), 2 * c.runs - 1);
+    assert_eq!(c.stats.batches_failed, c.runs as u64);
+    let message = c.stats.last_error.unwrap().to_string();
+    assert!(message.contains("max_content_chars"), "{message}");
 }
 
 #[tokio::test]

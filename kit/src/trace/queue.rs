@@ -63,6 +63,7 @@ pub struct QueueConfig {
     /// Most runs in one request.
     pub max_batch_runs: usize,
     /// Most (uncompressed, estimated) bytes in one request; a single larger run goes alone.
+    /// A batch the endpoint still refuses as too large (HTTP 413) is split in halves and resent.
     pub max_batch_bytes: usize,
     /// How long the first run of a batch waits for company before the batch is sent.
     pub batch_timeout: Duration,
@@ -191,7 +192,9 @@ fn status_message(status: u16, body: &str) -> String {
         404 => {
             "no trace receiver at this URL; check KIT_TRACE_ENDPOINT (OTLP receivers listen on …/v1/traces)"
         }
-        413 => "the batch was too large for the endpoint; lower QueueConfig::max_batch_bytes",
+        413 => {
+            "the endpoint refused a single run as too large (larger batches are split in halves first); lower the content cap (OtlpExporterBuilder::max_content_chars) or raise the endpoint's request size limit"
+        }
         415 => {
             "the endpoint does not accept this encoding; switch the protocol (Protocol::Json or Protocol::Protobuf)"
         }
@@ -528,6 +531,8 @@ struct Batch {
 enum Outcome {
     Delivered(Option<(u64, String)>),
     Retry(ExportError, Option<Duration>),
+    /// HTTP 413: the batch is split in halves and each half sent again.
+    TooLarge(ExportError),
     Fail(ExportError),
 }
 
@@ -613,6 +618,12 @@ impl Worker {
         let runs = std::mem::take(&mut batch.runs);
         batch.bytes = 0;
         batch.since = None;
+        self.send_runs(runs).await;
+    }
+
+    /// Sends runs in one request, retrying as configured; a batch the endpoint finds too large
+    /// (413) is split in halves until the parts fit or a single run is refused.
+    async fn send_runs(&mut self, mut runs: Vec<RunRecord>) {
         if runs.is_empty() {
             return;
         }
@@ -621,7 +632,6 @@ impl Worker {
             Ok(b) => b,
             Err(e) => return self.give_up(n, ExportError::Encode(e)),
         };
-        drop(runs);
         let body = if self.config.gzip {
             match gzip(&body) {
                 Ok(b) => b,
@@ -659,7 +669,14 @@ impl Worker {
                     }
                     return;
                 }
-                Outcome::Fail(e) => return self.give_up(n, e),
+                Outcome::TooLarge(e) if runs.len() > 1 => {
+                    self.shared.set_error(e);
+                    let second = runs.split_off(runs.len() / 2);
+                    Box::pin(self.send_runs(runs)).await;
+                    Box::pin(self.send_runs(second)).await;
+                    return;
+                }
+                Outcome::TooLarge(e) | Outcome::Fail(e) => return self.give_up(n, e),
                 Outcome::Retry(e, retry_after) => {
                     if attempt >= self.config.max_retries {
                         return self.give_up(n, e);
@@ -722,6 +739,8 @@ impl Worker {
         };
         if matches!(status, 429 | 502 | 503 | 504) {
             Outcome::Retry(error, retry_after)
+        } else if status == 413 {
+            Outcome::TooLarge(error)
         } else {
             Outcome::Fail(error)
         }
@@ -862,7 +881,7 @@ mod tests {
             status: 413,
             body: String::new(),
         };
-        assert!(e.to_string().contains("max_batch_bytes"));
+        assert!(e.to_string().contains("max_content_chars"));
         let long = "x".repeat(1000);
         assert!(body_excerpt(long.as_bytes()).chars().count() <= 301);
     }
