@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kit::http::{HttpClient, RetryPolicy};
 use kit::middleware::async_subagents::AsyncSpec;
 use kit::protocol::{HttpRunClient, RunClient, RunClientError};
 use kit::testing::{ScriptStep, ScriptedModel};
@@ -306,7 +307,15 @@ async fn malformed_json_500s_and_slow_answers_become_error_results() {
     let server = raw_server().await;
     let spec = AsyncSpec::new("raw", "Hand-rolled.", "raw-graph")
         .url(format!("{}/", server.url))
-        .client(HttpRunClient::with_timeout(Duration::from_millis(300)))
+        .client(HttpRunClient::with_http(
+            HttpClient::new()
+                .timeout(Duration::from_millis(300))
+                .retry_policy(RetryPolicy {
+                    max_retries: 2,
+                    initial_backoff: Duration::from_millis(10),
+                    ..RetryPolicy::default()
+                }),
+        ))
         .header("X-Api-Key", "key-1");
     // With a custom client and a url, the client gets the spec (and its url and headers).
     let sup = Supervisor::new(vec![spec]);
@@ -342,6 +351,7 @@ async fn malformed_json_500s_and_slow_answers_become_error_results() {
     ];
     for (mode, expected) in expectations {
         server.mode.store(mode, Ordering::SeqCst);
+        let before = server.requests.lock().unwrap().len();
         let (r, state) = sup
             .call("check_async_task", json!({"task_id": "r-1"}))
             .await;
@@ -355,10 +365,15 @@ async fn malformed_json_500s_and_slow_answers_become_error_results() {
         let last = server.requests.lock().unwrap().last().unwrap().clone();
         assert!(last.starts_with("GET /runs/r-1 HTTP/1.1"), "{last}");
         assert!(last.to_ascii_lowercase().contains("x-api-key: key-1"));
+        // Reading a run is safe to repeat: a 500 or a timeout is retried twice.
+        let sent = server.requests.lock().unwrap().len() - before;
+        let retried = matches!(mode, ERROR_500 | SLOW);
+        assert_eq!(sent, if retried { 3 } else { 1 }, "mode {mode}");
     }
 
-    // An update that fails is not recorded as sent.
+    // An update that fails is not recorded as sent, and is sent once (never duplicated).
     server.mode.store(ERROR_500, Ordering::SeqCst);
+    let before = server.requests.lock().unwrap().len();
     let (r, state) = sup
         .call(
             "update_async_task",
@@ -367,6 +382,7 @@ async fn malformed_json_500s_and_slow_answers_become_error_results() {
         .await;
     assert!(r.is_error());
     assert!(state.async_tasks["r-1"].updates.is_empty());
+    assert_eq!(server.requests.lock().unwrap().len() - before, 1);
 
     // A listing that cannot refresh says so per task and keeps the records.
     let (r, _) = sup.call("list_async_tasks", json!({})).await;

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::http::{HttpClient, HttpError, HttpErrorKind, HttpRequest, Method};
 use crate::middleware::async_subagents::AsyncSpec;
 
 /// Talking to a worker failed. The message says what happened and what to check; the task
@@ -88,12 +89,28 @@ pub trait RunClient: Send + Sync + 'static {
     async fn cancel(&self, spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError>;
 }
 
-/// The built-in HTTP client of the run protocol (spec §4.1). Sends the spec's `headers` on
-/// every request; times out after 30 s by default.
+/// The built-in HTTP client of the run protocol (spec §4.1), on [`kit::http`](crate::http):
+/// the shared connection pool, `kit::http` tracing events, and retries with backoff for the
+/// requests that are safe to repeat. Sends the spec's `headers` on every request; times out
+/// after 30 s by default.
+///
+/// Reading a run (`check`) and cancelling it are retried on 408, 429, 5xx, timeouts and
+/// connection failures; starting a run and sending it a message are sent once, so a worker
+/// that was slow to answer never gets a duplicate run or a repeated message.
+///
+/// ```
+/// use std::time::Duration;
+/// use kit::http::HttpClient;
+/// use kit::protocol::HttpRunClient;
+///
+/// let client = HttpRunClient::with_http(
+///     HttpClient::new().timeout(Duration::from_secs(5)).max_retries(4),
+/// );
+/// # let _ = client;
+/// ```
 #[derive(Debug, Clone)]
 pub struct HttpRunClient {
-    http: reqwest::Client,
-    timeout: Duration,
+    http: HttpClient,
 }
 
 impl Default for HttpRunClient {
@@ -102,21 +119,28 @@ impl Default for HttpRunClient {
     }
 }
 
+/// Whether a request may be sent again after a failure that left its effect unknown.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Repeat {
+    Safe,
+    Once,
+}
+
 impl HttpRunClient {
-    /// A client with a 30 second timeout.
+    /// A client with a 30 second timeout and the default [`RetryPolicy`](crate::http::RetryPolicy).
     pub fn new() -> Self {
         Self::with_timeout(Duration::from_secs(30))
     }
 
     /// A client with the given per-request timeout.
     pub fn with_timeout(timeout: Duration) -> Self {
-        HttpRunClient {
-            http: reqwest::Client::builder()
-                .connect_timeout(timeout.min(Duration::from_secs(10)))
-                .build()
-                .unwrap_or_default(),
-            timeout,
-        }
+        Self::with_http(HttpClient::new().timeout(timeout))
+    }
+
+    /// A client on this [`HttpClient`]: its timeout, retry policy and `reqwest::Client`
+    /// (proxies, TLS roots).
+    pub fn with_http(http: HttpClient) -> Self {
+        HttpRunClient { http }
     }
 
     fn url(spec: &AsyncSpec, path: &str) -> Result<String, RunClientError> {
@@ -130,59 +154,28 @@ impl HttpRunClient {
     async fn send(
         &self,
         spec: &AsyncSpec,
-        method: reqwest::Method,
+        method: Method,
         path: &str,
         body: Option<Value>,
+        repeat: Repeat,
     ) -> Result<Value, RunClientError> {
         let url = Self::url(spec, path)?;
-        let mut request = self.http.request(method, &url).timeout(self.timeout);
+        let mut request = HttpRequest::new(method, &url);
         for (k, v) in &spec.headers {
-            request = request.header(k.as_str(), v.as_str());
+            request = request.header(k, v);
         }
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let response = request.send().await.map_err(|e| {
-            if e.is_timeout() {
-                RunClientError::Timeout {
-                    url: url.clone(),
-                    after: self.timeout,
-                }
-            } else {
-                RunClientError::Transport {
-                    url: url.clone(),
-                    message: error_chain(&e),
-                }
-            }
-        })?;
-        let status = response.status().as_u16();
-        let text = response.text().await.map_err(|e| {
-            if e.is_timeout() {
-                RunClientError::Timeout {
-                    url: url.clone(),
-                    after: self.timeout,
-                }
-            } else {
-                RunClientError::Transport {
-                    url: url.clone(),
-                    message: error_chain(&e),
-                }
-            }
-        })?;
-        if status == 401 || status == 403 {
-            return Err(RunClientError::Unauthorized {
-                url,
-                status,
-                body: clip(&text),
-            });
+        if repeat == Repeat::Once {
+            request = request.max_retries(0);
         }
-        if !(200..300).contains(&status) {
-            return Err(RunClientError::Status {
-                url,
-                status,
-                body: clip(&text),
-            });
-        }
+        let response = self
+            .http
+            .send(request)
+            .await
+            .map_err(|e| run_error(&url, &e))?;
+        let text = response.text();
         if text.trim().is_empty() {
             // 204 from a cancel: report what happened.
             return Ok(json!({}));
@@ -201,6 +194,32 @@ impl HttpRunClient {
     }
 }
 
+/// The run-protocol error for a failed request.
+fn run_error(url: &str, e: &HttpError) -> RunClientError {
+    let url = url.to_string();
+    match (e.kind, e.status) {
+        (HttpErrorKind::Status, Some(status @ (401 | 403))) => RunClientError::Unauthorized {
+            url,
+            status,
+            body: clip(&e.body),
+        },
+        (HttpErrorKind::Status, Some(status)) => RunClientError::Status {
+            url,
+            status,
+            body: clip(&e.body),
+        },
+        (HttpErrorKind::Timeout, _) => RunClientError::Timeout {
+            url,
+            after: e.timeout.unwrap_or_default(),
+        },
+        (HttpErrorKind::Request, _) => RunClientError::Other(e.to_string()),
+        _ => RunClientError::Transport {
+            url,
+            message: e.message.clone(),
+        },
+    }
+}
+
 fn clip(s: &str) -> String {
     let s = s.trim();
     if s.chars().count() > 300 {
@@ -208,17 +227,6 @@ fn clip(s: &str) -> String {
     } else {
         s.to_string()
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 fn segment(id: &str) -> String {
@@ -234,16 +242,17 @@ fn segment(id: &str) -> String {
 #[async_trait::async_trait]
 impl RunClient for HttpRunClient {
     async fn start(&self, spec: &AsyncSpec, payload: Value) -> Result<Value, RunClientError> {
-        self.send(spec, reqwest::Method::POST, "/runs", Some(payload))
+        self.send(spec, Method::POST, "/runs", Some(payload), Repeat::Once)
             .await
     }
 
     async fn check(&self, spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError> {
         self.send(
             spec,
-            reqwest::Method::GET,
+            Method::GET,
             &format!("/runs/{}", segment(task_id)),
             None,
+            Repeat::Safe,
         )
         .await
     }
@@ -256,9 +265,10 @@ impl RunClient for HttpRunClient {
     ) -> Result<Value, RunClientError> {
         self.send(
             spec,
-            reqwest::Method::POST,
+            Method::POST,
             &format!("/runs/{}/input", segment(task_id)),
             Some(json!({ "message": message })),
+            Repeat::Once,
         )
         .await
     }
@@ -266,9 +276,10 @@ impl RunClient for HttpRunClient {
     async fn cancel(&self, spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError> {
         self.send(
             spec,
-            reqwest::Method::POST,
+            Method::POST,
             &format!("/runs/{}/cancel", segment(task_id)),
             None,
+            Repeat::Safe,
         )
         .await
     }
