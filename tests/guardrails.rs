@@ -347,6 +347,45 @@ async fn pii_output_scrubs_streamed_tokens_split_across_deltas() {
 }
 
 #[tokio::test]
+async fn overlapping_pii_middleware_stream_what_the_state_stores() {
+    use futures::StreamExt;
+    use kit_examples::mock::openai::{self, MockOpenAi};
+    // An address inside a URL: the inner middleware (URL) scrubs the answer first, so the
+    // stream must be filtered in the same order or the two would disagree (and leak the token).
+    let server = MockOpenAi::start().await.unwrap();
+    let filler = "Your password reset link is below; it expires in one hour, so use it soon. ";
+    server.enqueue(openai::text_stream(&[
+        filler,
+        "Open https://alice@exa",
+        "mple.com/reset?token=s3cr3t-t0k3n now. ",
+        filler,
+    ]));
+    let agent = Agent::builder()
+        .model(server.model("gpt-4o-mini"))
+        .middleware(PiiMiddleware::new(PiiType::Email).apply_to_output(true))
+        .middleware(PiiMiddleware::new(PiiType::Url).apply_to_output(true))
+        .build()
+        .unwrap();
+    let events: Vec<kit::Event> = agent
+        .stream_events("Reset my password.", &RunOptions::new())
+        .collect()
+        .await;
+    let streamed = delta_pieces(&events, &[], None).concat();
+    let end = events.last().unwrap();
+    assert_eq!(end.event, kit::EventKind::RunEnd);
+    let stored = end.data["output"]["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(streamed, stored);
+    assert_eq!(model_end_text(&events), [stored.to_string()]);
+    assert!(stored.contains("[REDACTED_URL]"), "{stored}");
+    let raw = serde_json::to_string(&events).unwrap();
+    for secret in ["alice@", "s3cr3t-t0k3n", "example.com/reset"] {
+        assert!(!raw.contains(secret), "{secret} leaked: {raw}");
+    }
+}
+
+#[tokio::test]
 async fn pii_output_scrubs_streamed_tool_call_arguments() {
     use futures::StreamExt;
     use kit_examples::mock::MockResponse;
@@ -460,9 +499,11 @@ async fn pii_output_scrubs_a_subagents_streamed_tokens() {
 #[tokio::test]
 async fn pii_block_redacts_the_stream_then_fails_the_run() {
     use futures::StreamExt;
-    let model = ScriptedModel::new([Message::assistant(
-        "Your account manager is erin@example.com and will call you.",
-    )]);
+    let tail = " She knows your contract, your open invoices and the delivery dates, so have \
+                them at hand; the call takes about ten minutes and needs no preparation.";
+    let model = ScriptedModel::new([Message::assistant(format!(
+        "Your account manager is erin@example.com and will call you.{tail}"
+    ))]);
     let agent = Agent::builder()
         .model(model)
         .middleware(
@@ -477,11 +518,12 @@ async fn pii_block_redacts_the_stream_then_fails_the_run() {
         .stream_events("Who calls me?", &RunOptions::new())
         .collect()
         .await;
+    // What went out before the block is redacted; what was held back is dropped with the call.
     let streamed = delta_pieces(&events, &[], None).concat();
-    assert_eq!(
-        streamed,
-        "Your account manager is [REDACTED_EMAIL] and will call you."
-    );
+    let redacted = format!("Your account manager is [REDACTED_EMAIL] and will call you.{tail}");
+    assert!(streamed.contains("[REDACTED_EMAIL]"), "{streamed}");
+    assert!(redacted.starts_with(&streamed), "{streamed}");
+    assert!(streamed.len() < redacted.len(), "{streamed}");
     let end = events.last().unwrap();
     assert_eq!(end.event, kit::EventKind::Error);
     assert_eq!(end.data["kind"], "pii_detected");

@@ -331,7 +331,8 @@ pub trait Middleware: Send + Sync + 'static {
     /// A filter for the events of one run, asked for at the start of every run that streams
     /// (`stream_events`, or a run given an event sink). It sees every event of the run and of
     /// its subagents before the consumer does; the PII middleware scrubs streamed tokens with
-    /// one. Filters of several middleware apply in middleware order.
+    /// one. Filters of several middleware apply innermost first (the last middleware's
+    /// filter sees an event first), like the answers their `wrap_model_call`s see.
     fn event_filter(&self) -> Option<Arc<dyn EventFilter>> {
         None
     }

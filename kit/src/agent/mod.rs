@@ -300,12 +300,14 @@ impl Agent {
         opts
     }
 
-    /// A fresh chain of the middleware's event filters for one run.
+    /// A fresh chain of the middleware's event filters for one run, innermost middleware
+    /// first: the order in which their `wrap_model_call`s see the model's answer.
     fn event_filter(&self) -> Option<Arc<dyn crate::event::EventFilter>> {
         crate::event::chain(
             self.inner
                 .middleware
                 .iter()
+                .rev()
                 .filter_map(|m| m.event_filter())
                 .collect(),
         )

@@ -51,11 +51,17 @@
 //! add up to the scrubbed answer that `model_end`, the state and the trace hold. Subagents'
 //! tokens (and their `model_end`) pass through the same filter; a subagent's state, tools and
 //! result are guarded by its own middleware
-//! ([`SubagentSpec::middleware`](crate::middleware::subagents::SubagentSpec::middleware)). With the `block` strategy the stream shows the data
-//! redacted, then the run fails with `PiiDetected`.
+//! ([`SubagentSpec::middleware`](crate::middleware::subagents::SubagentSpec::middleware)). A model call that ends without an answer (a retry,
+//! an error) drops what it held back: with the `block` strategy the stream shows the data
+//! redacted if it was released at all, then the run fails with `PiiDetected`. A tool call's first chunk (its id and name)
+//! goes out at once, so it can overtake answer text still held back: group deltas by their
+//! `tool_call.index`. Filters apply to [`Agent`](crate::Agent) runs (`stream_events`, or an
+//! event sink in the options); streaming the compiled graph itself bypasses them.
 //!
-//! **Known limits.** Image parts are not inspected. A custom detector whose matches are longer
-//! than the lookback can be released in pieces.
+//! **Known limits.** Image parts are not inspected. A custom detector whose values only match
+//! once complete, and are longer than the lookback, can have their beginning released before
+//! they are recognised (raise [`stream_lookback`]); one whose matches keep growing holds the
+//! stream back until they end.
 //!
 //! [`stream_lookback`]: PiiMiddleware::stream_lookback
 

@@ -4,8 +4,14 @@
 //! Each stream (one model call's text, or one of its tool calls' argument text) keeps its last
 //! `lookback` characters back; what lies before them is scrubbed and released. A match that
 //! reaches into the held-back part is held back whole, since it may still grow. The rest is
-//! released when the call ends (`model_start` of a retry, `model_end`, or the run's `error` /
-//! `run_end`), so the deltas of a call always add up to its scrubbed answer.
+//! released when the call ends (`model_end`, or the run's `run_end`), so the deltas of a call
+//! always add up to its scrubbed answer. A call that ends without an answer (`model_start` of
+//! a retry, or the run's `error`) drops what it held: it may be the unfinished half of a
+//! value no detector would recognise yet.
+//!
+//! Tool-call arguments stream as raw JSON text, where a line break before a value is the two
+//! characters `\n`. Detection runs on a copy with every escape sequence blanked out (same
+//! length), so `\n4111 1111 1111 1111` is found as a card and the JSON stays valid.
 //!
 //! Subagents' tokens pass through the filter too; their `model_end` (which the subagent's own
 //! middleware, not this one, produced) is scrubbed here so it agrees with its deltas.
@@ -92,8 +98,17 @@ impl StreamScrubber {
             .unwrap_or_default()
     }
 
+    /// The matches in a stream's text; `json` for tool-call arguments (raw JSON text).
+    fn find(&self, text: &str, json: bool) -> Vec<PiiMatch> {
+        if json && text.contains('\\') {
+            self.detector.find(&blank_json_escapes(text))
+        } else {
+            self.detector.find(text)
+        }
+    }
+
     /// Takes what can no longer be part of a match out of `text`, scrubbed.
-    fn release(&self, text: &mut String) -> String {
+    fn release(&self, text: &mut String, json: bool) -> String {
         let chars = text.chars().count();
         if chars <= self.lookback {
             return String::new();
@@ -102,7 +117,17 @@ impl StreamScrubber {
             .char_indices()
             .nth(chars - self.lookback)
             .map_or(text.len(), |(i, _)| i);
-        let found = self.detector.find(text);
+        let blanked = (json && text.contains('\\')).then(|| blank_json_escapes(text));
+        let found = self
+            .detector
+            .find(blanked.as_deref().unwrap_or(text.as_str()));
+        if let Some(blanked) = &blanked {
+            // Never split an escape: what stays would start with its bare letter (`n4111…`).
+            let (b, t) = (blanked.as_bytes(), text.as_bytes());
+            while cut > 0 && b[cut - 1] == b' ' && t[cut - 1] != b' ' {
+                cut -= 1;
+            }
+        }
         while let Some(m) = found.iter().find(|m| m.start < cut && m.end > cut) {
             cut = m.start;
         }
@@ -142,7 +167,8 @@ impl StreamScrubber {
         let buffer = &mut buffers[at];
         buffer.text.push_str(&piece);
         buffer.last = event.clone();
-        let released = self.release(&mut buffer.text);
+        let json = buffer.key.tool_call.is_some();
+        let released = self.release(&mut buffer.text, json);
         match buffer.key.tool_call {
             None if released.is_empty() => None,
             None => {
@@ -162,6 +188,11 @@ impl StreamScrubber {
         }
     }
 
+    /// Drops what is held for the streams `which` selects: calls that ended without an answer.
+    fn drop_held(&self, which: impl Fn(&Key) -> bool) {
+        self.lock().buffers.retain(|b| !which(&b.key));
+    }
+
     /// Releases (scrubbed) everything held for the streams `which` selects.
     fn flush(&self, which: impl Fn(&Key) -> bool, out: &mut Vec<Event>) {
         let mut state = self.lock();
@@ -174,7 +205,8 @@ impl StreamScrubber {
             if buffer.text.is_empty() {
                 continue;
             }
-            let rest = self.scrub_all(&buffer.text);
+            let json = buffer.key.tool_call.is_some();
+            let rest = self.scrub(&buffer.text, &self.find(&buffer.text, json));
             let mut event = buffer.last;
             event.run_id = crate::ids::random();
             event.data = match buffer.key.tool_call {
@@ -243,7 +275,12 @@ impl EventFilter for StreamScrubber {
         let nested = self.is_subagents(&event);
         match event.event {
             EventKind::ModelDelta => out.extend(self.delta(event)),
-            EventKind::ModelStart | EventKind::ModelEnd => {
+            EventKind::ModelStart => {
+                let call = Key::of(&event, None);
+                self.drop_held(|k| k.same_call(&call));
+                out.push(event);
+            }
+            EventKind::ModelEnd => {
                 let call = Key::of(&event, None);
                 self.flush(|k| k.same_call(&call), out);
                 if nested && let Some(message) = event.data.get_mut("message") {
@@ -251,7 +288,12 @@ impl EventFilter for StreamScrubber {
                 }
                 out.push(event);
             }
-            EventKind::Error | EventKind::RunEnd => {
+            EventKind::Error => {
+                let ns = &event.metadata.namespace;
+                self.drop_held(|k| k.namespace.starts_with(ns));
+                out.push(event);
+            }
+            EventKind::RunEnd => {
                 let ns = &event.metadata.namespace;
                 self.flush(|k| k.namespace.starts_with(ns), out);
                 out.push(event);
@@ -259,6 +301,35 @@ impl EventFilter for StreamScrubber {
             _ => out.push(event),
         }
     }
+}
+
+/// `text` with every JSON escape sequence (`\n`, `\"`, `\u00e9`, and an unfinished one at the
+/// end) replaced by as many spaces: the same byte offsets, nothing glued to a value.
+fn blank_json_escapes(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            out.push(bytes[i]);
+            i += 1;
+            continue;
+        }
+        // An escape is `\X`, or `\u` and up to four hex digits; all ASCII.
+        let mut end = (i + 2).min(bytes.len());
+        if bytes.get(i + 1) == Some(&b'u') {
+            while end < bytes.len() && end < i + 6 && bytes[end].is_ascii_hexdigit() {
+                end += 1;
+            }
+        } else if bytes.get(i + 1).is_some_and(|b| !b.is_ascii()) {
+            // Not valid JSON; keep the character whole.
+            end = i + 1;
+        }
+        out.resize(out.len() + (end - i), b' ');
+        i = end;
+    }
+    // Only ASCII bytes were replaced, by ASCII: still UTF-8.
+    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
 }
 
 #[cfg(test)]
@@ -339,23 +410,93 @@ mod tests {
     }
 
     #[test]
-    fn a_retry_releases_the_failed_attempt_first_and_streams_are_kept_apart() {
+    fn a_call_without_an_answer_drops_what_it_held_and_streams_are_kept_apart() {
         let s = scrubber(64);
+        // The failed attempt held the unfinished half of an address: a retry drops it.
         let out = feed(
             &s,
             vec![
-                text("a", "first try a@b.co"),
+                text("a", "first try alice@exa"),
                 text("b", "other task"),
                 event(EventKind::ModelStart, "a", &[], json!({})),
                 text("a", "second"),
             ],
         );
-        assert_eq!(texts(&out), ["first try [REDACTED_EMAIL]"]);
-        let ns_end = event(EventKind::RunEnd, "x", &["task:1"], json!({}));
+        assert!(texts(&out).is_empty(), "{:?}", texts(&out));
         // A subagent's end does not release the parent's streams.
+        let ns_end = event(EventKind::RunEnd, "x", &["task:1"], json!({}));
         assert!(texts(&feed(&s, vec![ns_end])).is_empty());
+        // Task b's answer ends: its text goes out, task a's stays held.
+        let out = feed(&s, vec![event(EventKind::ModelEnd, "b", &[], json!({}))]);
+        assert_eq!(texts(&out), ["other task"]);
+        // The run fails: what task a held is dropped, the error goes out.
         let out = feed(&s, vec![event(EventKind::Error, "x", &[], json!({}))]);
-        assert_eq!(texts(&out), ["other task", "second"]);
+        assert!(texts(&out).is_empty());
+        assert_eq!(out.len(), 1);
+        assert!(s.lock().buffers.is_empty());
+    }
+
+    fn tool_call_deltas(s: &StreamScrubber, args: &str, chunk: usize) -> Value {
+        let mut events = vec![event(EventKind::RunStart, "r", &[], json!({}))];
+        for (i, piece) in args.as_bytes().chunks(chunk).enumerate() {
+            let piece = std::str::from_utf8(piece).unwrap_or_default();
+            let (id, name) = if i == 0 {
+                (json!("call-1"), json!("note"))
+            } else {
+                (Value::Null, Value::Null)
+            };
+            let call = json!({"index": 0, "id": id, "name": name, "args": piece});
+            events.push(event(
+                EventKind::ModelDelta,
+                "t",
+                &[],
+                json!({ "tool_call": call }),
+            ));
+        }
+        events.push(event(EventKind::ModelEnd, "t", &[], json!({})));
+        let joined: String = feed(s, events)
+            .iter()
+            .filter_map(|e| {
+                e.data
+                    .get("tool_call")?
+                    .get("args")?
+                    .as_str()
+                    .map(String::from)
+            })
+            .collect();
+        match serde_json::from_str(&joined) {
+            Ok(v) => v,
+            Err(e) => panic!("the streamed arguments are not JSON ({e}): {joined}"),
+        }
+    }
+
+    #[test]
+    fn tool_call_arguments_are_scanned_with_json_escapes_blanked() {
+        // ASCII only, cut every 3 bytes: escapes and values straddle deltas.
+        // The lookback must cover a whole card number (up to 23 characters with spaces).
+        let card = StreamScrubber::new(
+            Detector::builtin(PiiType::CreditCard),
+            PiiStrategy::Redact,
+            24,
+        );
+        let args = r#"{"note": "Card:\n4111 1111 1111 1111\tthanks \"ok\""}"#;
+        let out = tool_call_deltas(&card, args, 3);
+        assert_eq!(out["note"], "Card:\n[REDACTED_CREDIT_CARD]\tthanks \"ok\"");
+        let email = scrubber(24);
+        let args = r#"{"to": "\nbob@example.org", "cc": "\u00e9mile@example.com"}"#;
+        let out = tool_call_deltas(&email, args, 2);
+        assert_eq!(out["to"], "\n[REDACTED_EMAIL]");
+        assert_eq!(out["cc"], "é[REDACTED_EMAIL]");
+    }
+
+    #[test]
+    fn json_escapes_are_blanked_to_the_same_length() {
+        let text = r#"a\nb\u00e9c\\d\"e\u00"#;
+        let blanked = blank_json_escapes(text);
+        assert_eq!(blanked, "a  b      c  d  e    ");
+        assert_eq!(blanked.len(), text.len());
+        assert_eq!(blank_json_escapes("tail\\"), "tail ");
+        assert_eq!(blank_json_escapes("no escapes"), "no escapes");
     }
 
     #[test]
