@@ -54,16 +54,26 @@ struct Stored {
 
 impl Stored {
     fn unpack(&self) -> Result<Unpacked<'_>, CheckpointError> {
-        packed::unpack(&self.packed).ok_or_else(|| {
-            CheckpointError::Corrupt(format!(
-                "in-memory checkpoint {} could not be read back; this is a bug in kit, please \
-                 report it",
-                self.id
-            ))
-        })
+        packed::unpack(&self.packed).ok_or_else(|| self.corrupt())
+    }
+
+    fn blobs(&self) -> Result<Vec<packed::UnpackedBlob<'_>>, CheckpointError> {
+        packed::unpack_blobs(&self.packed).ok_or_else(|| self.corrupt())
+    }
+
+    fn corrupt(&self) -> CheckpointError {
+        CheckpointError::Corrupt(format!(
+            "in-memory checkpoint {} could not be read back; this is a bug in kit, please report it",
+            self.id
+        ))
     }
 
     fn meta(&self) -> Result<CheckpointMeta, CheckpointError> {
+        Ok(self.meta_of(self.unpack()?))
+    }
+
+    /// The metadata of this checkpoint, from its unpacked fields.
+    fn meta_of(&self, fields: Unpacked<'_>) -> CheckpointMeta {
         #[derive(serde::Deserialize, Default)]
         struct Next {
             #[serde(default)]
@@ -73,9 +83,8 @@ impl Stored {
         struct Task {
             node: String,
         }
-        let fields = self.unpack()?;
         let next: Next = serde_json::from_slice(fields.body).unwrap_or_default();
-        Ok(CheckpointMeta {
+        CheckpointMeta {
             id: self.id.to_string(),
             parent_id: fields.parent_id,
             step: fields.step,
@@ -83,7 +92,7 @@ impl Stored {
             created_at: fields.created_at,
             next: next.next.into_iter().map(|t| t.node).collect(),
             metadata: fields.metadata,
-        })
+        }
     }
 }
 
@@ -155,7 +164,7 @@ impl NsData {
 
     fn blob(&self, channel: &str, version: &str) -> Result<Option<ChannelBlob>, CheckpointError> {
         if let Some(stored) = self.checkpoint(version) {
-            for blob in stored.unpack()?.blobs {
+            for blob in stored.blobs()? {
                 if self.channel_name(blob.channel)? == channel {
                     return Ok(Some(ChannelBlob {
                         channel: channel.to_string(),
@@ -279,9 +288,9 @@ impl Checkpointer for MemoryCheckpointer {
                 thread_id: thread_id.to_string(),
                 checkpoint_id: id.to_string(),
             })?;
-        let fields = stored.unpack()?;
+        let mut fields = stored.unpack()?;
         let mut channel_versions = BTreeMap::new();
-        for (channel, version) in fields.channel_versions {
+        for (channel, version) in std::mem::take(&mut fields.channel_versions) {
             channel_versions.insert(ns_data.channel_name(channel)?.to_string(), version);
         }
         // Materialise the blobs on every chain, then resolve them with the shared walker.
@@ -306,11 +315,12 @@ impl Checkpointer for MemoryCheckpointer {
                 .iter()
                 .find(|b| b.channel == channel && b.version == version)
         })?;
+        let body = fields.body.to_vec();
         Ok(Some(LoadedCheckpoint {
-            meta: stored.meta()?,
+            meta: stored.meta_of(fields),
             channel_versions,
             channels,
-            body: fields.body.to_vec(),
+            body,
             pending_writes: ns_data.writes.get(id).cloned().unwrap_or_default(),
             head,
         }))

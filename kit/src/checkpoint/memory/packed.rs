@@ -1,5 +1,5 @@
 //! How the in-memory checkpointer keeps a checkpoint: everything but its id packed into one
-//! byte buffer, ids as 16 bytes, channel names as indexes into a per-thread table.
+//! byte buffer, ids as 16 bytes, channel names as indexes into a table per thread and namespace.
 //!
 //! A run writes a checkpoint per step and a process may hold thousands of threads, so the
 //! dozen small strings a checkpoint would otherwise own (ids, versions, channel names, the
@@ -103,7 +103,8 @@ pub(super) struct UnpackedBlob<'a> {
     pub data: &'a [u8],
 }
 
-/// A checkpoint read back from its buffer; byte fields borrow from it.
+/// A checkpoint read back from its buffer, but for its blobs ([`unpack_blobs`]); byte fields
+/// borrow from it.
 pub(super) struct Unpacked<'a> {
     pub parent_id: Option<String>,
     pub step: i64,
@@ -112,27 +113,33 @@ pub(super) struct Unpacked<'a> {
     pub metadata: Value,
     pub channel_versions: Vec<(u32, String)>,
     pub body: &'a [u8],
-    pub blobs: Vec<UnpackedBlob<'a>>,
 }
 
-const SOURCES: [CheckpointSource; 4] = [
-    CheckpointSource::Input,
-    CheckpointSource::Loop,
-    CheckpointSource::Update,
-    CheckpointSource::Fork,
-];
+fn source_code(source: CheckpointSource) -> u8 {
+    match source {
+        CheckpointSource::Input => 0,
+        CheckpointSource::Loop => 1,
+        CheckpointSource::Update => 2,
+        CheckpointSource::Fork => 3,
+    }
+}
+
+fn source_of(code: u8) -> Option<CheckpointSource> {
+    Some(match code {
+        0 => CheckpointSource::Input,
+        1 => CheckpointSource::Loop,
+        2 => CheckpointSource::Update,
+        3 => CheckpointSource::Fork,
+        _ => return None,
+    })
+}
 
 pub(super) fn pack(fields: &Fields<'_>) -> Box<[u8]> {
     let blob_bytes: usize = fields.blobs.iter().map(|b| b.data.len() + 24).sum();
     let mut out = Vec::with_capacity(96 + fields.body.len() + blob_bytes);
     put_opt_id(&mut out, fields.parent_id);
     put_varint(&mut out, zigzag(fields.step));
-    out.push(
-        SOURCES
-            .iter()
-            .position(|s| *s == fields.source)
-            .unwrap_or(0) as u8,
-    );
+    out.push(source_code(fields.source));
     match crate::ids::millis_from_rfc3339(fields.created_at) {
         Some(ms) => {
             out.push(0);
@@ -173,13 +180,14 @@ pub(super) fn unpack(bytes: &[u8]) -> Option<Unpacked<'_>> {
     let mut r = Reader { buf: bytes, at: 0 };
     let parent_id = r.opt_id()?;
     let step = unzigzag(r.varint()?);
-    let source = *SOURCES.get(usize::from(r.byte()?))?;
+    let source = source_of(r.byte()?)?;
     let created_at = match r.byte()? {
         0 => {
             let ms = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
             crate::ids::rfc3339_from_millis(ms, true)
         }
-        _ => r.text()?,
+        1 => r.text()?,
+        _ => return None,
     };
     let metadata = match r.bytes()? {
         [] => Value::Object(Default::default()),
@@ -191,21 +199,6 @@ pub(super) fn unpack(bytes: &[u8]) -> Option<Unpacked<'_>> {
         channel_versions.push((channel, r.id()?));
     }
     let body = r.bytes()?;
-    let mut blobs = Vec::new();
-    for _ in 0..r.varint()? {
-        let channel = u32::try_from(r.varint()?).ok()?;
-        let prev_version = r.opt_id()?;
-        let kind = match r.byte()? {
-            0 => BlobKind::Full,
-            _ => BlobKind::Delta,
-        };
-        blobs.push(UnpackedBlob {
-            channel,
-            prev_version,
-            kind,
-            data: r.bytes()?,
-        });
-    }
     Some(Unpacked {
         parent_id,
         step,
@@ -214,8 +207,28 @@ pub(super) fn unpack(bytes: &[u8]) -> Option<Unpacked<'_>> {
         metadata,
         channel_versions,
         body,
-        blobs,
     })
+}
+
+/// Reads only the blobs of a buffer [`pack`] wrote, stepping over the rest undecoded (a load
+/// walks many checkpoints' blobs and needs nothing else of them).
+pub(super) fn unpack_blobs(bytes: &[u8]) -> Option<Vec<UnpackedBlob<'_>>> {
+    let mut r = Reader { buf: bytes, at: 0 };
+    r.skip_id()?;
+    r.varint()?;
+    r.byte()?;
+    match r.byte()? {
+        0 => r.take(8)?,
+        1 => r.bytes()?,
+        _ => return None,
+    };
+    r.bytes()?;
+    for _ in 0..r.varint()? {
+        r.varint()?;
+        r.skip_id()?;
+    }
+    r.bytes()?;
+    r.blobs()
 }
 
 fn zigzag(n: i64) -> u64 {
@@ -308,8 +321,41 @@ impl<'a> Reader<'a> {
                 Some(Some(Id::Uuid(bytes).to_string()))
             }
             1 => Some(Some(self.text()?)),
-            _ => Some(None),
+            2 => Some(None),
+            _ => None,
         }
+    }
+
+    /// Steps over an id (or an absent one) without decoding it.
+    fn skip_id(&mut self) -> Option<()> {
+        match self.byte()? {
+            0 => self.take(16).map(drop),
+            1 => self.bytes().map(drop),
+            2 => Some(()),
+            _ => None,
+        }
+    }
+
+    fn blobs(&mut self) -> Option<Vec<UnpackedBlob<'a>>> {
+        let n = usize::try_from(self.varint()?).ok()?;
+        // Each blob takes at least 4 bytes: never reserve more than the buffer could hold.
+        let mut blobs = Vec::with_capacity(n.min(self.buf.len() / 4));
+        for _ in 0..n {
+            let channel = u32::try_from(self.varint()?).ok()?;
+            let prev_version = self.opt_id()?;
+            let kind = match self.byte()? {
+                0 => BlobKind::Full,
+                1 => BlobKind::Delta,
+                _ => return None,
+            };
+            blobs.push(UnpackedBlob {
+                channel,
+                prev_version,
+                kind,
+                data: self.bytes()?,
+            });
+        }
+        Some(blobs)
     }
 }
 
@@ -339,6 +385,14 @@ mod tests {
         assert_eq!(Id::new(&a).cmp_str(&b), Ordering::Less);
         assert_eq!(Id::new(&b).cmp_str(&a), Ordering::Greater);
         assert_eq!(Id::new("x").cmp_str(&a), "x".cmp(a.as_str()));
+    }
+
+    /// Where the source byte sits: after the parent id and the step.
+    fn source_offset(parent: Option<&str>, step: i64) -> usize {
+        let mut head = Vec::new();
+        put_opt_id(&mut head, parent);
+        put_varint(&mut head, zigzag(step));
+        head.len()
     }
 
     #[test]
@@ -385,16 +439,21 @@ mod tests {
                 [(0, v1.clone()), (300, "v-text".to_string())]
             );
             assert_eq!(back.body, fields.body);
-            assert_eq!(back.blobs.len(), 2);
-            assert_eq!(back.blobs[0].prev_version.as_deref(), Some(v1.as_str()));
-            assert_eq!(back.blobs[0].kind, BlobKind::Delta);
-            assert_eq!(back.blobs[0].data, [1, 2, 3]);
-            assert_eq!(
-                (back.blobs[1].channel, back.blobs[1].data.len()),
-                (300, 200)
-            );
-            // Truncated data is refused, not misread.
-            assert!(unpack(&packed[..packed.len() - 1]).is_none());
+            let blobs = unpack_blobs(&packed).expect("blobs unpack");
+            assert_eq!(blobs.len(), 2);
+            assert_eq!(blobs[0].channel, 0);
+            assert_eq!(blobs[0].prev_version.as_deref(), Some(v1.as_str()));
+            assert_eq!(blobs[0].kind, BlobKind::Delta);
+            assert_eq!(blobs[0].data, [1, 2, 3]);
+            assert_eq!(blobs[1].prev_version, None);
+            assert_eq!(blobs[1].kind, BlobKind::Full);
+            assert_eq!((blobs[1].channel, blobs[1].data.len()), (300, 200));
+            // Truncated data and unknown tags are refused, not misread.
+            assert!(unpack(&packed[..source_offset(parent, step)]).is_none());
+            assert!(unpack_blobs(&packed[..packed.len() - 1]).is_none());
+            let mut bad_source = packed.to_vec();
+            bad_source[source_offset(parent, step)] = 9;
+            assert!(unpack(&bad_source).is_none());
         }
     }
 }
