@@ -3,8 +3,8 @@
 //! # Design
 //!
 //! A [`deadpool_postgres`] connection pool (16 connections by default) in front of one
-//! database. Every operation takes a connection, runs one transaction with cached prepared
-//! statements, and gives the connection back. Several checkpointers (in one process or many)
+//! database. Every operation takes a connection, runs with cached prepared statements, and
+//! gives the connection back; writing a checkpoint is a single statement (one round trip). Several checkpointers (in one process or many)
 //! can share a database; [`PostgresCheckpointer::connect_in_schema`] puts the tables in a
 //! PostgreSQL schema of their own (tests use one schema each).
 //!
@@ -16,9 +16,9 @@
 //! the executor's body (opaque bytes) is `bytea` too; next nodes, metadata, channel versions
 //! and pending writes are `jsonb`.
 //!
-//! A step inserts one checkpoint row and one blob row per changed channel (in one statement,
-//! from arrays) and updates one thread row: constant work per step, whatever the length of the
-//! conversation. Loading walks every channel's delta chain in one recursive query.
+//! A step moves the thread's head, inserts one checkpoint row and one blob row per changed
+//! channel (from arrays), all in one statement of data-modifying CTEs: constant work per step,
+//! whatever the length of the conversation. Loading walks every channel's delta chain in one recursive query.
 //!
 //! Connecting migrates the schema forward inside a transaction holding a transaction-level
 //! advisory lock, so processes starting together do not race. A schema version newer than this
@@ -26,19 +26,21 @@
 //!
 //! # Concurrency
 //!
-//! [`Checkpointer::put`] moves the head with
-//! `UPDATE kit_threads SET head = $new ... WHERE ... AND head IS NOT DISTINCT FROM $expected`
-//! inside the write transaction. The row lock serialises two writers on one thread, in any
-//! number of processes; under `READ COMMITTED` the second writer's `UPDATE` re-reads the row
-//! after the first commits, matches nothing, and the second gets
-//! [`CheckpointError::Conflict`] (its transaction rolls back, so no blob or checkpoint of it is
-//! left). A new thread's row is created with `INSERT ... ON CONFLICT DO NOTHING` first, so two
-//! writers creating the same thread conflict the same way. Writers on different threads lock
-//! different rows and never wait for each other.
+//! [`Checkpointer::put`] is one statement whose first CTE moves the head —
+//! `UPDATE kit_threads SET head = $new ... WHERE ... AND head = $expected RETURNING 1` — and
+//! whose checkpoint and blob inserts select `FROM` that CTE, so they write only if the head
+//! moved. The row lock serialises two writers on one thread, in any number of processes;
+//! under `READ COMMITTED` the second writer's `UPDATE` re-checks the row after the first
+//! commits, matches nothing, writes nothing, and the second gets
+//! [`CheckpointError::Conflict`]. A thread's first checkpoint creates the row with
+//! `INSERT ... ON CONFLICT DO UPDATE ... WHERE head IS NOT DISTINCT FROM $expected`, so two
+//! writers creating the same thread conflict the same way. The conflict error's `found` head
+//! is read afterwards, so it may be newer than the write that won. Writers on different
+//! threads lock different rows and never wait for each other.
 //!
 //! # Durability
 //!
-//! A checkpoint is durable when its transaction commits (PostgreSQL's WAL, with the server's
+//! A checkpoint is durable when its statement commits (PostgreSQL's WAL, with the server's
 //! `synchronous_commit` setting).
 //!
 //! # Limits

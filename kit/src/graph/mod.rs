@@ -274,11 +274,12 @@ impl<S: State> Graph<S> {
         }
         let opts = opts.clone().events(sink);
         let graph = self.clone();
+        // Boxed so the spawned task stays small (the executor's future is ~11 KB).
         let handle = tokio::spawn(async move {
-            match Exec::start(&graph, &opts).await {
+            match Box::pin(Exec::start(&graph, &opts)).await {
                 Ok(exec) => {
                     // The run reports its own outcome (run_end or error) on the stream.
-                    let _ = exec.run(input).await;
+                    let _ = Box::pin(exec.run(input)).await;
                 }
                 Err(e) => run::emit_failure(&graph.inner.name, &opts, &e).await,
             }
