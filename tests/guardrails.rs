@@ -10,7 +10,8 @@ use kit::agent::{Agent, AgentError, AgentState};
 use kit::checkpoint::Checkpointer;
 use kit::middleware::pii::{PiiMiddleware, PiiStrategy, PiiType};
 use kit::middleware::review::{
-    Decision, DecisionType, HumanReviewMiddleware, InterruptOnConfig, ReviewRequest, resume_review,
+    Decision, DecisionType, HumanReviewMiddleware, InterruptMode, InterruptOnConfig, ReviewRequest,
+    ToolApproval, resume_review, resume_review_for,
 };
 use kit::testing::ScriptedModel;
 use kit::tool::{Tool, ToolError, ToolOutput};
@@ -556,6 +557,136 @@ fn review_agent(model: &ScriptedModel, log: &Log, checkpointer: Arc<dyn Checkpoi
         .checkpointer(checkpointer)
         .build()
         .unwrap()
+}
+
+/// The pending per-call approvals of a paused run, by tool call id.
+fn approvals(outcome: &Outcome<AgentState>) -> Vec<(String, ToolApproval)> {
+    assert!(outcome.is_interrupted(), "expected review interrupts");
+    let mut list: Vec<(String, ToolApproval)> = outcome
+        .interrupts()
+        .iter()
+        .map(|i| (i.id.clone(), ToolApproval::from_interrupt(i).unwrap()))
+        .collect();
+    list.sort_by(|a, b| a.1.tool_call_id.cmp(&b.1.tool_call_id));
+    list
+}
+
+#[tokio::test]
+async fn review_per_call_asks_once_per_call_and_resumes_each_by_id() {
+    let log: Log = Arc::default();
+    let model = ScriptedModel::new([
+        calls(&[
+            ("c1", "send_email", json!({"to": "a@x", "body": "hi"})),
+            ("c2", "delete_file", json!({"path": "/notes"})),
+            ("c3", "search", json!({"q": "rust"})),
+        ]),
+        Message::assistant("All handled."),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tools(
+            ["send_email", "delete_file", "search"]
+                .iter()
+                .map(|n| recording_tool(n, &log)),
+        )
+        .middleware(
+            HumanReviewMiddleware::new()
+                .interrupt_on("send_email", true)
+                .interrupt_on(
+                    "delete_file",
+                    InterruptOnConfig::allow([DecisionType::Approve, DecisionType::Reject])
+                        .unwrap(),
+                )
+                .interrupt_mode(InterruptMode::PerCall),
+        )
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("per-call");
+
+    // One interrupt per reviewed call; the unreviewed search ran already.
+    let outcome = agent.invoke("tidy up", &opts).await.unwrap();
+    let pending = approvals(&outcome);
+    assert_eq!(pending.len(), 2);
+    assert_eq!(
+        serde_json::to_value(&pending[0].1).unwrap(),
+        json!({"type": "tool_approval", "tool_call_id": "c1", "name": "send_email",
+               "args": {"to": "a@x", "body": "hi"},
+               "description": "Tool execution requires approval\n\nTool: send_email\nArgs: {'body': 'hi', 'to': 'a@x'}",
+               "allowed_decisions": ["approve", "edit", "reject", "respond"]})
+    );
+    assert_eq!(
+        pending[1].1.allowed_decisions,
+        [DecisionType::Approve, DecisionType::Reject]
+    );
+    assert_eq!(
+        *log.lock().unwrap(),
+        [("search".to_string(), json!({"q": "rust"}))]
+    );
+
+    // Answer only the email, with an edit that names another tool: asked again, with the reason;
+    // the file's review is still pending, unanswered.
+    let outcome = agent
+        .resume(
+            resume_review_for(&pending[0].0, Decision::edit("delete_file", json!({}))),
+            &opts,
+        )
+        .await
+        .unwrap();
+    let again = approvals(&outcome);
+    assert_eq!(again.len(), 2);
+    let error = again[0].1.error.clone().unwrap_or_default();
+    assert!(error.contains("must keep the tool"), "{error}");
+    assert_eq!(again[1].1.error, None);
+    assert_eq!(log.lock().unwrap().len(), 1, "nothing else ran");
+
+    // Both at once, by id: an edited email and a rejected deletion.
+    let answers = [
+        (
+            again[0].0.clone(),
+            json!({"type": "edit", "edited_action": {"name": "send_email", "args": {"to": "c@x", "body": "edited"}}}),
+        ),
+        (
+            again[1].0.clone(),
+            json!({"type": "reject", "message": "Keep it"}),
+        ),
+    ];
+    let done = agent
+        .resume(kit::Resume::ByIds(answers.into_iter().collect()), &opts)
+        .await
+        .unwrap()
+        .done()
+        .unwrap();
+    let ran = log.lock().unwrap().clone();
+    assert_eq!(
+        ran,
+        [
+            ("search".to_string(), json!({"q": "rust"})),
+            (
+                "send_email".to_string(),
+                json!({"to": "c@x", "body": "edited"})
+            ),
+        ]
+    );
+    // One result per call, in call order.
+    let results = tool_results(&done);
+    let ids: Vec<&str> = results.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(ids, ["c1", "c2", "c3"]);
+    assert!(
+        results[0]
+            .1
+            .starts_with("Note: a human reviewer replaced this tool call")
+    );
+    assert_eq!(results[0].2, ToolStatus::Success);
+    assert_eq!(
+        (results[1].1.as_str(), results[1].2),
+        (
+            "User rejected the tool call for `delete_file` with reason: Keep it",
+            ToolStatus::Error
+        )
+    );
+    assert_eq!(done.messages.last().unwrap().text(), "All handled.");
+    assert_eq!(model.calls(), 2);
 }
 
 /// One turn with every decision type and an auto-approved call.

@@ -87,6 +87,21 @@
 //! the thread could not be resumed again.) To check decisions before resuming, use
 //! [`ReviewRequest::check`], which returns the same errors typed.
 //!
+//! **Per-call mode.** With [`interrupt_mode(InterruptMode::PerCall)`](HumanReviewMiddleware::interrupt_mode)
+//! there is one interrupt per reviewed call instead, raised by the call's own tools task as it
+//! is about to run ([`ToolApproval`]):
+//!
+//! ```json
+//! {"type": "tool_approval", "tool_call_id": "c1", "name": "send_email",
+//!  "args": {"body": "hi", "to": "a@x"}, "description": "Tool execution requires approval\n\n…",
+//!  "allowed_decisions": ["approve", "edit", "reject", "respond"]}
+//! ```
+//!
+//! Calls that are not reviewed run at once. Each interrupt is answered with one decision,
+//! addressed by its id (`resume_review_for(id, decision)`, or `Resume::ByIds` to answer
+//! several at once); calls left unanswered ask again. An edit may change the arguments only,
+//! not the tool. Wrong answers are asked again, with an `error` field, as in batched mode.
+//!
 //! **Order with other middleware.** `after_model` hooks run in reverse order: a middleware
 //! listed *after* this one sees the model's calls before the review. PII middleware scrubs
 //! tool-call arguments as the answer leaves the model call, so a reviewer sees scrubbed
@@ -104,7 +119,7 @@ use crate::agent::{
 use crate::graph::{Interrupt, Resume};
 use crate::message::{Content, ContentPart, Message, ToolCall};
 use crate::state::{DynReducer, DynUpdate};
-use crate::tool::{Tool, ToolContext, ToolExecution};
+use crate::tool::{Tool, ToolContext, ToolError, ToolExecution};
 
 /// The state channel (a key of `AgentState::custom`) where edited calls wait for the tools
 /// node: `{"message_id": <assistant message id>, "edits": {<call id>: {"name", "args"}}}`.
@@ -356,6 +371,106 @@ impl ReviewRequest {
     }
 }
 
+/// How a review is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InterruptMode {
+    /// One interrupt per model turn listing every reviewed call ([`ReviewRequest`]); the
+    /// anchor's default.
+    #[default]
+    Batched,
+    /// One interrupt per reviewed call ([`ToolApproval`]), raised as the call is about to
+    /// run and answered by interrupt id.
+    PerCall,
+}
+
+/// The interrupt type of a per-call review.
+pub const TOOL_APPROVAL: &str = "tool_approval";
+
+/// The value of a per-call review interrupt ([`InterruptMode::PerCall`]): one reviewed call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolApproval {
+    /// Always [`TOOL_APPROVAL`].
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The call's id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments the model gave.
+    pub args: Value,
+    /// What the reviewer is asked.
+    pub description: String,
+    /// What the reviewer may decide.
+    pub allowed_decisions: Vec<DecisionType>,
+    /// Why the previous answer was not accepted (absent the first time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ToolApproval {
+    /// Reads a per-call review from an interrupt of the run.
+    pub fn from_interrupt(interrupt: &Interrupt) -> Result<Self, ReviewError> {
+        serde_json::from_value::<ToolApproval>(interrupt.value.clone())
+            .ok()
+            .filter(|a| a.kind == TOOL_APPROVAL)
+            .ok_or_else(|| {
+                ReviewError::NotAReview(format!(
+                    "interrupt {} from node `{}` is not a tool approval",
+                    interrupt.id, interrupt.node
+                ))
+            })
+    }
+
+    /// Checks a decision against this call: a type the tool allows, and an edit that keeps
+    /// the tool.
+    pub fn check(&self, decision: &Decision) -> Result<(), ReviewError> {
+        let kind = decision.decision_type();
+        if !self.allowed_decisions.contains(&kind) {
+            return Err(ReviewError::NotAllowed {
+                decision: serde_json::to_string(decision).unwrap_or_default(),
+                decision_type: kind,
+                tool: self.name.clone(),
+                allowed: self.allowed_decisions.clone(),
+            });
+        }
+        if let Decision::Edit { edited_action } = decision
+            && edited_action.name != self.name
+        {
+            return Err(ReviewError::EditChangesTool {
+                tool: self.name.clone(),
+                edited: edited_action.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Parses a resume value (one decision, or `{"decisions": [one]}`) and checks it.
+    fn accept(&self, value: &Value) -> Result<Decision, ReviewError> {
+        let item = match value {
+            Value::Object(map) if map.contains_key("type") => value,
+            Value::Object(map) => match map.get("decisions") {
+                Some(Value::Array(list)) if list.len() == 1 => &list[0],
+                Some(Value::Array(list)) => {
+                    return Err(ReviewError::CountMismatch {
+                        given: list.len(),
+                        expected: 1,
+                    });
+                }
+                _ => return Err(ReviewError::InvalidPayload(clip(value))),
+            },
+            other => return Err(ReviewError::InvalidPayload(clip(other))),
+        };
+        let decision = serde_json::from_value::<Decision>(item.clone()).map_err(|e| {
+            ReviewError::InvalidDecision {
+                index: 0,
+                message: e.to_string(),
+            }
+        })?;
+        self.check(&decision)?;
+        Ok(decision)
+    }
+}
+
 fn clip(value: &Value) -> String {
     let text = value.to_string();
     if text.chars().count() > 200 {
@@ -435,6 +550,17 @@ pub enum ReviewError {
     /// An interrupt that is not a review request.
     #[error("not a human review request: {0}")]
     NotAReview(String),
+    /// A per-call edit that names another tool.
+    #[error(
+        "an edit of a `{tool}` call must keep the tool, but it names `{edited}`; change the \
+         arguments only, or reject the call"
+    )]
+    EditChangesTool {
+        /// The reviewed call's tool.
+        tool: String,
+        /// The tool the edit named.
+        edited: String,
+    },
 }
 
 fn py_list(items: &[DecisionType]) -> String {
@@ -632,6 +758,7 @@ pub struct HumanReviewMiddleware {
     /// How the tools given with `tools` are reviewed when `interrupt_on` does not say.
     tools_config: InterruptOnConfig,
     description_prefix: String,
+    mode: InterruptMode,
 }
 
 /// LangChain's name for [`HumanReviewMiddleware`].
@@ -643,6 +770,7 @@ impl std::fmt::Debug for HumanReviewMiddleware {
             .field("interrupt_on", &self.interrupt_on)
             .field("tools", &self.tools)
             .field("description_prefix", &self.description_prefix)
+            .field("mode", &self.mode)
             .finish()
     }
 }
@@ -661,7 +789,22 @@ impl HumanReviewMiddleware {
             tools: Vec::new(),
             tools_config: InterruptOnConfig::all(),
             description_prefix: DEFAULT_DESCRIPTION_PREFIX.to_string(),
+            mode: InterruptMode::Batched,
         }
+    }
+
+    /// One interrupt per model turn (the default) or one per reviewed call.
+    ///
+    /// ```
+    /// use kit::middleware::review::{HumanReviewMiddleware, InterruptMode};
+    /// let review = HumanReviewMiddleware::new()
+    ///     .interrupt_on("send_email", true)
+    ///     .interrupt_mode(InterruptMode::PerCall);
+    /// # let _ = review;
+    /// ```
+    pub fn interrupt_mode(mut self, mode: InterruptMode) -> Self {
+        self.mode = mode;
+        self
     }
 
     /// How calls of `tool` are reviewed: `true` (all decisions), `false` (no review) or an
@@ -884,7 +1027,11 @@ impl Middleware for HumanReviewMiddleware {
     }
 
     fn hooks(&self) -> &[Hook] {
-        &[Hook::AfterModel]
+        match self.mode {
+            InterruptMode::Batched => &[Hook::AfterModel],
+            // Each reviewed call asks from its own tools task.
+            InterruptMode::PerCall => &[],
+        }
     }
 
     fn requires_checkpointer(&self) -> bool {
@@ -896,7 +1043,10 @@ impl Middleware for HumanReviewMiddleware {
     }
 
     fn state_channels(&self) -> Vec<(String, Option<DynReducer>)> {
-        vec![(EDITS_KEY.to_string(), None)]
+        match self.mode {
+            InterruptMode::Batched => vec![(EDITS_KEY.to_string(), None)],
+            InterruptMode::PerCall => Vec::new(),
+        }
     }
 
     /// Asks for a review of the reviewed calls of the model's last turn, then answers rejected
@@ -969,21 +1119,7 @@ impl Middleware for HumanReviewMiddleware {
                         json!({"name": edited_action.name, "args": edited_action.args}),
                     );
                 }
-                Decision::Reject { message } => {
-                    let text = match message {
-                        Some(reason) => format!(
-                            "User rejected the tool call for `{}` with reason: {reason}",
-                            call.name
-                        ),
-                        None => format!(
-                            "User rejected the tool call for `{}` with id {}. The tool was not \
-                             executed. Do not retry this tool call unless the user explicitly \
-                             requests it.",
-                            call.name, call.id
-                        ),
-                    };
-                    results.push(Message::tool_error(&call.id, text).with_name(&call.name));
-                }
+                Decision::Reject { message } => results.push(rejected(call, message)),
                 Decision::Respond { message } => {
                     results.push(Message::tool(&call.id, message).with_name(&call.name));
                 }
@@ -1012,24 +1148,126 @@ impl Middleware for HumanReviewMiddleware {
         _rt: &Runtime,
         next: ToolNext<'_>,
     ) -> ToolExecution {
-        let Some(edit) = edit_for(ctx.state(), &call.id) else {
+        if self.mode == InterruptMode::PerCall {
+            return self.review_call(call, ctx, next).await;
+        }
+        match edit_for(ctx.state(), &call.id) {
+            Some(edit) => run_edited(call.id, edit, ctx, next).await,
+            None => next.call(call, ctx).await,
+        }
+    }
+}
+
+impl HumanReviewMiddleware {
+    /// Per-call mode: asks about this call (if it is reviewed) from its own tools task, then
+    /// carries out the decision.
+    async fn review_call(
+        &self,
+        call: ToolCall,
+        ctx: ToolContext,
+        next: ToolNext<'_>,
+    ) -> ToolExecution {
+        let config = self
+            .config_for(&call.name)
+            .filter(|config| config.applies(&call, ctx.state()));
+        let Some(config) = config else {
             return next.call(call, ctx).await;
         };
-        let note = edit_note(&edit.name, &edit.args);
-        let executed = ToolCall {
-            id: call.id,
-            name: edit.name,
-            args: edit.args,
+        let approval = ToolApproval {
+            kind: TOOL_APPROVAL.to_string(),
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            args: call.args.clone(),
+            description: self.describe(&call, config, ctx.state()),
+            allowed_decisions: config.allowed.clone(),
+            error: None,
         };
-        let mut execution = next.call(executed, ctx).await;
-        if execution.interrupts.is_none() {
-            match &mut execution.message.content {
-                Content::Text(text) => text.insert_str(0, &note),
-                Content::Parts(parts) => parts.insert(0, ContentPart::text(note)),
+        // As in batched mode, a wrong answer asks again, so the thread stays resumable.
+        let mut asked = approval.clone();
+        let decision = loop {
+            let answer = match ctx.interrupt(&asked) {
+                Ok(answer) => answer,
+                Err(ToolError::Interrupted(interrupts)) => {
+                    return ToolExecution {
+                        message: Message::tool_error(&call.id, "waiting for review")
+                            .with_name(&call.name),
+                        update: None,
+                        interrupts: Some(interrupts),
+                    };
+                }
+                Err(e) => {
+                    return ToolExecution {
+                        message: Message::tool_error(&call.id, e.for_model(&call.name))
+                            .with_name(&call.name),
+                        update: None,
+                        interrupts: None,
+                    };
+                }
+            };
+            match approval.accept(&answer) {
+                Ok(decision) => break decision,
+                Err(e) => {
+                    asked = ToolApproval {
+                        error: Some(e.to_string()),
+                        ..approval.clone()
+                    }
+                }
             }
+        };
+        let message = match decision {
+            Decision::Approve => return next.call(call, ctx).await,
+            Decision::Edit { edited_action } => {
+                return run_edited(call.id, edited_action, ctx, next).await;
+            }
+            Decision::Reject { message } => rejected(&call, message),
+            Decision::Respond { message } => Message::tool(&call.id, message).with_name(&call.name),
+        };
+        ToolExecution {
+            message,
+            update: None,
+            interrupts: None,
         }
-        execution
     }
+}
+
+/// The error result of a rejected call, in the anchor's words.
+fn rejected(call: &ToolCall, reason: Option<String>) -> Message {
+    let text = match reason {
+        Some(reason) => format!(
+            "User rejected the tool call for `{}` with reason: {reason}",
+            call.name
+        ),
+        None => format!(
+            "User rejected the tool call for `{}` with id {}. The tool was not executed. Do not \
+             retry this tool call unless the user explicitly requests it.",
+            call.name, call.id
+        ),
+    };
+    Message::tool_error(&call.id, text).with_name(&call.name)
+}
+
+/// Runs the reviewer's edited call under the original call id, with the anchor's note before
+/// its result.
+async fn run_edited(
+    call_id: String,
+    edit: Action,
+    ctx: ToolContext,
+    next: ToolNext<'_>,
+) -> ToolExecution {
+    let note = edit_note(&edit.name, &edit.args);
+    let executed = ToolCall {
+        id: call_id,
+        name: edit.name,
+        args: edit.args,
+    };
+    let mut execution = next.call(executed, ctx).await;
+    if execution.interrupts.is_none() {
+        match &mut execution.message.content {
+            Content::Text(text) => text.insert_str(0, &note),
+            Content::Parts(parts) => parts.insert(0, ContentPart::text(note)),
+        }
+    }
+    execution
 }
 
 /// The reviewer's edit of `call_id`, if the last assistant message's calls were edited.
