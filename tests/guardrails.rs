@@ -624,8 +624,8 @@ async fn review_per_call_asks_once_per_call_and_resumes_each_by_id() {
         [("search".to_string(), json!({"q": "rust"}))]
     );
 
-    // Answer only the email, with an edit that names another tool: asked again, with the reason;
-    // the file's review is still pending, unanswered.
+    // Wrong answers are asked again, with the reason: an edit that names another tool, and
+    // two decisions for one call.
     let outcome = agent
         .resume(
             resume_review_for(&pending[0].0, Decision::edit("delete_file", json!({}))),
@@ -637,7 +637,24 @@ async fn review_per_call_asks_once_per_call_and_resumes_each_by_id() {
     assert_eq!(again.len(), 2);
     let error = again[0].1.error.clone().unwrap_or_default();
     assert!(error.contains("must keep the tool"), "{error}");
-    assert_eq!(again[1].1.error, None);
+    assert_eq!(
+        again[1].1.error, None,
+        "the file's review is still pending, unanswered"
+    );
+    let two = json!([{"type": "approve"}, {"type": "reject"}]);
+    let outcome = agent
+        .resume(
+            kit::Resume::ByIds([(again[1].0.clone(), two)].into_iter().collect()),
+            &opts,
+        )
+        .await
+        .unwrap();
+    let again = approvals(&outcome);
+    let error = again[1].1.error.clone().unwrap_or_default();
+    assert!(
+        error.contains("answered with one decision") && error.contains("2 decisions"),
+        "{error}"
+    );
     assert_eq!(log.lock().unwrap().len(), 1, "nothing else ran");
 
     // Both at once, by id: an edited email and a rejected deletion.

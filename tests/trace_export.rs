@@ -1036,6 +1036,10 @@ async fn a_batch_refused_as_too_large_is_split_in_halves_and_delivered() {
         3,
         "the refused batch, then its two halves"
     );
+    assert_eq!(
+        c.stats.last_error, None,
+        "a split that got through is not a failure"
+    );
     let ids = |r: &[Captured]| -> Vec<Vec<u8>> {
         let mut ids: Vec<_> = spans(r).into_iter().map(|e| e.span.span_id).collect();
         ids.sort();

@@ -446,19 +446,20 @@ impl ToolApproval {
 
     /// Parses a resume value (one decision, or `{"decisions": [one]}`) and checks it.
     fn accept(&self, value: &Value) -> Result<Decision, ReviewError> {
-        let item = match value {
-            Value::Object(map) if map.contains_key("type") => value,
+        let list = match value {
+            Value::Object(map) if map.contains_key("type") => std::slice::from_ref(value),
             Value::Object(map) => match map.get("decisions") {
-                Some(Value::Array(list)) if list.len() == 1 => &list[0],
-                Some(Value::Array(list)) => {
-                    return Err(ReviewError::CountMismatch {
-                        given: list.len(),
-                        expected: 1,
-                    });
-                }
-                _ => return Err(ReviewError::InvalidPayload(clip(value))),
+                Some(Value::Array(list)) => list.as_slice(),
+                _ => return Err(ReviewError::InvalidApproval(clip(value))),
             },
-            other => return Err(ReviewError::InvalidPayload(clip(other))),
+            Value::Array(list) => list.as_slice(),
+            other => return Err(ReviewError::InvalidApproval(clip(other))),
+        };
+        let [item] = list else {
+            return Err(ReviewError::InvalidApproval(format!(
+                "{} decisions",
+                list.len()
+            )));
         };
         let decision = serde_json::from_value::<Decision>(item.clone()).map_err(|e| {
             ReviewError::InvalidDecision {
@@ -550,6 +551,12 @@ pub enum ReviewError {
     /// An interrupt that is not a review request.
     #[error("not a human review request: {0}")]
     NotAReview(String),
+    /// A per-call review answered with something other than one decision.
+    #[error(
+        "a tool approval is answered with one decision, e.g. {{\"type\": \"approve\"}} \
+         (build it with resume_review_for(interrupt_id, decision)); got {0}"
+    )]
+    InvalidApproval(String),
     /// A per-call edit that names another tool.
     #[error(
         "an edit of a `{tool}` call must keep the tool, but it names `{edited}`; change the \

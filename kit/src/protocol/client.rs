@@ -96,7 +96,9 @@ pub trait RunClient: Send + Sync + 'static {
 ///
 /// Reading a run (`check`) and cancelling it are retried on 408, 429, 5xx, timeouts and
 /// connection failures; starting a run and sending it a message are sent once, so a worker
-/// that was slow to answer never gets a duplicate run or a repeated message.
+/// that was slow to answer never gets a duplicate run or a repeated message. With retries an
+/// unreachable worker takes up to (retries + 1) × timeout plus backoff to report; lower
+/// both with [`with_http`](Self::with_http) when a tool call must fail fast.
 ///
 /// ```
 /// use std::time::Duration;

@@ -220,9 +220,10 @@ pub struct QueueStats {
     pub requests: u64,
     /// Retries made (requests beyond the first attempt of a batch).
     pub retries: u64,
-    /// Batches delivered.
+    /// Batches delivered. A batch refused as too large (413) is split in halves, and each
+    /// part counts as a batch of its own.
     pub batches_ok: u64,
-    /// Batches given up on.
+    /// Batches given up on (parts of a split batch count separately).
     pub batches_failed: u64,
     /// The last error, if any.
     pub last_error: Option<ExportError>,
@@ -669,8 +670,9 @@ impl Worker {
                     }
                     return;
                 }
-                Outcome::TooLarge(e) if runs.len() > 1 => {
-                    self.shared.set_error(e);
+                Outcome::TooLarge(_) if runs.len() > 1 => {
+                    // Not a failure yet: the halves may well fit.
+                    tracing::debug!(runs = runs.len(), "trace batch too large (413); splitting");
                     let second = runs.split_off(runs.len() / 2);
                     Box::pin(self.send_runs(runs)).await;
                     Box::pin(self.send_runs(second)).await;
