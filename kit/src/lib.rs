@@ -138,6 +138,8 @@ pub mod ids;
 pub mod message;
 pub mod middleware;
 pub mod model;
+#[cfg(feature = "postgres")]
+mod pg;
 pub mod protocol;
 #[cfg(feature = "server")]
 pub mod server;

@@ -50,8 +50,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use deadpool_postgres::{Manager, Pool};
-use tokio_postgres::{NoTls, Row};
+use deadpool_postgres::Pool;
+use tokio_postgres::Row;
 
 use super::{
     BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
@@ -60,9 +60,6 @@ use super::{
 
 /// The newest schema version this build knows.
 pub const POSTGRES_SCHEMA_VERSION: i64 = 1;
-
-/// Connections in the pool.
-const POOL_SIZE: usize = 16;
 
 /// Key of the advisory lock held while migrating (any constant unlikely to collide).
 const MIGRATION_LOCK: i64 = 0x6b69_745f_6d69_6772; // "kit_migr"
@@ -251,34 +248,6 @@ fn describe(e: &tokio_postgres::Error) -> String {
     }
 }
 
-/// A URL without its password, for messages.
-fn redact(config: &tokio_postgres::Config) -> String {
-    let user = config.get_user().unwrap_or("");
-    let host = config
-        .get_hosts()
-        .first()
-        .map(|h| match h {
-            tokio_postgres::config::Host::Tcp(h) => h.clone(),
-            #[cfg(unix)]
-            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
-        })
-        .unwrap_or_default();
-    let port = config
-        .get_ports()
-        .first()
-        .map(|p| format!(":{p}"))
-        .unwrap_or_default();
-    let db = config.get_dbname().unwrap_or("");
-    format!("postgres://{user}@{host}{port}/{db}")
-}
-
-fn valid_schema(schema: &str) -> bool {
-    let mut chars = schema.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        && schema.len() <= 63
-}
-
 impl PostgresCheckpointer {
     /// Connects to the database at `url` (`postgres://user:password@host:port/db`), checks
     /// that the server is reachable, and creates or migrates the tables in the connection's
@@ -290,38 +259,12 @@ impl PostgresCheckpointer {
     /// [`connect`](Self::connect), with the tables in the PostgreSQL schema `schema` (created
     /// if needed): a lower-case identifier such as `kit_test_42`.
     pub async fn connect_in_schema(url: &str, schema: &str) -> Result<Self, CheckpointError> {
-        if !valid_schema(schema) {
-            return Err(CheckpointError::Backend(format!(
-                "`{schema}` is not a usable PostgreSQL schema name; use lower-case letters, \
-                 digits and underscores, starting with a letter or underscore (at most 63)"
-            )));
-        }
         Self::build(url, Some(schema)).await
     }
 
     async fn build(url: &str, schema: Option<&str>) -> Result<Self, CheckpointError> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
-            // The driver's message never repeats the URL, so no password can leak here.
-            CheckpointError::Backend(format!(
-                "the PostgreSQL URL is not valid ({e}); use \
-                 postgres://user:password@host:port/database"
-            ))
-        })?;
-        if let Some(schema) = schema {
-            config.options(format!("-c search_path={schema}"));
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("kit");
-        }
-        let location = redact(&config);
-        let pool = Pool::builder(Manager::new(config, NoTls))
-            .max_size(POOL_SIZE)
-            .build()
-            .map_err(|e| {
-                CheckpointError::Backend(format!(
-                    "could not create the PostgreSQL pool for {location}: {e}"
-                ))
-            })?;
+        let (pool, location) =
+            crate::pg::open_pool(url, schema, "kit").map_err(CheckpointError::Backend)?;
         let checkpointer = PostgresCheckpointer {
             pool,
             location,

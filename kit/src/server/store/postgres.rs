@@ -1,15 +1,14 @@
 //! The PostgreSQL run store: one queue shared by many worker processes.
 
-use deadpool_postgres::{Manager, Pool};
+use deadpool_postgres::Pool;
 use serde_json::Value;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 
 use super::{
     Finish, NewRun, RecoverAction, RunInput, RunRecord, RunStatus, RunStore, StoreError,
     ThreadRecord, abandoned_message,
 };
 
-const POOL_SIZE: usize = 16;
 /// Serialises table creation between processes starting together.
 const MIGRATION_LOCK: i64 = 0x6b69_7477_6f72_6b72; // "kitworkr"
 
@@ -72,36 +71,6 @@ impl std::fmt::Debug for PostgresRunStore {
             .field("schema", &self.schema)
             .finish()
     }
-}
-
-/// The connection target without the password, for messages.
-fn redact(config: &tokio_postgres::Config) -> String {
-    let user = config.get_user().unwrap_or("");
-    let host = config
-        .get_hosts()
-        .first()
-        .map(|h| match h {
-            tokio_postgres::config::Host::Tcp(h) => h.clone(),
-            #[cfg(unix)]
-            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
-        })
-        .unwrap_or_default();
-    let port = config
-        .get_ports()
-        .first()
-        .map(|p| format!(":{p}"))
-        .unwrap_or_default();
-    format!(
-        "postgres://{user}@{host}{port}/{}",
-        config.get_dbname().unwrap_or("")
-    )
-}
-
-fn valid_schema(schema: &str) -> bool {
-    let mut chars = schema.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        && schema.len() <= 63
 }
 
 fn ms(v: u64) -> i64 {
@@ -195,40 +164,16 @@ impl PostgresRunStore {
     /// [`connect`](Self::connect), with the tables in the PostgreSQL schema `schema` (created
     /// if needed): a lower-case identifier such as `kit_worker_test_1`.
     pub async fn connect_in_schema(url: &str, schema: &str) -> Result<Self, StoreError> {
-        if !valid_schema(schema) {
-            return Err(StoreError::Backend {
-                op: "connecting".into(),
-                message: format!(
-                    "`{schema}` is not a usable PostgreSQL schema name; use lower-case letters, \
-                     digits and underscores, starting with a letter or underscore (at most 63)"
-                ),
-            });
-        }
         Self::build(url, Some(schema)).await
     }
 
     async fn build(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(|e| StoreError::Backend {
-            op: "connecting".into(),
-            // The driver's message does not repeat the URL, so no password leaks.
-            message: format!(
-                "the PostgreSQL URL is not valid ({e}); use \
-                 postgres://user:password@host:port/database"
-            ),
-        })?;
-        if let Some(schema) = schema {
-            config.options(format!("-c search_path={schema}"));
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("kit-worker");
-        }
-        let location = redact(&config);
-        let pool = Pool::builder(Manager::new(config, NoTls))
-            .max_size(POOL_SIZE)
-            .build()
-            .map_err(|e| StoreError::Backend {
-                op: "connecting".into(),
-                message: format!("could not create the pool for {location}: {e}"),
+        let (pool, location) =
+            crate::pg::open_pool(url, schema, "kit-worker").map_err(|message| {
+                StoreError::Backend {
+                    op: "connecting".into(),
+                    message,
+                }
             })?;
         let store = PostgresRunStore {
             pool,
