@@ -20,6 +20,7 @@ pub mod guardrail;
 pub mod moderation;
 pub mod overflow;
 pub mod pii;
+pub(crate) mod python;
 pub mod review;
 pub mod subagents;
 pub mod todos;

@@ -470,7 +470,7 @@ fn format_violation(template: &str, result: &ModerationResult, original: &str) -
                             .iter()
                             .map(|(k, v)| (k.replace(['-', '/'], "_"), json!(v)))
                             .collect();
-                        out.push_str(&super::review::py_json(&Value::Object(scores)));
+                        out.push_str(&super::python::py_json(&Value::Object(scores)));
                     }
                     "original_content" => out.push_str(original),
                     _ => return template.to_string(),

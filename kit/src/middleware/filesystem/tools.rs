@@ -9,6 +9,7 @@ use super::backend::{FileChanges, FsBackend, FsError};
 use super::glob::Glob;
 use super::path::normalize_path;
 use crate::agent::AgentStateUpdate;
+use crate::middleware::python::py_str;
 use crate::tool::{DynTool, Tool, ToolContext, ToolError, ToolOutput};
 
 /// `read_file`'s default `limit`.
@@ -119,33 +120,6 @@ fn with_changes(output: ToolOutput, changes: FileChanges) -> ToolOutput {
     } else {
         output.with_update(AgentStateUpdate::new().files(changes))
     }
-}
-
-/// A Python-style string literal (`'a'`, or `"it's"`), as deepagents' listings show paths.
-fn py_str(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c == '\x7f' => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
 }
 
 /// `['/a', '/b/']`, cut (with a guidance item) when longer than `max` characters;
