@@ -6,11 +6,11 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use kit::agent::{
     Agent, AgentError, AgentState, Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelNext,
-    Runtime,
+    Runtime, ToolNext,
 };
 use kit::model::{ModelError, ModelRequest, ModelResponse};
 use kit::testing::{ScriptStep, ScriptedModel};
-use kit::tool::{Tool, ToolContext, ToolError, ToolHandler, ToolOutput};
+use kit::tool::{Tool, ToolContext, ToolError, ToolExecution, ToolHandler, ToolOutput};
 use kit::{EventKind, MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
 use serde::Deserialize;
 use serde_json::json;
@@ -209,6 +209,67 @@ impl Middleware for Recorder {
             .push(format!("{}.wrap_model<", self.name));
         r
     }
+    async fn wrap_tool_call(
+        &self,
+        call: ToolCall,
+        ctx: ToolContext,
+        _rt: &Runtime,
+        next: ToolNext<'_>,
+    ) -> ToolExecution {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}.wrap_tool>", self.name));
+        let r = next.call(call, ctx).await;
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("{}.wrap_tool<", self.name));
+        r
+    }
+}
+
+#[tokio::test]
+async fn parallel_tool_calls_run_concurrently() {
+    // Both calls wait for each other at a barrier: run one after the other, they would never
+    // get past it.
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let meet = Tool::from_fn(
+        "meet",
+        "Waits for the other call.",
+        json!({"type": "object"}),
+        {
+            let barrier = barrier.clone();
+            move |_args, _ctx| {
+                let barrier = barrier.clone();
+                async move {
+                    barrier.wait().await;
+                    Ok::<_, ToolError>("met")
+                }
+            }
+        },
+    );
+    let model = ScriptedModel::new([
+        calls(&[("m1", "meet", json!({})), ("m2", "meet", json!({}))]),
+        Message::assistant("both met"),
+    ]);
+    let agent = Agent::builder().model(model).tool(meet).build().unwrap();
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        agent.invoke("meet twice", &RunOptions::new()),
+    )
+    .await
+    .expect("the two calls ran concurrently (sequential calls would wait forever)")
+    .unwrap();
+    let results: Vec<String> = out
+        .state()
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(results, ["met", "met"]);
+    assert_eq!(out.state().final_text(), "both met");
 }
 
 #[tokio::test]
@@ -245,6 +306,13 @@ async fn hooks_fire_in_the_documented_order() {
     ];
     let mut expected = vec!["A.before_agent", "B.before_agent"];
     expected.extend(turn);
+    // The tool call, wrapped like the model call: the first middleware outermost.
+    expected.extend([
+        "A.wrap_tool>",
+        "B.wrap_tool>",
+        "B.wrap_tool<",
+        "A.wrap_tool<",
+    ]);
     expected.extend(turn);
     expected.extend(["B.after_agent", "A.after_agent"]);
     assert_eq!(log, expected);

@@ -8,7 +8,8 @@ use futures::StreamExt;
 use kit::graph::{Durability, GraphBuilder, NodeContext, NodeError, NodeOutput, Route};
 use kit::state::{DynState, DynUpdate};
 use kit::{
-    END, GraphError, MemoryCheckpointer, Outcome, Overwrite, Resume, RunOptions, START, Send, State,
+    END, EventKind, GraphError, MemoryCheckpointer, Outcome, Overwrite, Resume, RunOptions, START,
+    Send, State,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -336,9 +337,26 @@ async fn interrupt_and_resume_with_two_interrupts_in_one_node() {
         "the node re-runs from the top"
     );
 
-    // Nothing left to answer: a stray value is refused clearly, not silently applied.
+    // Nothing is left to answer.
     let snapshot = graph.get_state(&opts).await.unwrap().unwrap();
     assert!(snapshot.next.is_empty());
+
+    // Streamed, the pause is an `interrupt` event carrying the question and its id, then a
+    // `run_end` whose status says the run is interrupted, not done.
+    let opts = RunOptions::new().thread_id("t2");
+    let events: Vec<kit::Event> = graph.stream_events(SUpdate::new(), &opts).collect().await;
+    let kinds: Vec<EventKind> = events.iter().map(|e| e.event).collect();
+    let at = kinds
+        .iter()
+        .position(|k| *k == EventKind::Interrupt)
+        .expect("an interrupt event");
+    assert_eq!(&kinds[at..], [EventKind::Interrupt, EventKind::RunEnd]);
+    let pending = &events[at].data["interrupts"][0];
+    assert_eq!(pending["value"]["question"], "name?");
+    assert_eq!(pending["node"], "ask");
+    let state = graph.get_state(&opts).await.unwrap().unwrap();
+    assert_eq!(pending["id"], json!(state.interrupts[0].id));
+    assert_eq!(events[at + 1].data["status"], "interrupted");
 }
 
 #[tokio::test]

@@ -862,5 +862,17 @@ mod tests {
         let err = b.delete(&ctx, "/out/secret.txt").await.unwrap_err();
         assert!(matches!(err, FsError::OutsideRoot { .. }), "{err}");
         assert!(outside.path().join("secret.txt").exists());
+        // Writing through a link to nothing says so, and creates nothing.
+        std::os::unix::fs::symlink(tmp.path().join("gone.txt"), tmp.path().join("dangling.txt"))
+            .unwrap();
+        let err = b
+            .write(&ctx, "/dangling.txt", "x".into())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "'/dangling.txt' is a symbolic link whose target does not exist; use another path"
+        );
+        assert!(!tmp.path().join("gone.txt").exists());
     }
 }

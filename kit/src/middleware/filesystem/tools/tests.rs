@@ -504,6 +504,14 @@ async fn grep_output_modes() {
     ]);
     let out = run(FsTool::Grep, &s, json!({"pattern": "TODO"})).await;
     assert_eq!(ok(&out), "/a.txt\n/dir/big.txt");
+    // Braces that expand past the limit: the filter is refused, not silently ignored.
+    let huge = "{a,b,c,d,e,f,g,h,i,j}".repeat(4);
+    let out = run(FsTool::Grep, &s, json!({"pattern": "TODO", "glob": huge})).await;
+    let text = err(&out);
+    assert!(
+        text.starts_with("Error: invalid `glob` filter: ") && text.contains("alternatives"),
+        "{text}"
+    );
     let out = run(
         FsTool::Grep,
         &s,
