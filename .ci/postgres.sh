@@ -15,7 +15,9 @@ if [ -f "$PG_PORT_FILE" ] && pg_ready "$(cat "$PG_PORT_FILE")"; then
   PG_PORT=$(cat "$PG_PORT_FILE")
 else
   # A free port: ask the kernel for one.
-  PG_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # The first free port from 54329 (bash's /dev/tcp: nothing else to install).
+  PG_PORT=54329
+  while (exec 3<>"/dev/tcp/127.0.0.1/$PG_PORT") 2>/dev/null; do PG_PORT=$((PG_PORT + 1)); done
   rm -rf "$PG_DIR"
   mkdir -p "$PG_DIR"
   chown postgres:postgres "$PG_DIR"

@@ -8,7 +8,9 @@
 //! KIT_MODEL=ollama:llama3.1 cargo run --example tools         # any provider:model
 //! ```
 //!
-//! The first line of output says which model answered.
+//! The first line of output says which model answered. With `KIT_TOOLS_MOCK_PROVIDER=1` a
+//! local server speaking OpenAI's wire format stands in for the provider, so the real-provider
+//! path (HTTP, tool schemas, tool-call parsing) runs without a key; CI runs it that way.
 
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ use kit::model::{self, ChatModel, ModelError, ModelOptions, ModelRequest, pricin
 use kit::testing::ScriptedModel;
 use kit::tool::{Tool, ToolContext, ToolError, ToolHandler};
 use kit::{Agent, Config, Message, Role, RunOptions, ToolCall, Usage};
+use kit_examples::mock::openai::{self, MockOpenAi};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -181,8 +184,35 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+/// A local OpenAI-compatible server answering the demo's three turns as a model would.
+async fn mock_provider() -> std::io::Result<MockOpenAi> {
+    let server = MockOpenAi::start().await?;
+    server.enqueue_all([
+        openai::json(openai::tool_calls_completion(&[
+            ("call_1", "get_weather", json!({"city": "Paris"})),
+            ("call_2", "get_weather", json!({"city": "Oslo"})),
+        ])),
+        openai::json(openai::tool_calls_completion(&[(
+            "call_3",
+            "calculate",
+            json!({"a": 18, "op": "-", "b": 4}),
+        )])),
+        openai::json(openai::completion(
+            "Paris is 18°C and sunny, Oslo 4°C with light rain: Paris is 14 degrees warmer.",
+        )),
+    ]);
+    Ok(server)
+}
+
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let config = Config::from_env();
+    let mock = match std::env::var_os("KIT_TOOLS_MOCK_PROVIDER") {
+        Some(_) => Some(mock_provider().await?),
+        None => None,
+    };
+    let config = match &mock {
+        Some(server) => server.config(),
+        None => Config::from_env(),
+    };
     let (model, which) = choose_model(&config)?;
     println!("{which}");
     let model_name = model.model_name().to_string();
@@ -214,6 +244,13 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!("answer: {}", out.state().final_text());
+    if let Some(server) = &mock {
+        println!(
+            "mock provider at {} answered {} requests",
+            server.base_url(),
+            server.request_count()
+        );
+    }
     if usage.total_tokens() > 0 {
         let cost = pricing::cost(&model_name, &usage)
             .map(|c| format!(", about ${c:.5}"))
