@@ -191,6 +191,7 @@ suite!(
     durability_modes_write_the_right_history,
     two_runs_resuming_one_thread_conflict,
     agent_conversation_continues_after_restart,
+    todos_and_files_survive_a_restart,
     appending_a_message_writes_constant_bytes,
 );
 
@@ -1138,6 +1139,69 @@ async fn agent_conversation_continues_after_restart(s: &Storage) {
     // The model saw the restored conversation.
     let request = &model.requests()[0];
     assert_eq!(request.messages.len(), 3);
+}
+
+async fn todos_and_files_survive_a_restart(s: &Storage) {
+    use kit::agent::{Agent, Todo, TodoStatus};
+    use kit::middleware::filesystem::FilesystemMiddleware;
+    use kit::middleware::todos::TodoMiddleware;
+    use kit::testing::ScriptedModel;
+    use kit::{Message, ToolCall};
+    let agent = |model: ScriptedModel, checkpointer| {
+        Agent::builder()
+            .model(model)
+            .middleware(TodoMiddleware::new())
+            .filesystem(FilesystemMiddleware::new())
+            .checkpointer(checkpointer)
+            .build()
+            .unwrap()
+    };
+    let opts = RunOptions::new().thread_id("plan-1");
+    let planner = ScriptedModel::new([
+        Message::assistant_with_tool_calls(
+            "",
+            vec![
+                ToolCall::with_id(
+                    "t1",
+                    "write_todos",
+                    json!({"todos": [{"content": "Draft the report", "status": "in_progress"}]}),
+                ),
+                ToolCall::with_id(
+                    "f1",
+                    "write_file",
+                    json!({"file_path": "/notes.md", "content": "first notes"}),
+                ),
+            ],
+        ),
+        Message::assistant("Planned."),
+    ]);
+    agent(planner, s.reopen().await)
+        .invoke("Plan the report.", &opts)
+        .await
+        .unwrap();
+    // A new checkpointer on the same storage (a new process, for the durable back-ends).
+    let out = agent(
+        ScriptedModel::new([Message::assistant("Still on it.")]),
+        s.reopen().await,
+    )
+    .invoke("Where are we?", &opts)
+    .await
+    .unwrap();
+    assert_eq!(
+        out.state().todos,
+        [Todo {
+            content: "Draft the report".into(),
+            status: TodoStatus::InProgress
+        }],
+        "{}",
+        s.name
+    );
+    assert_eq!(
+        out.state().files["/notes.md"].content,
+        "first notes",
+        "{}",
+        s.name
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
