@@ -8,6 +8,7 @@ use kit::agent::{
     Agent, AgentError, AgentState, Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelNext,
     Runtime, ToolNext,
 };
+use kit::graph::Pause;
 use kit::model::{ModelError, ModelRequest, ModelResponse};
 use kit::testing::{ScriptStep, ScriptedModel};
 use kit::tool::{Tool, ToolContext, ToolError, ToolExecution, ToolHandler, ToolOutput};
@@ -215,7 +216,7 @@ impl Middleware for Recorder {
         ctx: ToolContext,
         _rt: &Runtime,
         next: ToolNext<'_>,
-    ) -> ToolExecution {
+    ) -> Result<ToolExecution, Pause> {
         self.log
             .lock()
             .unwrap()

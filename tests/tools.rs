@@ -132,7 +132,8 @@ async fn valid_arguments_run_the_handler_with_defaults() {
             &call(json!({"query": "tea", "limit": 1})),
             ToolContext::detached(),
         )
-        .await;
+        .await
+        .unwrap();
     let m = out.message;
     assert!(!m.is_error(), "{}", m.text());
     assert_eq!(m.text(), "[\"tea #1 (Relevance)\"]");
@@ -164,6 +165,7 @@ async fn invalid_arguments_become_an_error_result_the_model_can_fix() {
         let m = tool
             .execute(&call(args.clone()), ToolContext::detached())
             .await
+            .unwrap()
             .message;
         assert!(m.is_error(), "{args}: {}", m.text());
         assert_eq!(
@@ -189,6 +191,7 @@ async fn a_handler_error_becomes_an_error_result() {
     let m = SearchDocs::tool()
         .execute(&call(json!({"query": "outage"})), ToolContext::detached())
         .await
+        .unwrap()
         .message;
     assert!(m.is_error());
     assert_eq!(
@@ -205,6 +208,7 @@ async fn long_results_are_cut_with_a_visible_marker() {
             ToolContext::detached(),
         )
         .await
+        .unwrap()
         .message;
     assert!(!m.is_error());
     let text = m.text();
@@ -249,6 +253,7 @@ async fn from_fn_tools_validate_against_their_schema_too() {
             ToolContext::detached(),
         )
         .await
+        .unwrap()
         .message;
     assert_eq!(ok.text(), "108.00 USD");
     let bad = tool
@@ -257,6 +262,7 @@ async fn from_fn_tools_validate_against_their_schema_too() {
             ToolContext::detached(),
         )
         .await
+        .unwrap()
         .message;
     let text = bad.text();
     assert!(bad.is_error());

@@ -145,8 +145,9 @@ pub mod protocol;
 pub mod server;
 pub mod state;
 pub mod testing;
-pub mod tool;
 pub mod trace;
+/// Tools: what a model can call (part of the agent layer; see [`agent::tool`]).
+pub use agent::tool;
 
 pub use agent::{Agent, AgentError, AgentState, Middleware};
 /// Re-exported so implementations of kit's async traits (`Middleware`, `Checkpointer`,

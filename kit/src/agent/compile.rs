@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use super::middleware::{Hook, JumpTo, Middleware, ModelNext, Runtime, ToolNext, run_hook};
 use super::{AgentError, AgentState, AgentStateUpdate};
 use crate::event::EventKind;
-use crate::graph::{END, Graph, GraphBuilder, NodeContext, NodeError, NodeOutput, START, Send};
+use crate::graph::{
+    END, Graph, GraphBuilder, NodeContext, NodeError, NodeOutput, Pause, START, Send,
+};
 use crate::message::{Message, Role, ToolCall};
 use crate::model::{
     ChatModel, ModelChunk, ModelOptions, ModelRequest, ModelResponse, ResponseFormat,
@@ -23,7 +25,7 @@ use crate::tool::{Tool, ToolContext, ToolExecution};
 /// run; everything else fails the node (and reaches the caller unchanged).
 fn node_error(e: AgentError) -> NodeError {
     match e {
-        AgentError::Interrupted(interrupts) => NodeError::interrupted(interrupts),
+        AgentError::Interrupted(pause) => pause.into(),
         other => other.into(),
     }
 }
@@ -649,10 +651,11 @@ async fn tools_node(
         sink.send(event).await;
     }
     let base_core = core.clone();
-    let base = move |call: ToolCall, tctx: ToolContext| -> BoxFuture<'_, ToolExecution> {
-        let core = base_core.clone();
-        Box::pin(async move { run_tool(&core, &call, tctx).await })
-    };
+    let base =
+        move |call: ToolCall, tctx: ToolContext| -> BoxFuture<'_, Result<ToolExecution, Pause>> {
+            let core = base_core.clone();
+            Box::pin(async move { run_tool(&core, &call, tctx).await })
+        };
     let wrappers: Vec<Arc<dyn Middleware>> = core.middleware.clone();
     let next = ToolNext {
         chain: &wrappers,
@@ -679,17 +682,13 @@ async fn tools_node(
         None => next.call(call.clone(), tool_ctx).await,
     };
     if let Some(run) = &tool_run {
-        if execution.interrupts.is_some() {
-            run.finish(json!({"interrupted": true}));
-        } else if execution.message.is_error() {
-            run.fail(&execution.message.text());
-        } else {
-            run.finish(json!({ "result": execution.message.content }));
+        match &execution {
+            Err(_) => run.finish(json!({"interrupted": true})),
+            Ok(done) if done.message.is_error() => run.fail(&done.message.text()),
+            Ok(done) => run.finish(json!({ "result": done.message.content })),
         }
     }
-    if let Some(interrupts) = execution.interrupts {
-        return Err(NodeError::interrupted(interrupts));
-    }
+    let execution = execution?;
     if let Some(sink) = ctx.events() {
         let mut event = ctx.event(
             EventKind::ToolEnd,
@@ -712,24 +711,23 @@ async fn tools_node(
 
 /// Runs one call against the agent's tools; an unknown tool is an error result listing the
 /// real ones.
-async fn run_tool(core: &AgentCore, call: &ToolCall, ctx: ToolContext) -> ToolExecution {
+async fn run_tool(
+    core: &AgentCore,
+    call: &ToolCall,
+    ctx: ToolContext,
+) -> Result<ToolExecution, Pause> {
     match core.tool_index.get(&call.name) {
         Some(&i) => core.tools[i].execute(call, ctx).await,
         None => {
             let names: Vec<&str> = core.tools.iter().map(Tool::name).collect();
-            ToolExecution {
-                message: Message::tool_error(
-                    &call.id,
-                    format!(
-                        "Error: {} is not a valid tool, try one of [{}].",
-                        call.name,
-                        names.join(", ")
-                    ),
-                )
-                .with_name(&call.name),
-                update: None,
-                interrupts: None,
-            }
+            Ok(ToolExecution::error(
+                call,
+                format!(
+                    "Error: {} is not a valid tool, try one of [{}].",
+                    call.name,
+                    names.join(", ")
+                ),
+            ))
         }
     }
 }

@@ -51,7 +51,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{AgentError, AgentState, AgentStateUpdate};
 use crate::event::EventFilter;
-use crate::graph::NodeContext;
+use crate::graph::{NodeContext, Pause};
 use crate::message::{Message, ToolCall};
 use crate::model::{ChatModel, ModelRequest, ModelResponse};
 use crate::state::DynReducer;
@@ -193,9 +193,9 @@ impl Runtime {
     /// [`NodeContext::interrupt`] for the rules: the hook re-runs from the top on resume, and
     /// this call then returns the resume value).
     ///
-    /// The first time it returns [`AgentError::Interrupted`]; propagate it with `?` and the run
-    /// ends with [`Outcome::Interrupted`](crate::Outcome::Interrupted). The agent needs a
-    /// checkpointer (return `true` from [`Middleware::requires_checkpointer`]).
+    /// The first time it returns the [`Pause`] signal; propagate it with `?` (it converts into
+    /// [`AgentError`]) and the run ends with [`Outcome::Interrupted`](crate::Outcome::Interrupted).
+    /// The agent needs a checkpointer (return `true` from [`Middleware::requires_checkpointer`]).
     ///
     /// ```
     /// use kit::agent::{AgentState, Hook, HookResult, HookUpdate, Middleware, Runtime};
@@ -215,13 +215,8 @@ impl Runtime {
     ///     }
     /// }
     /// ```
-    pub fn interrupt(&self, value: impl Serialize) -> Result<serde_json::Value, AgentError> {
-        self.node
-            .interrupt(value)
-            .map_err(|e| match e.interrupts() {
-                Some(list) => AgentError::Interrupted(list.to_vec()),
-                None => AgentError::middleware(self.node.node(), e),
-            })
+    pub fn interrupt(&self, value: impl Serialize) -> Result<serde_json::Value, Pause> {
+        self.node.interrupt(value)
     }
 }
 
@@ -256,14 +251,18 @@ impl<'a> ModelNext<'a> {
 #[derive(Clone, Copy)]
 pub struct ToolNext<'a> {
     pub(crate) chain: &'a [Arc<dyn Middleware>],
-    pub(crate) base:
-        &'a (dyn Fn(ToolCall, ToolContext) -> BoxFuture<'a, ToolExecution> + Send + Sync),
+    pub(crate) base: &'a (
+            dyn Fn(ToolCall, ToolContext) -> BoxFuture<'a, Result<ToolExecution, Pause>>
+                + Send
+                + Sync
+        ),
     pub(crate) rt: &'a Runtime,
 }
 
 impl<'a> ToolNext<'a> {
-    /// Calls the next wrapper (or the tool itself).
-    pub async fn call(&self, call: ToolCall, ctx: ToolContext) -> ToolExecution {
+    /// Calls the next wrapper (or the tool itself). `Err` is the pause signal of a tool (or a
+    /// subagent it runs) that waits for outside input: pass it on with `?`.
+    pub async fn call(&self, call: ToolCall, ctx: ToolContext) -> Result<ToolExecution, Pause> {
         match self.chain.split_first() {
             Some((mw, rest)) => {
                 let next = ToolNext {
@@ -373,13 +372,14 @@ pub trait Middleware: Send + Sync + 'static {
     }
 
     /// Wraps each tool call: change the call, short-circuit it, or post-process the result.
+    /// Pause the run (human review) by returning the [`Pause`] of [`Runtime::interrupt`].
     async fn wrap_tool_call(
         &self,
         call: ToolCall,
         ctx: ToolContext,
         rt: &Runtime,
         next: ToolNext<'_>,
-    ) -> ToolExecution {
+    ) -> Result<ToolExecution, Pause> {
         let _ = rt;
         next.call(call, ctx).await
     }

@@ -22,6 +22,7 @@ mod builder;
 mod compile;
 pub mod middleware;
 mod state;
+pub mod tool;
 
 pub use builder::{AgentBuilder, IntoModelSource, ModelSource, Subagent};
 pub use kit_macros::agent;
@@ -35,7 +36,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::event::EventStream;
-use crate::graph::{Graph, GraphError, Outcome, Resume, RunOptions};
+use crate::graph::{Graph, GraphError, Outcome, Pause, Resume, RunOptions};
 use crate::message::Message;
 use crate::model::ModelError;
 
@@ -103,16 +104,11 @@ pub enum AgentError {
         /// What went wrong.
         message: String,
     },
-    /// The signal of [`Runtime::interrupt`]: a hook or wrapper paused the run for outside
-    /// input. Propagate it with `?`; the agent turns it into
-    /// [`Outcome::Interrupted`], so callers of `invoke` and
-    /// `resume` never see it as an error.
-    #[error(
-        "the run paused for outside input ({} interrupt(s)); propagate this signal with `?` \
-         from the hook instead of handling it",
-        .0.len()
-    )]
-    Interrupted(Vec<crate::graph::Interrupt>),
+    /// The pause signal ([`Pause`]): a hook or wrapper paused the run for outside input with
+    /// [`Runtime::interrupt`]. Propagate it with `?`; the agent turns it into
+    /// [`Outcome::Interrupted`], so callers of `invoke` and `resume` never see it as an error.
+    #[error("{0}; propagate this signal with `?` from the hook instead of handling it")]
+    Interrupted(Pause),
 }
 
 impl AgentError {
@@ -145,6 +141,12 @@ impl AgentError {
             AgentError::Middleware { .. } => "middleware",
             AgentError::Interrupted(_) => "interrupted",
         }
+    }
+}
+
+impl From<Pause> for AgentError {
+    fn from(pause: Pause) -> Self {
+        AgentError::Interrupted(pause)
     }
 }
 

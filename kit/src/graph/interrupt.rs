@@ -19,6 +19,49 @@ pub struct Interrupt {
     pub namespace: Vec<String>,
 }
 
+/// The signal that a run pauses for outside input, carrying the interrupts raised.
+///
+/// It is the one pause type of kit: [`NodeContext::interrupt`](super::NodeContext::interrupt)
+/// returns it, and [`NodeError`](super::NodeError), [`AgentError`](crate::AgentError) and
+/// [`ToolError`](crate::tool::ToolError) convert from it, so `?` pauses the run the same way from
+/// a graph node, an agent hook, a model-call wrapper or a tool. The run then ends with
+/// [`Outcome::Interrupted`]; callers of `invoke` and `resume` never see a `Pause` as an error.
+///
+/// It deliberately does not implement `std::error::Error`: it is control flow, not a failure,
+/// and must not be swallowed by a blanket `From<E: Error>` conversion.
+#[derive(Debug, Clone, PartialEq)]
+#[must_use = "a pause must be propagated (with `?`) for the run to stop and wait"]
+pub struct Pause {
+    interrupts: Vec<Interrupt>,
+}
+
+impl Pause {
+    /// A pause for these interrupts (for example, the ones a subgraph raised).
+    pub fn new(interrupts: Vec<Interrupt>) -> Self {
+        Pause { interrupts }
+    }
+
+    /// What the run waits for.
+    pub fn interrupts(&self) -> &[Interrupt] {
+        &self.interrupts
+    }
+
+    /// The interrupts, by value.
+    pub fn into_interrupts(self) -> Vec<Interrupt> {
+        self.interrupts
+    }
+}
+
+impl std::fmt::Display for Pause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "paused for outside input ({} pending)",
+            self.interrupts.len()
+        )
+    }
+}
+
 /// How a run ended when it did not fail.
 #[derive(Debug, Clone)]
 pub enum Outcome<S> {

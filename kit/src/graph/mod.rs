@@ -33,7 +33,7 @@ mod run;
 
 pub use builder::{GraphBuilder, Route};
 pub use error::{BoxError, GraphError};
-pub use interrupt::{Interrupt, Interrupted, Outcome, Resume};
+pub use interrupt::{Interrupt, Interrupted, Outcome, Pause, Resume};
 pub use node::{
     Command, Goto, IntoNodeOutput, NodeContext, NodeError, NodeFuture, NodeOutput, Send,
 };

@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::error::BoxError;
-use super::interrupt::{Interrupt, Resume};
+use super::interrupt::{Interrupt, Pause, Resume};
 use super::options::RunOptions;
 use crate::event::{Event, EventKind, EventMetadata, EventSink};
 use crate::ids;
@@ -246,7 +246,7 @@ pub struct NodeError {
 
 pub(crate) enum NodeErrorKind {
     Failed(BoxError),
-    Interrupt(Vec<Interrupt>),
+    Interrupt(Pause),
 }
 
 impl NodeError {
@@ -264,11 +264,10 @@ impl NodeError {
         }
     }
 
-    /// Propagates interrupts raised by a subgraph (a subagent, say) through this node.
+    /// Propagates interrupts raised by a subgraph (a subagent, say) through this node; the
+    /// same as `NodeError::from(Pause::new(interrupts))`.
     pub fn interrupted(interrupts: Vec<Interrupt>) -> Self {
-        NodeError {
-            kind: NodeErrorKind::Interrupt(interrupts),
-        }
+        Pause::new(interrupts).into()
     }
 
     /// True when this is an interrupt signal rather than a failure.
@@ -278,9 +277,30 @@ impl NodeError {
 
     /// The interrupts, when this is an interrupt signal.
     pub fn interrupts(&self) -> Option<&[Interrupt]> {
+        self.pause().map(Pause::interrupts)
+    }
+
+    /// The pause, when this is an interrupt signal.
+    pub fn pause(&self) -> Option<&Pause> {
         match &self.kind {
-            NodeErrorKind::Interrupt(i) => Some(i),
+            NodeErrorKind::Interrupt(p) => Some(p),
             NodeErrorKind::Failed(_) => None,
+        }
+    }
+
+    /// Splits the pause from a failure.
+    pub fn into_pause(self) -> Result<Pause, NodeError> {
+        match self.kind {
+            NodeErrorKind::Interrupt(p) => Ok(p),
+            kind => Err(NodeError { kind }),
+        }
+    }
+}
+
+impl From<Pause> for NodeError {
+    fn from(pause: Pause) -> Self {
+        NodeError {
+            kind: NodeErrorKind::Interrupt(pause),
         }
     }
 }
@@ -289,7 +309,7 @@ impl std::fmt::Debug for NodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
             NodeErrorKind::Failed(e) => write!(f, "NodeError({e:?})"),
-            NodeErrorKind::Interrupt(i) => write!(f, "NodeError(interrupt {i:?})"),
+            NodeErrorKind::Interrupt(p) => write!(f, "NodeError(interrupt {:?})", p.interrupts()),
         }
     }
 }
@@ -298,7 +318,9 @@ impl std::fmt::Display for NodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.kind {
             NodeErrorKind::Failed(e) => write!(f, "{e}"),
-            NodeErrorKind::Interrupt(i) => write!(f, "interrupted ({} pending)", i.len()),
+            NodeErrorKind::Interrupt(p) => {
+                write!(f, "interrupted ({} pending)", p.interrupts().len())
+            }
         }
     }
 }
@@ -389,14 +411,14 @@ impl NodeContext {
     /// runs again **from the top** and this call returns the value. Several interrupts in one
     /// node are matched by their order of calls, so keep the calls in a stable order and the
     /// code before them free of side effects that must not repeat.
-    pub fn interrupt(&self, value: impl Serialize) -> Result<Value, NodeError> {
+    pub fn interrupt(&self, value: impl Serialize) -> Result<Value, Pause> {
         let index = self.task.interrupts_raised.fetch_add(1, Ordering::SeqCst);
         let id = interrupt_id(&self.task.run.ns, &self.task_id(), index);
         if let Some(v) = self.task.resume.get(&id) {
             return Ok(v.clone());
         }
         let value = serde_json::to_value(value).unwrap_or(Value::Null);
-        Err(NodeError::interrupted(vec![Interrupt {
+        Err(Pause::new(vec![Interrupt {
             id,
             value,
             node: self.task.node.to_string(),

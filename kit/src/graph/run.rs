@@ -431,7 +431,9 @@ impl<S: State> Exec<S> {
                     Err(e) => {
                         outputs.push(NodeOutput::new());
                         match e.kind {
-                            NodeErrorKind::Interrupt(list) => interrupts.push((i, list)),
+                            NodeErrorKind::Interrupt(p) => {
+                                interrupts.push((i, p.into_interrupts()))
+                            }
                             NodeErrorKind::Failed(_) => {
                                 if failure.is_none() {
                                     failure = Some((i, e));

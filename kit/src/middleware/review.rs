@@ -116,6 +116,7 @@ use serde_json::{Map, Value, json};
 use crate::agent::{
     AgentState, AgentStateUpdate, Hook, HookResult, HookUpdate, Middleware, Runtime, ToolNext,
 };
+use crate::graph::Pause;
 use crate::graph::{Interrupt, Resume};
 use crate::message::{Content, ContentPart, Message, ToolCall};
 use crate::middleware::python::{py_json, py_repr};
@@ -1155,7 +1156,7 @@ impl Middleware for HumanReviewMiddleware {
         ctx: ToolContext,
         _rt: &Runtime,
         next: ToolNext<'_>,
-    ) -> ToolExecution {
+    ) -> Result<ToolExecution, Pause> {
         if self.mode == InterruptMode::PerCall {
             return self.review_call(call, ctx, next).await;
         }
@@ -1174,7 +1175,7 @@ impl HumanReviewMiddleware {
         call: ToolCall,
         ctx: ToolContext,
         next: ToolNext<'_>,
-    ) -> ToolExecution {
+    ) -> Result<ToolExecution, Pause> {
         let config = self
             .config_for(&call.name)
             .filter(|config| config.applies(&call, ctx.state()));
@@ -1195,22 +1196,8 @@ impl HumanReviewMiddleware {
         let decision = loop {
             let answer = match ctx.interrupt(&asked) {
                 Ok(answer) => answer,
-                Err(ToolError::Interrupted(interrupts)) => {
-                    return ToolExecution {
-                        message: Message::tool_error(&call.id, "waiting for review")
-                            .with_name(&call.name),
-                        update: None,
-                        interrupts: Some(interrupts),
-                    };
-                }
-                Err(e) => {
-                    return ToolExecution {
-                        message: Message::tool_error(&call.id, e.for_model(&call.name))
-                            .with_name(&call.name),
-                        update: None,
-                        interrupts: None,
-                    };
-                }
+                Err(ToolError::Interrupted(pause)) => return Err(pause),
+                Err(e) => return Ok(ToolExecution::error(&call, e.for_model(&call.name))),
             };
             match approval.accept(&answer) {
                 Ok(decision) => break decision,
@@ -1230,11 +1217,10 @@ impl HumanReviewMiddleware {
             Decision::Reject { message } => rejected(&call, message),
             Decision::Respond { message } => Message::tool(&call.id, message).with_name(&call.name),
         };
-        ToolExecution {
+        Ok(ToolExecution {
             message,
             update: None,
-            interrupts: None,
-        }
+        })
     }
 }
 
@@ -1261,21 +1247,19 @@ async fn run_edited(
     edit: Action,
     ctx: ToolContext,
     next: ToolNext<'_>,
-) -> ToolExecution {
+) -> Result<ToolExecution, Pause> {
     let note = edit_note(&edit.name, &edit.args);
     let executed = ToolCall {
         id: call_id,
         name: edit.name,
         args: edit.args,
     };
-    let mut execution = next.call(executed, ctx).await;
-    if execution.interrupts.is_none() {
-        match &mut execution.message.content {
-            Content::Text(text) => text.insert_str(0, &note),
-            Content::Parts(parts) => parts.insert(0, ContentPart::text(note)),
-        }
+    let mut execution = next.call(executed, ctx).await?;
+    match &mut execution.message.content {
+        Content::Text(text) => text.insert_str(0, &note),
+        Content::Parts(parts) => parts.insert(0, ContentPart::text(note)),
     }
-    execution
+    Ok(execution)
 }
 
 /// The reviewer's edit of `call_id`, if the last assistant message's calls were edited.

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::agent::{Agent, AgentState, AgentStateUpdate, FileData, Middleware};
-use crate::graph::{Outcome, Resume, RunOptions};
+use crate::graph::{Outcome, Pause, Resume, RunOptions};
 use crate::message::{Message, Role};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
@@ -313,7 +313,7 @@ async fn run_task(
             }
             Ok(output)
         }
-        Ok(Outcome::Interrupted(paused)) => Err(ToolError::Interrupted(paused.interrupts)),
+        Ok(Outcome::Interrupted(paused)) => Err(Pause::new(paused.interrupts).into()),
         Err(e) => Err(ToolError::new(format!(
             "subagent `{}` failed: {e}",
             args.subagent_type

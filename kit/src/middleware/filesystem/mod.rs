@@ -72,6 +72,7 @@ use std::sync::Arc;
 
 use crate::agent::AgentState;
 use crate::agent::{AgentStateUpdate, Hook, HookResult, HookUpdate, Middleware, Runtime, ToolNext};
+use crate::graph::Pause;
 use crate::message::{Content, ContentPart, Message, Role, ToolCall};
 use crate::state::Write;
 use crate::tool::{Tool, ToolContext, ToolExecution};
@@ -440,15 +441,15 @@ impl Middleware for FilesystemMiddleware {
         ctx: ToolContext,
         _rt: &Runtime,
         next: ToolNext<'_>,
-    ) -> ToolExecution {
+    ) -> Result<ToolExecution, Pause> {
         if self.eviction_threshold.is_none() || FsTool::from_name(&call.name).is_some() {
             return next.call(call, ctx).await;
         }
-        let mut execution = next.call(call.clone(), ctx.clone()).await;
-        if execution.interrupts.is_none() && execution.message.role == Role::Tool {
+        let mut execution = next.call(call.clone(), ctx.clone()).await?;
+        if execution.message.role == Role::Tool {
             self.evict(&call, &ctx, &mut execution).await;
         }
-        execution
+        Ok(execution)
     }
 }
 

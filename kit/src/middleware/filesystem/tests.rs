@@ -156,7 +156,6 @@ fn execution(content: Content) -> ToolExecution {
             ..Message::tool("call/1", "")
         },
         update: None,
-        interrupts: None,
     }
 }
 

@@ -81,6 +81,7 @@ use serde_json::Value;
 use crate::agent::{
     AgentError, AgentState, Hook, HookResult, HookUpdate, Middleware, ModelNext, Runtime, ToolNext,
 };
+use crate::graph::Pause;
 use crate::message::{Content, Message, Role, ToolCall};
 use crate::model::{ModelRequest, ModelResponse};
 use crate::tool::{ToolContext, ToolExecution};
@@ -410,14 +411,14 @@ impl Middleware for PiiMiddleware {
         ctx: ToolContext,
         _rt: &Runtime,
         next: ToolNext<'_>,
-    ) -> ToolExecution {
-        let mut execution = next.call(call, ctx).await;
+    ) -> Result<ToolExecution, Pause> {
+        let mut execution = next.call(call, ctx).await?;
         if self.tool_results
             && self.strategy != PiiStrategy::Block
             && let (_, Some(content)) = self.scrub_content(&execution.message.content)
         {
             execution.message.content = content;
         }
-        execution
+        Ok(execution)
     }
 }

@@ -29,6 +29,7 @@ async fn run_with(max: usize, kind: FsTool, s: &AgentState, args: Value) -> Tool
             ToolContext::new("c1", Arc::new(s.clone()), None),
         )
         .await
+        .expect("filesystem tools never pause")
 }
 
 async fn run(kind: FsTool, s: &AgentState, args: Value) -> ToolExecution {

@@ -43,8 +43,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::agent::{AgentState, AgentStateUpdate};
-use crate::graph::{Interrupt, NodeContext, NodeError};
+use super::{AgentState, AgentStateUpdate};
+use crate::graph::{NodeContext, NodeError, Pause};
 use crate::message::{Content, Message, ToolCall, ToolStatus};
 use crate::model::ToolSpec;
 
@@ -229,7 +229,9 @@ impl Tool {
 
     /// Runs the tool on a model's call: validates the arguments, runs the handler (catching
     /// panics), and turns every failure into an error result for the model.
-    pub async fn execute(&self, call: &ToolCall, ctx: ToolContext) -> ToolExecution {
+    ///
+    /// `Err` is the pause signal: the tool (or a subagent it ran) waits for outside input.
+    pub async fn execute(&self, call: &ToolCall, ctx: ToolContext) -> Result<ToolExecution, Pause> {
         let result = match &call.args {
             Value::Object(_) => match validate_args(&self.spec.parameters, &call.args) {
                 Ok(()) => {
@@ -264,36 +266,35 @@ impl Tool {
                 if let Some(max) = self.max_result_chars {
                     truncate_content(&mut message.content, max);
                 }
-                ToolExecution {
+                Ok(ToolExecution {
                     message,
                     update: output.update,
-                    interrupts: None,
-                }
+                })
             }
-            Err(ToolError::Interrupted(interrupts)) => ToolExecution {
-                message: Message::tool_error(&call.id, "interrupted").with_name(&call.name),
-                update: None,
-                interrupts: Some(interrupts),
-            },
-            Err(e) => ToolExecution {
-                message: Message::tool_error(&call.id, e.for_model(&call.name))
-                    .with_name(&call.name),
-                update: None,
-                interrupts: None,
-            },
+            Err(ToolError::Interrupted(pause)) => Err(pause),
+            Err(e) => Ok(ToolExecution::error(call, e.for_model(&call.name))),
         }
     }
 }
 
-/// The outcome of running one tool call.
+/// The outcome of running one tool call that did not pause.
 #[derive(Debug)]
 pub struct ToolExecution {
     /// The tool message answering the call (an error result when it failed).
     pub message: Message,
     /// A state update the tool asked for.
     pub update: Option<AgentStateUpdate>,
-    /// Interrupts the tool raised (it must be resumed); the message is then a placeholder.
-    pub interrupts: Option<Vec<Interrupt>>,
+}
+
+impl ToolExecution {
+    /// An error result answering `call`: the model sees `text`.
+    pub fn error(call: &ToolCall, text: impl Into<String>) -> Self {
+        let text: String = text.into();
+        ToolExecution {
+            message: Message::tool_error(&call.id, text).with_name(&call.name),
+            update: None,
+        }
+    }
 }
 
 /// What a tool returns.
@@ -365,8 +366,8 @@ pub enum ToolError {
     Failed(String),
     /// The arguments were wrong; the message says how.
     InvalidArguments(String),
-    /// The tool (or a subagent it runs) paused for outside input.
-    Interrupted(Vec<Interrupt>),
+    /// The tool (or a subagent it runs) paused for outside input: the [`Pause`] signal.
+    Interrupted(Pause),
 }
 
 impl ToolError {
@@ -398,7 +399,7 @@ impl std::fmt::Debug for ToolError {
         match self {
             ToolError::Failed(m) => write!(f, "Failed({m:?})"),
             ToolError::InvalidArguments(m) => write!(f, "InvalidArguments({m:?})"),
-            ToolError::Interrupted(i) => write!(f, "Interrupted({} pending)", i.len()),
+            ToolError::Interrupted(p) => write!(f, "Interrupted({} pending)", p.interrupts().len()),
         }
     }
 }
@@ -408,7 +409,7 @@ impl std::fmt::Display for ToolError {
         match self {
             ToolError::Failed(m) => f.write_str(m),
             ToolError::InvalidArguments(m) => write!(f, "invalid arguments: {m}"),
-            ToolError::Interrupted(i) => write!(f, "interrupted ({} pending)", i.len()),
+            ToolError::Interrupted(p) => write!(f, "{p}"),
         }
     }
 }
@@ -419,11 +420,17 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
     }
 }
 
+impl From<Pause> for ToolError {
+    fn from(pause: Pause) -> Self {
+        ToolError::Interrupted(pause)
+    }
+}
+
 impl From<NodeError> for ToolError {
     fn from(e: NodeError) -> Self {
-        match e.interrupts() {
-            Some(list) => ToolError::Interrupted(list.to_vec()),
-            None => ToolError::Failed(e.to_string()),
+        match e.into_pause() {
+            Ok(pause) => ToolError::Interrupted(pause),
+            Err(e) => ToolError::Failed(e.to_string()),
         }
     }
 }
@@ -570,6 +577,7 @@ mod tests {
             ToolContext::detached(),
         )
         .await
+        .expect("the tool does not pause")
         .message
     }
 
@@ -614,6 +622,7 @@ mod tests {
                 ToolContext::detached(),
             )
             .await
+            .expect("the tool does not pause")
             .message;
         assert!(m.text().starts_with("éééééééééé\n"), "{}", m.text());
         assert!(m.text().contains("showing 10 of 50 characters"));
