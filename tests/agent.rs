@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use kit::agent::{
-    Agent, AgentError, AgentState, Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelNext,
-    Runtime, ToolNext,
+    Agent, AgentError, AgentState, Hook, HookResult, HookUpdate, JumpTo, Middleware,
+    ModelExecution, ModelNext, Runtime, ToolNext,
 };
 use kit::graph::Pause;
-use kit::model::{ModelError, ModelRequest, ModelResponse};
+use kit::model::{ModelError, ModelRequest};
 use kit::testing::{ScriptStep, ScriptedModel};
 use kit::tool::{Tool, ToolContext, ToolError, ToolExecution, ToolHandler, ToolOutput};
 use kit::{EventKind, MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
@@ -198,7 +198,7 @@ impl Middleware for Recorder {
         request: ModelRequest,
         _rt: &Runtime,
         next: ModelNext<'_>,
-    ) -> Result<ModelResponse, AgentError> {
+    ) -> Result<ModelExecution, AgentError> {
         self.log
             .lock()
             .unwrap()
@@ -423,7 +423,7 @@ impl Middleware for RetryOnce {
         request: ModelRequest,
         _rt: &Runtime,
         next: ModelNext<'_>,
-    ) -> Result<ModelResponse, AgentError> {
+    ) -> Result<ModelExecution, AgentError> {
         match next.call(request.clone()).await {
             Err(AgentError::Model(e)) if e.is_transient() => next.call(request).await,
             other => other,

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::compile::{AgentCore, build_graph};
+use super::install::{BuildContext, IntoMiddleware};
 use super::middleware::Middleware;
 use super::{Agent, AgentError};
 use crate::checkpoint::Checkpointer;
@@ -25,27 +26,6 @@ impl std::fmt::Debug for ModelSource {
             ModelSource::Model(m) => write!(f, "Model({}:{})", m.provider(), m.model_name()),
             ModelSource::Name(n) => write!(f, "Name({n})"),
         }
-    }
-}
-
-/// A subagent spec of either kind, for [`AgentBuilder::subagents`].
-#[derive(Debug, Clone)]
-pub enum Subagent {
-    /// Runs in-process behind the `task` tool.
-    Sync(crate::middleware::subagents::SubagentSpec),
-    /// Runs on a remote worker behind the async-task tools.
-    Async(crate::middleware::async_subagents::AsyncSpec),
-}
-
-impl From<crate::middleware::subagents::SubagentSpec> for Subagent {
-    fn from(s: crate::middleware::subagents::SubagentSpec) -> Self {
-        Subagent::Sync(s)
-    }
-}
-
-impl From<crate::middleware::async_subagents::AsyncSpec> for Subagent {
-    fn from(s: crate::middleware::async_subagents::AsyncSpec) -> Self {
-        Subagent::Async(s)
     }
 }
 
@@ -81,6 +61,10 @@ impl IntoModelSource for String {
 
 /// Builds an [`Agent`]. Every option of the interface is a method; `build` checks the
 /// combination and reports what is wrong.
+///
+/// The deep-agent capabilities (`filesystem`, `subagents`, `compact_conversation`, …) are
+/// methods too, but they only construct their middleware: the builder itself holds nothing but
+/// `dyn Middleware` (see [`Middleware::placement`] and [`Middleware::on_build`]).
 #[must_use = "a builder does nothing until `build` is called"]
 #[derive(Default)]
 pub struct AgentBuilder {
@@ -94,68 +78,9 @@ pub struct AgentBuilder {
     recursion_limit: Option<usize>,
     response_format: Option<ResponseFormat>,
     config: Option<crate::config::Config>,
-    filesystem: Option<Arc<dyn Middleware>>,
-    subagents: Vec<crate::middleware::subagents::SubagentSpec>,
-    async_subagents: Vec<crate::middleware::async_subagents::AsyncSpec>,
-    general_purpose: Option<bool>,
-    compaction: Option<crate::middleware::compaction::CompactionMiddleware>,
-    overflow_recovery: bool,
 }
 
 impl AgentBuilder {
-    /// Subagents: sync specs go behind a `task` tool, async specs to the async-task tools.
-    ///
-    /// With at least one sync spec, a general-purpose subagent (the parent's model and tools)
-    /// is included unless one of the specs is named `general-purpose` or it is turned off with
-    /// [`general_purpose_subagent(false)`](Self::general_purpose_subagent).
-    pub fn subagents<S: Into<Subagent>>(mut self, specs: impl IntoIterator<Item = S>) -> Self {
-        for spec in specs {
-            match spec.into() {
-                Subagent::Sync(s) => self.subagents.push(s),
-                Subagent::Async(a) => self.async_subagents.push(a),
-            }
-        }
-        self
-    }
-
-    /// Async subagents on remote workers (the five async-task tools).
-    pub fn async_subagents(
-        mut self,
-        specs: impl IntoIterator<Item = crate::middleware::async_subagents::AsyncSpec>,
-    ) -> Self {
-        self.async_subagents.extend(specs);
-        self
-    }
-
-    /// Includes or leaves out the general-purpose subagent (`true` adds the `task` tool even
-    /// without other sync subagents).
-    pub fn general_purpose_subagent(mut self, on: bool) -> Self {
-        self.general_purpose = Some(on);
-        self
-    }
-
-    /// Summarise old messages when the conversation grows large (default thresholds; see
-    /// [`CompactionMiddleware`](crate::middleware::compaction::CompactionMiddleware)).
-    pub fn compact_conversation(mut self, on: bool) -> Self {
-        self.compaction = on.then(crate::middleware::compaction::CompactionMiddleware::new);
-        self
-    }
-
-    /// Compaction with custom thresholds.
-    pub fn compaction(
-        mut self,
-        compaction: crate::middleware::compaction::CompactionMiddleware,
-    ) -> Self {
-        self.compaction = Some(compaction);
-        self
-    }
-
-    /// When the provider answers "context length exceeded", compact and retry once.
-    pub fn overflow_recovery(mut self, on: bool) -> Self {
-        self.overflow_recovery = on;
-        self
-    }
-
     /// The agent's name (events, traces, the name of its answers). Default `agent`.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -182,9 +107,9 @@ impl AgentBuilder {
         self
     }
 
-    /// Adds tools.
-    pub fn tools(mut self, tools: impl IntoIterator<Item = Tool>) -> Self {
-        self.tools.extend(tools);
+    /// The system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
         self
     }
 
@@ -194,30 +119,17 @@ impl AgentBuilder {
         self
     }
 
-    /// The system prompt.
-    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
-        self.system_prompt = Some(prompt.into());
+    /// Adds tools.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Tool>) -> Self {
+        self.tools.extend(tools);
         self
     }
 
-    /// Adds a middleware (hooks run in the order middleware is added; see
-    /// [`middleware`](super::middleware) for the rules).
-    pub fn middleware(mut self, middleware: impl Middleware) -> Self {
-        self.middleware.push(Arc::new(middleware));
-        self
-    }
-
-    /// Adds a filesystem (the spec's `filesystem` option): the tools `ls`, `read_file`,
-    /// `write_file`, `edit_file`, `delete`, `glob` and `grep`, and large-result eviction. Like
-    /// the other capabilities it runs before the middleware given with `middleware(..)`.
-    pub fn filesystem(mut self, fs: crate::middleware::filesystem::FilesystemMiddleware) -> Self {
-        self.filesystem = Some(Arc::new(fs));
-        self
-    }
-
-    /// Adds an already shared middleware.
-    pub fn middleware_arc(mut self, middleware: Arc<dyn Middleware>) -> Self {
-        self.middleware.push(middleware);
+    /// Adds a middleware: a value, or one already shared as `Arc<dyn Middleware>`. Hooks run
+    /// in chain order (see [`middleware`](super::middleware) for the rules and
+    /// [`Placement`] for how the chain is ordered).
+    pub fn middleware(mut self, middleware: impl IntoMiddleware) -> Self {
+        self.middleware.push(middleware.into_middleware());
         self
     }
 
@@ -240,6 +152,38 @@ impl AgentBuilder {
         self
     }
 
+    /// Edits the middleware of type `M`, adding `insert()` first when the agent has none.
+    /// Builder conveniences that several calls configure together (`subagents(..)` and
+    /// `general_purpose_subagent(..)`) are written with it.
+    pub(crate) fn upsert_middleware<M: Middleware>(
+        mut self,
+        insert: impl FnOnce() -> M,
+        edit: impl FnOnce(&mut M),
+    ) -> Self {
+        let found = self.middleware.iter_mut().find_map(|m| {
+            let m: &mut dyn std::any::Any = Arc::get_mut(m)?;
+            m.downcast_mut::<M>()
+        });
+        match found {
+            Some(m) => edit(m),
+            None => {
+                let mut m = insert();
+                edit(&mut m);
+                self.middleware.push(Arc::new(m));
+            }
+        }
+        self
+    }
+
+    /// Removes every middleware of type `M`.
+    pub(crate) fn remove_middleware<M: Middleware>(mut self) -> Self {
+        self.middleware.retain(|m| {
+            let m: &dyn std::any::Any = m.as_ref();
+            !m.is::<M>()
+        });
+        self
+    }
+
     /// Checks the definition and compiles the agent.
     pub fn build(self) -> Result<Agent, AgentError> {
         let name = self.name.unwrap_or_else(|| "agent".to_string());
@@ -257,66 +201,27 @@ impl AgentBuilder {
             }
         };
 
-        // Capabilities first (in the deepagents order), then the user's middleware.
-        let mut middleware: Vec<Arc<dyn Middleware>> = Vec::new();
-        if let Some(fs) = self.filesystem {
-            middleware.push(fs);
-        }
-        let general_purpose = self.general_purpose.unwrap_or(!self.subagents.is_empty());
-        if !self.subagents.is_empty() || general_purpose {
-            let children = crate::middleware::subagents::build_children(
-                self.subagents,
-                general_purpose,
-                &model,
-                &self.tools,
-                self.checkpointer.as_ref(),
-            )?;
-            middleware.push(Arc::new(
-                crate::middleware::subagents::SubagentMiddleware::new(children),
-            ));
-        }
-        if let Some(compaction) = self.compaction {
-            middleware.push(Arc::new(compaction));
-        }
-        if !self.async_subagents.is_empty() {
-            middleware.push(Arc::new(
-                crate::middleware::async_subagents::AsyncSubagentMiddleware::new(
-                    self.async_subagents,
-                )?,
-            ));
-        }
-        if self.overflow_recovery {
-            middleware.push(Arc::new(
-                crate::middleware::overflow::OverflowRecoveryMiddleware::new(),
-            ));
-        }
-        middleware.extend(self.middleware);
-        let mut this_middleware = middleware;
-
-        let mut names: HashMap<String, usize> = HashMap::new();
-        for (i, m) in this_middleware.iter().enumerate() {
-            if names.insert(m.name().to_string(), i).is_some() {
-                return Err(AgentError::Build(format!(
-                    "two middleware are named `{}`; middleware names must be unique",
-                    m.name()
-                )));
-            }
-            if m.name().is_empty() || m.name().contains(['|', ':']) {
-                return Err(AgentError::Build(format!(
-                    "middleware name `{}` is invalid: it must be non-empty and free of `|` and `:`",
-                    m.name()
-                )));
-            }
+        let mut middleware = self.middleware;
+        middleware.sort_by_key(|m| m.placement());
+        check_middleware_names(&middleware)?;
+        let context = BuildContext {
+            name: &name,
+            model: &model,
+            tools: &self.tools,
+            checkpointer: self.checkpointer.as_ref(),
+            middleware: &middleware,
+        };
+        for m in &middleware {
+            m.on_build(&context)?;
         }
 
         let mut tools = self.tools;
-        for m in &this_middleware {
+        for m in &middleware {
             tools.extend(m.tools());
         }
         let mut tool_index = HashMap::new();
         for (i, t) in tools.iter().enumerate() {
-            if let Some(first) = tool_index.insert(t.name().to_string(), i) {
-                let _ = first;
+            if tool_index.insert(t.name().to_string(), i).is_some() {
                 return Err(AgentError::Build(format!(
                     "two tools are named `{}`; the model could not tell them apart — rename one \
                      (middleware may add tools too)",
@@ -334,7 +239,7 @@ impl AgentBuilder {
             )));
         }
         if self.checkpointer.is_none()
-            && let Some(m) = this_middleware.iter().find(|m| m.requires_checkpointer())
+            && let Some(m) = middleware.iter().find(|m| m.requires_checkpointer())
         {
             return Err(AgentError::Build(format!(
                 "middleware `{}` pauses the run for human input, which needs a checkpointer \
@@ -345,7 +250,7 @@ impl AgentBuilder {
         }
 
         let mut system = self.system_prompt.unwrap_or_default();
-        for m in &this_middleware {
+        for m in &middleware {
             if let Some(fragment) = m.system_prompt() {
                 if !system.is_empty() {
                     system.push_str("\n\n");
@@ -355,7 +260,7 @@ impl AgentBuilder {
         }
 
         let mut schema = DynSchema::default();
-        for m in &this_middleware {
+        for m in &middleware {
             for (key, reducer) in m.state_channels() {
                 if let Some(reducer) = reducer {
                     schema.add_reducer(key, reducer);
@@ -368,7 +273,7 @@ impl AgentBuilder {
             model,
             tools,
             tool_index,
-            middleware: std::mem::take(&mut this_middleware),
+            middleware,
             system_prompt: (!system.is_empty()).then_some(system),
             model_opts: self.model_opts,
             response_format: self.response_format,
@@ -377,4 +282,24 @@ impl AgentBuilder {
         let graph = build_graph(core.clone(), schema, self.checkpointer)?;
         Ok(Agent { inner: core, graph })
     }
+}
+
+/// Middleware names are node names and trace names: unique, non-empty, without separators.
+fn check_middleware_names(middleware: &[Arc<dyn Middleware>]) -> Result<(), AgentError> {
+    let mut names: HashMap<&str, usize> = HashMap::new();
+    for (i, m) in middleware.iter().enumerate() {
+        if names.insert(m.name(), i).is_some() {
+            return Err(AgentError::Build(format!(
+                "two middleware are named `{}`; middleware names must be unique",
+                m.name()
+            )));
+        }
+        if m.name().is_empty() || m.name().contains(['|', ':']) {
+            return Err(AgentError::Build(format!(
+                "middleware name `{}` is invalid: it must be non-empty and free of `|` and `:`",
+                m.name()
+            )));
+        }
+    }
+    Ok(())
 }

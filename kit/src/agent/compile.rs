@@ -7,7 +7,9 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use super::middleware::{Hook, JumpTo, Middleware, ModelNext, Runtime, ToolNext, run_hook};
+use super::middleware::{
+    Hook, JumpTo, Middleware, ModelExecution, ModelNext, Runtime, ToolNext, run_hook,
+};
 use super::{AgentError, AgentState, AgentStateUpdate};
 use crate::event::EventKind;
 use crate::graph::{
@@ -443,10 +445,10 @@ async fn model_node(
     };
     let base_core = core.clone();
     let base_ctx = ctx.clone();
-    let base = move |request: ModelRequest| -> BoxFuture<'_, Result<ModelResponse, AgentError>> {
+    let base = move |request: ModelRequest| -> BoxFuture<'_, Result<ModelExecution, AgentError>> {
         let core = base_core.clone();
         let ctx = base_ctx.clone();
-        Box::pin(async move { call_model(&core, request, &ctx).await })
+        Box::pin(async move { call_model(&core, request, &ctx).await.map(Into::into) })
     };
     let wrappers: Vec<Arc<dyn Middleware>> = core.middleware.clone();
     let next = ModelNext {
@@ -455,23 +457,25 @@ async fn model_node(
         rt: &rt,
     };
     let trace = ModelTrace::new(&core, &request);
-    let response = traced_model_chain(&core, trace, &ctx, next.call(request))
+    let execution = traced_model_chain(&core, trace, &ctx, next.call(request))
         .await
         .map_err(node_error)?;
-    let mut message = response.message;
-    // Overflow recovery compacted the conversation to get this answer: keep it compacted.
-    let compacted = message
-        .metadata
-        .remove(crate::middleware::overflow::COMPACTED_KEY)
-        .and_then(|info| {
-            let base = patched.as_deref().unwrap_or(&state.messages);
-            crate::middleware::overflow::apply_compaction(base, &info)
-        });
-    let patched = compacted.or(patched);
+    let mut message = execution.response.message;
     if message.name.is_none() {
         message.name = Some(core.name.to_string());
     }
-    let mut update = AgentStateUpdate::new();
+    // A wrapper's update comes first; its messages write (overflow recovery's compacted
+    // conversation, say) takes the answer, and replaces the dangling-call patch it was built on.
+    let mut update = execution.update.unwrap_or_default();
+    let patched = match update.messages.take() {
+        Some(Write::Overwrite(all)) => Some(all),
+        Some(Write::Value(added)) => {
+            let mut all = patched.unwrap_or_else(|| state.messages.clone());
+            all.extend(added);
+            Some(all)
+        }
+        None => patched,
+    };
     if core.response_format.is_some() && message.tool_calls.is_empty() {
         let text = message.text();
         let parsed: Value = serde_json::from_str(text.trim())
@@ -539,9 +543,9 @@ async fn traced_model_chain<F>(
     trace: ModelTrace,
     ctx: &NodeContext,
     chain: F,
-) -> Result<ModelResponse, AgentError>
+) -> Result<ModelExecution, AgentError>
 where
-    F: std::future::Future<Output = Result<ModelResponse, AgentError>>,
+    F: std::future::Future<Output = Result<ModelExecution, AgentError>>,
 {
     let ModelTrace { run, mut info } = trace;
     let result = match &run {
@@ -551,7 +555,8 @@ where
     // Recorded runs, and `tracing` spans someone listens to, get the call's details.
     if let Some(run) = run.filter(|r| r.is_recording() || !r.span().is_disabled()) {
         match &result {
-            Ok(response) => {
+            Ok(execution) => {
+                let response = &execution.response;
                 info.usage = response.message.usage;
                 info.cost = response
                     .message
@@ -576,8 +581,8 @@ where
             }
         }
     }
-    if let (Some(sink), Ok(response)) = (ctx.events(), &result) {
-        let end = json!({"message": response.message, "usage": response.message.usage});
+    if let (Some(sink), Ok(execution)) = (ctx.events(), &result) {
+        let end = json!({"message": execution.response.message, "usage": execution.response.message.usage});
         sink.send(ctx.event(
             EventKind::ModelEnd,
             core.model.model_name().to_string(),

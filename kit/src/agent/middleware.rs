@@ -49,6 +49,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+use super::install::{BuildContext, Placement};
 use super::{AgentError, AgentState, AgentStateUpdate};
 use crate::event::EventFilter;
 use crate::graph::{NodeContext, Pause};
@@ -220,19 +221,48 @@ impl Runtime {
     }
 }
 
+/// What the model-call chain produced: the model's answer, and the state changes the wrappers
+/// that produced it want kept with it (overflow recovery keeps the conversation it compacted).
+/// The agent appends the answer to `messages` after applying `update`.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ModelExecution {
+    /// The model's answer.
+    pub response: ModelResponse,
+    /// State changes to apply with the answer.
+    pub update: Option<AgentStateUpdate>,
+}
+
+impl ModelExecution {
+    /// The answer with a state update.
+    pub fn with_update(mut self, update: AgentStateUpdate) -> Self {
+        self.update = Some(update);
+        self
+    }
+}
+
+impl From<ModelResponse> for ModelExecution {
+    fn from(response: ModelResponse) -> Self {
+        ModelExecution {
+            response,
+            update: None,
+        }
+    }
+}
+
 /// The rest of the model-call chain, for `wrap_model_call`. Call it any number of times.
 #[derive(Clone, Copy)]
 pub struct ModelNext<'a> {
     pub(crate) chain: &'a [Arc<dyn Middleware>],
     pub(crate) base: &'a (
-            dyn Fn(ModelRequest) -> BoxFuture<'a, Result<ModelResponse, AgentError>> + Send + Sync
+            dyn Fn(ModelRequest) -> BoxFuture<'a, Result<ModelExecution, AgentError>> + Send + Sync
         ),
     pub(crate) rt: &'a Runtime,
 }
 
 impl<'a> ModelNext<'a> {
     /// Calls the next wrapper (or the model itself).
-    pub async fn call(&self, request: ModelRequest) -> Result<ModelResponse, AgentError> {
+    pub async fn call(&self, request: ModelRequest) -> Result<ModelExecution, AgentError> {
         match self.chain.split_first() {
             Some((mw, rest)) => {
                 let next = ModelNext {
@@ -281,9 +311,23 @@ impl<'a> ToolNext<'a> {
 /// tools and state channels it contributes. Implement the methods you need; the rest do
 /// nothing.
 #[kit::async_trait]
-pub trait Middleware: Send + Sync + 'static {
+pub trait Middleware: std::any::Any + Send + Sync {
     /// A unique name (shown in events, traces and node names).
     fn name(&self) -> &str;
+
+    /// Where this middleware sits in the chain (default: in the order it was added).
+    fn placement(&self) -> Placement {
+        Placement::AsAdded
+    }
+
+    /// Runs once when the agent is built, after the chain is ordered and before its tools,
+    /// system prompt and state channels are read: a capability that needs the agent's model,
+    /// tools, checkpointer or other middleware (subagents do) takes them here. An error fails
+    /// [`AgentBuilder::build`](super::AgentBuilder::build).
+    fn on_build(&self, agent: &BuildContext<'_>) -> Result<(), AgentError> {
+        let _ = agent;
+        Ok(())
+    }
 
     /// The node hooks this middleware implements. Each gets its own graph node; listing only
     /// the ones you implement saves a superstep (and a checkpoint) per hook you skip.
@@ -360,13 +404,14 @@ pub trait Middleware: Send + Sync + 'static {
         Ok(None)
     }
 
-    /// Wraps the model call: change the request, retry, fall back, or answer without the model.
+    /// Wraps the model call: change the request, retry, fall back, or answer without the model
+    /// (`ModelResponse { .. }.into()`). A wrapper may add a state update to what it returns.
     async fn wrap_model_call(
         &self,
         request: ModelRequest,
         rt: &Runtime,
         next: ModelNext<'_>,
-    ) -> Result<ModelResponse, AgentError> {
+    ) -> Result<ModelExecution, AgentError> {
         let _ = rt;
         next.call(request).await
     }

@@ -20,14 +20,16 @@
 
 mod builder;
 mod compile;
+mod install;
 pub mod middleware;
 mod state;
 pub mod tool;
 
-pub use builder::{AgentBuilder, IntoModelSource, ModelSource, Subagent};
+pub use builder::{AgentBuilder, IntoModelSource, ModelSource};
+pub use install::{BuildContext, IntoMiddleware, Placement};
 pub use kit_macros::agent;
 pub use middleware::{
-    Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelNext, Runtime, ToolNext,
+    Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelExecution, ModelNext, Runtime, ToolNext,
 };
 pub use state::{AgentState, AgentStateUpdate, AsyncTask, FileData, Todo, TodoStatus};
 

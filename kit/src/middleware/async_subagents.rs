@@ -139,31 +139,50 @@ struct Inner {
 impl AsyncSubagentMiddleware {
     /// The middleware for these specs. Names must be unique.
     pub fn new(specs: Vec<AsyncSpec>) -> Result<Self, crate::AgentError> {
-        if specs.is_empty() {
-            return Err(crate::AgentError::Build(
-                "at least one async subagent must be specified".into(),
-            ));
-        }
-        let mut names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
-        names.sort_unstable();
-        let duplicates: Vec<&str> = names
-            .windows(2)
-            .filter(|w| w[0] == w[1])
-            .map(|w| w[0])
-            .collect();
-        if !duplicates.is_empty() {
-            return Err(crate::AgentError::Build(format!(
-                "duplicate async subagent names: {}; each needs a unique name",
-                duplicates.join(", ")
-            )));
-        }
-        Ok(AsyncSubagentMiddleware {
+        check_specs(&specs)?;
+        Ok(Self::unchecked(specs))
+    }
+
+    /// The middleware before its specs are checked (the builder adds specs across calls and
+    /// checks them when the agent is built).
+    pub(crate) fn unchecked(specs: Vec<AsyncSpec>) -> Self {
+        AsyncSubagentMiddleware {
             inner: Arc::new(Inner {
                 specs,
                 http: Arc::new(HttpRunClient::new()),
             }),
-        })
+        }
     }
+
+    /// Adds specs; only while the builder still owns the middleware alone.
+    pub(crate) fn extend(&mut self, specs: impl IntoIterator<Item = AsyncSpec>) {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.specs.extend(specs);
+        }
+    }
+}
+
+/// Names must be unique, and there must be at least one spec.
+fn check_specs(specs: &[AsyncSpec]) -> Result<(), crate::AgentError> {
+    if specs.is_empty() {
+        return Err(crate::AgentError::Build(
+            "at least one async subagent must be specified".into(),
+        ));
+    }
+    let mut names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    let duplicates: Vec<&str> = names
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0])
+        .collect();
+    if !duplicates.is_empty() {
+        return Err(crate::AgentError::Build(format!(
+            "duplicate async subagent names: {}; each needs a unique name",
+            duplicates.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// Reads the remote fields the protocol promises (spec §2.3).
@@ -559,6 +578,14 @@ fn parse<T: serde::de::DeserializeOwned>(args: Value) -> Result<T, ToolError> {
 impl Middleware for AsyncSubagentMiddleware {
     fn name(&self) -> &str {
         "AsyncSubagents"
+    }
+
+    fn placement(&self) -> crate::agent::Placement {
+        crate::agent::Placement::ASYNC_SUBAGENTS
+    }
+
+    fn on_build(&self, _agent: &crate::agent::BuildContext<'_>) -> Result<(), crate::AgentError> {
+        check_specs(&self.inner.specs)
     }
 
     fn hooks(&self) -> &[Hook] {

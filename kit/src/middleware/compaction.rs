@@ -226,6 +226,10 @@ impl Middleware for CompactionMiddleware {
         "Compaction"
     }
 
+    fn placement(&self) -> crate::agent::Placement {
+        crate::agent::Placement::COMPACTION
+    }
+
     fn hooks(&self) -> &[Hook] {
         &[Hook::BeforeModel]
     }

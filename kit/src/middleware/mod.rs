@@ -14,6 +14,7 @@
 //! | [`guardrail::TopicFilter`] | `middleware(..)` | guardrail: refuses requests (and optionally answers) on blocked topics; [`guardrail`] documents how to write your own |
 
 pub mod async_subagents;
+mod capabilities;
 pub mod compaction;
 pub mod filesystem;
 pub mod guardrail;
@@ -24,3 +25,5 @@ pub(crate) mod python;
 pub mod review;
 pub mod subagents;
 pub mod todos;
+
+pub use capabilities::Subagent;

@@ -1,22 +1,21 @@
 //! Overflow recovery: when the provider says the context is full, compact and retry once.
 
-use serde_json::json;
-
 use super::compaction::compact;
-use crate::agent::{AgentError, Hook, Middleware, ModelNext, Runtime};
+use crate::agent::{
+    AgentError, AgentStateUpdate, Hook, Middleware, ModelExecution, ModelNext, Runtime,
+};
 use crate::message::Role;
-use crate::model::{ModelError, ModelRequest, ModelResponse};
+use crate::model::{ModelError, ModelRequest};
+use crate::state::Overwrite;
 use crate::tool::truncate_content;
-
-/// The `metadata` key on the model's answer telling the agent that the conversation was
-/// compacted to get it: `{"summary": <message>, "first_kept": <id of the first message kept>}`.
-/// The agent then rewrites its `messages` the same way, so the next turn does not overflow
-/// again.
-pub const COMPACTED_KEY: &str = "kit_compacted";
 
 /// Catches the provider's context-length error, compacts the request (summary of the older
 /// messages, recent ones kept whole, oversized tool results clipped) and retries once. If the
 /// compacted request is not smaller, or still does not fit, the run fails with a clear error.
+///
+/// The answer comes back with a state update that replaces `messages` by the compacted
+/// conversation (the summary, then the kept messages whole), so the next turn does not
+/// overflow again.
 #[derive(Debug, Clone)]
 pub struct OverflowRecoveryMiddleware {
     keep_messages: usize,
@@ -60,6 +59,10 @@ impl Middleware for OverflowRecoveryMiddleware {
         "OverflowRecovery"
     }
 
+    fn placement(&self) -> crate::agent::Placement {
+        crate::agent::Placement::OVERFLOW_RECOVERY
+    }
+
     fn hooks(&self) -> &[Hook] {
         &[]
     }
@@ -69,7 +72,7 @@ impl Middleware for OverflowRecoveryMiddleware {
         request: ModelRequest,
         rt: &Runtime,
         next: ModelNext<'_>,
-    ) -> Result<ModelResponse, AgentError> {
+    ) -> Result<ModelExecution, AgentError> {
         let original = request.clone();
         let error = match next.call(request).await {
             Err(AgentError::Model(e)) if e.is_context_overflow() => e,
@@ -118,56 +121,17 @@ impl Middleware for OverflowRecoveryMiddleware {
             return Err(still_too_big(&provider));
         }
         match next.call(retry).await {
-            Ok(mut response) => {
-                if let Some((summary, cut)) = summary_info {
-                    let first_kept = original.messages.get(cut).map(|m| m.id.clone());
-                    response.message.metadata.insert(
-                        COMPACTED_KEY.to_string(),
-                        json!({"summary": summary, "first_kept": first_kept}),
-                    );
+            Ok(execution) => Ok(match summary_info {
+                Some((summary, cut)) => {
+                    let mut kept = Vec::with_capacity(original.messages.len() - cut + 1);
+                    kept.push(summary);
+                    kept.extend_from_slice(&original.messages[cut..]);
+                    execution.with_update(AgentStateUpdate::new().messages(Overwrite(kept)))
                 }
-                Ok(response)
-            }
+                None => execution,
+            }),
             Err(AgentError::Model(e)) if e.is_context_overflow() => Err(still_too_big(&provider)),
             Err(e) => Err(e),
         }
-    }
-}
-
-/// Rebuilds the conversation after a recovered overflow (used by the agent's model node):
-/// the summary, then the messages from the first kept one on. `None` if the information does
-/// not match the conversation.
-pub(crate) fn apply_compaction(
-    messages: &[crate::Message],
-    info: &serde_json::Value,
-) -> Option<Vec<crate::Message>> {
-    let summary: crate::Message = serde_json::from_value(info.get("summary")?.clone()).ok()?;
-    let from = match info.get("first_kept").and_then(|v| v.as_str()) {
-        Some(id) => messages.iter().position(|m| m.id == id)?,
-        None => messages.len(),
-    };
-    let mut out = Vec::with_capacity(messages.len() - from + 1);
-    out.push(summary);
-    out.extend_from_slice(&messages[from..]);
-    Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::middleware::compaction::summary_message;
-
-    #[test]
-    fn compaction_info_rebuilds_messages() {
-        let messages = vec![
-            crate::Message::user("a"),
-            crate::Message::assistant("b"),
-            crate::Message::user("c"),
-        ];
-        let info = json!({"summary": summary_message("sum"), "first_kept": messages[2].id});
-        let out = apply_compaction(&messages, &info).unwrap();
-        assert_eq!(out.len(), 2);
-        assert!(out[0].text().contains("sum"));
-        assert_eq!(out[1].text(), "c");
     }
 }

@@ -13,12 +13,12 @@
 //! the parent's caller with the child's interrupt id, and `resume` continues inside the child.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::agent::{Agent, AgentState, AgentStateUpdate, FileData, Middleware};
+use crate::agent::{Agent, AgentState, AgentStateUpdate, BuildContext, FileData, Middleware};
 use crate::graph::{Outcome, Pause, Resume, RunOptions};
 use crate::message::{Message, Role};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
@@ -133,12 +133,10 @@ pub(crate) struct Child {
 
 /// Builds the children of an agent: the general-purpose one (unless disabled or replaced) and
 /// one per spec, with the parent's model and tools where a spec leaves them out.
-pub(crate) fn build_children(
-    specs: Vec<SubagentSpec>,
+fn build_children(
+    specs: &[SubagentSpec],
     general_purpose: bool,
-    parent_model: &Arc<dyn crate::ChatModel>,
-    parent_tools: &[Tool],
-    parent_checkpointer: Option<&Arc<dyn crate::Checkpointer>>,
+    parent: &BuildContext<'_>,
 ) -> Result<Vec<Child>, crate::AgentError> {
     let mut all = Vec::new();
     if general_purpose && !specs.iter().any(|s| s.name == GENERAL_PURPOSE) {
@@ -147,7 +145,7 @@ pub(crate) fn build_children(
                 .system_prompt(GENERAL_PURPOSE_PROMPT),
         );
     }
-    all.extend(specs);
+    all.extend(specs.iter().cloned());
     let mut children: Vec<Child> = Vec::new();
     for spec in all {
         if children.iter().any(|c| c.name == spec.name) {
@@ -161,17 +159,21 @@ pub(crate) fn build_children(
             None => {
                 let mut b = Agent::builder()
                     .name(spec.name.clone())
-                    .model(spec.model.clone().unwrap_or_else(|| parent_model.clone()))
-                    .tools(spec.tools.clone().unwrap_or_else(|| parent_tools.to_vec()));
+                    .model(spec.model.clone().unwrap_or_else(|| parent.model().clone()))
+                    .tools(
+                        spec.tools
+                            .clone()
+                            .unwrap_or_else(|| parent.tools().to_vec()),
+                    );
                 if let Some(p) = &spec.system_prompt {
                     b = b.system_prompt(p.clone());
                 }
                 for m in &spec.middleware {
-                    b = b.middleware_arc(m.clone());
+                    b = b.middleware(m.clone());
                 }
                 // The child runs on the parent's checkpointer (under its own namespace), so
                 // middleware that pauses runs (human review) works inside it.
-                if let Some(cp) = parent_checkpointer {
+                if let Some(cp) = parent.checkpointer() {
                     b = b.checkpointer(cp.clone());
                 }
                 b.build().map_err(|e| {
@@ -188,16 +190,46 @@ pub(crate) fn build_children(
     Ok(children)
 }
 
-/// Adds the `task` tool that runs sync subagents.
+/// Adds the `task` tool that runs sync subagents. The children are built with the agent (in
+/// [`Middleware::on_build`]), from the parent's model, tools and checkpointer.
+///
+/// Usually added with [`AgentBuilder::subagents`](crate::agent::AgentBuilder::subagents); a
+/// middleware value belongs to one agent.
 pub struct SubagentMiddleware {
-    children: Arc<Vec<Child>>,
+    specs: Vec<SubagentSpec>,
+    general_purpose: Option<bool>,
+    children: OnceLock<Arc<Vec<Child>>>,
 }
 
 impl SubagentMiddleware {
-    pub(crate) fn new(children: Vec<Child>) -> Self {
+    /// The `task` tool over these specs, plus the general-purpose subagent unless one of the
+    /// specs is named `general-purpose` or it is turned off.
+    pub fn new(specs: impl IntoIterator<Item = SubagentSpec>) -> Self {
         SubagentMiddleware {
-            children: Arc::new(children),
+            specs: specs.into_iter().collect(),
+            general_purpose: None,
+            children: OnceLock::new(),
         }
+    }
+
+    /// Adds specs.
+    pub fn add(&mut self, specs: impl IntoIterator<Item = SubagentSpec>) {
+        self.specs.extend(specs);
+    }
+
+    /// Includes or leaves out the general-purpose subagent (default: included when there is
+    /// at least one spec).
+    pub fn general_purpose(mut self, on: bool) -> Self {
+        self.general_purpose = Some(on);
+        self
+    }
+
+    pub(crate) fn set_general_purpose(&mut self, on: bool) {
+        self.general_purpose = Some(on);
+    }
+
+    fn children(&self) -> &[Child] {
+        self.children.get().map_or(&[], |c| c.as_slice())
     }
 }
 
@@ -327,16 +359,37 @@ impl Middleware for SubagentMiddleware {
         "Subagents"
     }
 
+    fn placement(&self) -> crate::agent::Placement {
+        crate::agent::Placement::SUBAGENTS
+    }
+
     fn hooks(&self) -> &[crate::agent::Hook] {
         &[]
     }
 
+    fn on_build(&self, agent: &BuildContext<'_>) -> Result<(), crate::AgentError> {
+        let general_purpose = self.general_purpose.unwrap_or(!self.specs.is_empty());
+        let children = build_children(&self.specs, general_purpose, agent)?;
+        self.children.set(Arc::new(children)).map_err(|_| {
+            crate::AgentError::Build(
+                "this SubagentMiddleware is already part of another agent; create one per agent"
+                    .into(),
+            )
+        })
+    }
+
     fn tools(&self) -> Vec<Tool> {
-        let children = self.children.clone();
-        let names: Vec<&str> = self.children.iter().map(|c| c.name.as_str()).collect();
+        let Some(children) = self.children.get().cloned() else {
+            return Vec::new();
+        };
+        if children.is_empty() {
+            return Vec::new();
+        }
+        let names: Vec<&str> = children.iter().map(|c| c.name.as_str()).collect();
+        let shared = children.clone();
         vec![Tool::from_fn(
             "task",
-            task_description(&self.children),
+            task_description(&children),
             json!({
                 "type": "object",
                 "properties": {
@@ -358,7 +411,7 @@ impl Middleware for SubagentMiddleware {
                 "additionalProperties": false
             }),
             move |args, ctx| {
-                let children = children.clone();
+                let children = shared.clone();
                 async move {
                     let args: TaskArgs =
                         serde_json::from_value(args).map_err(ToolError::invalid_args)?;
@@ -369,6 +422,9 @@ impl Middleware for SubagentMiddleware {
     }
 
     fn system_prompt(&self) -> Option<String> {
+        if self.children().is_empty() {
+            return None;
+        }
         Some(
             "## `task` (subagents)\n\nYou can delegate self-contained jobs to subagents with the \
              `task` tool. Each runs in its own context and returns only its final answer."

@@ -71,6 +71,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use crate::agent::AgentState;
+use crate::agent::Placement;
 use crate::agent::{AgentStateUpdate, Hook, HookResult, HookUpdate, Middleware, Runtime, ToolNext};
 use crate::graph::Pause;
 use crate::message::{Content, ContentPart, Message, Role, ToolCall};
@@ -390,6 +391,10 @@ fn add_file_changes(update: &mut Option<AgentStateUpdate>, changes: FileChanges)
 
 #[crate::async_trait]
 impl Middleware for FilesystemMiddleware {
+    fn placement(&self) -> Placement {
+        Placement::FILESYSTEM
+    }
+
     fn name(&self) -> &str {
         "FilesystemMiddleware"
     }

@@ -79,11 +79,12 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::agent::{
-    AgentError, AgentState, Hook, HookResult, HookUpdate, Middleware, ModelNext, Runtime, ToolNext,
+    AgentError, AgentState, Hook, HookResult, HookUpdate, Middleware, ModelExecution, ModelNext,
+    Runtime, ToolNext,
 };
 use crate::graph::Pause;
 use crate::message::{Content, Message, Role, ToolCall};
-use crate::model::{ModelRequest, ModelResponse};
+use crate::model::ModelRequest;
 use crate::tool::{ToolContext, ToolExecution};
 
 /// A PII middleware could not be configured.
@@ -393,14 +394,14 @@ impl Middleware for PiiMiddleware {
         request: ModelRequest,
         _rt: &Runtime,
         next: ModelNext<'_>,
-    ) -> Result<ModelResponse, AgentError> {
-        let mut response = next.call(request).await?;
+    ) -> Result<ModelExecution, AgentError> {
+        let mut execution = next.call(request).await?;
         if self.output
-            && let Some(scrubbed) = self.scrub_message(&response.message, "output")?
+            && let Some(scrubbed) = self.scrub_message(&execution.response.message, "output")?
         {
-            response.message = scrubbed;
+            execution.response.message = scrubbed;
         }
-        Ok(response)
+        Ok(execution)
     }
 
     /// Scrubs each tool result as it leaves the tool (the block strategy is applied before the
