@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use kit::agent::{Agent, AgentError, AgentState};
 use kit::checkpoint::Checkpointer;
-use kit::middleware::pii::{PiiMiddleware, PiiStrategy, PiiType};
+use kit::middleware::moderation::ModerationFlagged;
+use kit::middleware::pii::{PiiDetected, PiiMiddleware, PiiStrategy, PiiType};
 use kit::middleware::review::{
     Decision, DecisionType, HumanReviewMiddleware, InterruptMode, InterruptOnConfig, ReviewRequest,
     ToolApproval, resume_review, resume_review_for,
@@ -190,16 +191,17 @@ async fn pii_block_fails_the_run_with_a_typed_error() {
         )
         .await
         .unwrap_err();
-    match &err {
-        AgentError::PiiDetected {
+    match err.pii_detected() {
+        Some(PiiDetected {
             pii_type,
             count,
             location,
-        } => assert_eq!(
+            ..
+        }) => assert_eq!(
             (pii_type.as_str(), *count, location.as_str()),
             ("credit_card", 2, "input")
         ),
-        other => panic!("expected PiiDetected, got {other:?}"),
+        None => panic!("expected PiiDetected, got {err:?}"),
     }
     assert_eq!(err.kind(), "pii_detected");
     assert_eq!(model.calls(), 0);
@@ -222,7 +224,7 @@ async fn pii_block_fails_the_run_with_a_typed_error() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, AgentError::PiiDetected { location, count: 1, .. } if location == "tool call arguments"),
+        matches!(err.pii_detected(), Some(PiiDetected { location, count: 1, .. }) if location == "tool call arguments"),
         "{err:?}"
     );
     assert!(
@@ -249,7 +251,7 @@ async fn pii_block_fails_the_run_with_a_typed_error() {
         .unwrap();
     let err = agent.invoke("go", &RunOptions::new()).await.unwrap_err();
     assert!(
-        matches!(&err, AgentError::PiiDetected { location, .. } if location == "tool result"),
+        matches!(err.pii_detected(), Some(PiiDetected { location, .. }) if location == "tool result"),
         "{err:?}"
     );
     assert_eq!(model.calls(), 1, "the second model call never happened");
@@ -1393,12 +1395,13 @@ async fn moderation_error_fails_the_run_with_stage_and_categories() {
         .invoke("I want to hurt myself and attack them", &RunOptions::new())
         .await
         .unwrap_err();
-    match &err {
-        AgentError::ModerationViolation {
+    match err.moderation_flagged() {
+        Some(ModerationFlagged {
             stage,
             categories,
             message,
-        } => {
+            ..
+        }) => {
             assert_eq!(stage, "input");
             assert_eq!(categories, &["self-harm", "self-harm/intent", "violence"]);
             assert_eq!(
@@ -1407,7 +1410,7 @@ async fn moderation_error_fails_the_run_with_stage_and_categories() {
                  self harm intent, violence."
             );
         }
-        other => panic!("expected ModerationViolation, got {other:?}"),
+        None => panic!("expected ModerationFlagged, got {err:?}"),
     }
     assert_eq!(err.kind(), "vendor_moderation_violation");
     assert_eq!(model.calls(), 0);
@@ -1429,7 +1432,7 @@ async fn moderation_error_fails_the_run_with_stage_and_categories() {
         .unwrap();
     let err = agent.invoke("plan?", &RunOptions::new()).await.unwrap_err();
     assert!(
-        matches!(&err, AgentError::ModerationViolation { stage, categories, .. }
+        matches!(err.moderation_flagged(), Some(ModerationFlagged { stage, categories, .. })
             if stage == "output" && categories == &["violence"]),
         "{err:?}"
     );

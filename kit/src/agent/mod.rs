@@ -44,8 +44,11 @@ use crate::model::ModelError;
 
 /// An agent run failed.
 ///
-/// Middleware errors keep their type: match [`AgentError::PiiDetected`] or
-/// [`AgentError::ModerationViolation`] to react to a guardrail.
+/// Errors raised by middleware keep their type: [`AgentError::Middleware`] carries the
+/// middleware's name and its own error value. The guardrails add helpers to read theirs
+/// ([`pii_detected`](AgentError::pii_detected),
+/// [`moderation_flagged`](AgentError::moderation_flagged)); for your own middleware use
+/// [`downcast_middleware`](AgentError::downcast_middleware).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AgentError {
@@ -58,30 +61,6 @@ pub enum AgentError {
     /// The graph run failed (a checkpoint conflict, the recursion limit, ...).
     #[error(transparent)]
     Graph(GraphError),
-    /// A PII middleware with the `block` strategy found personal data.
-    #[error(
-        "detected {count} instance(s) of {pii_type} in the {location}; the PII middleware's \
-         `block` strategy stopped the run — remove the data, or choose the redact, mask or hash \
-         strategy"
-    )]
-    PiiDetected {
-        /// The PII type.
-        pii_type: String,
-        /// How many instances.
-        count: usize,
-        /// Where: `input`, `output`, `tool call arguments` or `tool result`.
-        location: String,
-    },
-    /// The moderation middleware flagged content (with `exit_behavior: error`).
-    #[error("content flagged by moderation at the {stage} stage: {}", .categories.join(", "))]
-    ModerationViolation {
-        /// `input`, `output` or `tool`.
-        stage: String,
-        /// The flagged categories.
-        categories: Vec<String>,
-        /// The message that would have been shown.
-        message: String,
-    },
     /// A hook jumped somewhere it did not declare in `can_jump_to`.
     #[error(
         "middleware `{middleware}` jumped to `{target}` from {hook} without declaring it; list it \
@@ -98,13 +77,20 @@ pub enum AgentError {
     /// The model's structured answer did not parse.
     #[error("the model's structured answer is not valid: {0}")]
     StructuredOutput(String),
-    /// A middleware failed.
-    #[error("middleware `{middleware}` failed: {message}")]
+    /// A middleware stopped or failed the run: a guardrail that blocked it, a service it
+    /// called that failed. `source` is the middleware's own error value.
+    ///
+    /// A guardrail's error shows as its own message; a failure (kind `middleware`) as
+    /// "middleware `name` failed: …".
+    #[error("{}", middleware_text(middleware, kind, source))]
     Middleware {
         /// The middleware.
         middleware: String,
-        /// What went wrong.
-        message: String,
+        /// The error's kind, as error events name it (`pii_detected`, or `middleware`).
+        kind: &'static str,
+        /// The middleware's error.
+        #[source]
+        source: crate::graph::BoxError,
     },
     /// The pause signal ([`Pause`]): a hook or wrapper paused the run for outside input with
     /// [`Runtime::interrupt`]. Propagate it with `?`; the agent turns it into
@@ -113,12 +99,56 @@ pub enum AgentError {
     Interrupted(Pause),
 }
 
+fn middleware_text(middleware: &str, kind: &str, source: &crate::graph::BoxError) -> String {
+    if kind == "middleware" {
+        format!("middleware `{middleware}` failed: {source}")
+    } else {
+        source.to_string()
+    }
+}
+
+/// A middleware failure told as a message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct MiddlewareFailure(String);
+
 impl AgentError {
-    /// A middleware failure.
+    /// A middleware failure with a message (kind `middleware`).
     pub fn middleware(middleware: impl Into<String>, message: impl std::fmt::Display) -> Self {
+        Self::middleware_error(
+            middleware,
+            "middleware",
+            MiddlewareFailure(message.to_string()),
+        )
+    }
+
+    /// A middleware's own typed error; `kind` names it in error events (`pii_detected`). Read
+    /// it back with [`downcast_middleware`](Self::downcast_middleware).
+    pub fn middleware_error(
+        middleware: impl Into<String>,
+        kind: &'static str,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
         AgentError::Middleware {
             middleware: middleware.into(),
-            message: message.to_string(),
+            kind,
+            source: Box::new(error),
+        }
+    }
+
+    /// The error a middleware raised, if it is an `E`.
+    pub fn downcast_middleware<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            AgentError::Middleware { source, .. } => source.downcast_ref::<E>(),
+            _ => None,
+        }
+    }
+
+    /// The name of the middleware that raised this error, if one did.
+    pub fn middleware_name(&self) -> Option<&str> {
+        match self {
+            AgentError::Middleware { middleware, .. } => Some(middleware),
+            _ => None,
         }
     }
 
@@ -136,11 +166,9 @@ impl AgentError {
             AgentError::Build(_) => "build",
             AgentError::Model(e) => e.kind(),
             AgentError::Graph(e) => e.kind(),
-            AgentError::PiiDetected { .. } => "pii_detected",
-            AgentError::ModerationViolation { .. } => "vendor_moderation_violation",
             AgentError::UndeclaredJump { .. } => "undeclared_jump",
             AgentError::StructuredOutput(_) => "structured_output",
-            AgentError::Middleware { .. } => "middleware",
+            AgentError::Middleware { kind, .. } => kind,
             AgentError::Interrupted(_) => "interrupted",
         }
     }

@@ -41,7 +41,7 @@
 //! |---|---|---|
 //! | `end` (default) | an assistant message with the violation text is appended and the run ends; the model is not called | the violation text is appended as a second assistant message and the run ends (its tool calls do not run) |
 //! | `replace` | the message's content is replaced by the violation text and the run goes on | the answer's text is replaced in place (its tool calls are kept) |
-//! | `error` | the run fails with [`AgentError::ModerationViolation`] (stage, categories, message) | same |
+//! | `error` | the run fails with [`ModerationFlagged`] (stage, categories, message), read with [`AgentError::moderation_flagged`] | same |
 //!
 //! The violation text defaults to "I'm sorry, but I can't comply with that request. It was
 //! flagged for {categories}." where `{categories}` lists the flagged categories with `-`, `/`
@@ -101,6 +101,32 @@ pub const CATEGORIES: [&str; 13] = [
     "violence/graphic",
 ];
 
+/// Moderation flagged content and the exit behaviour is `error`. It reaches the caller inside
+/// [`AgentError::Middleware`]; read it with [`AgentError::moderation_flagged`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("content flagged by moderation at the {stage} stage: {}", .categories.join(", "))]
+#[non_exhaustive]
+pub struct ModerationFlagged {
+    /// `input`, `output` or `tool`.
+    pub stage: String,
+    /// The flagged categories.
+    pub categories: Vec<String>,
+    /// The message that would have been shown.
+    pub message: String,
+}
+
+impl ModerationFlagged {
+    /// The kind error events give it (LangChain's `vendor_moderation_violation`).
+    pub const KIND: &'static str = "vendor_moderation_violation";
+}
+
+impl AgentError {
+    /// What moderation flagged, when this error is a moderation violation.
+    pub fn moderation_flagged(&self) -> Option<&ModerationFlagged> {
+        self.downcast_middleware()
+    }
+}
+
 /// What happens when content is flagged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -110,7 +136,7 @@ pub enum ExitBehavior {
     End,
     /// Replace the flagged content with the violation message and go on.
     Replace,
-    /// Fail the run with [`AgentError::ModerationViolation`].
+    /// Fail the run with [`ModerationFlagged`].
     Error,
 }
 
@@ -392,7 +418,7 @@ impl ModerationMiddleware {
     async fn check(&self, texts: &[&str]) -> Result<Vec<ModerationResult>, AgentError> {
         self.moderate(texts)
             .await
-            .map_err(|e| AgentError::middleware(NAME, e))
+            .map_err(|e| AgentError::middleware_error(NAME, "middleware", e))
     }
 
     /// What a flagged text leads to: the replacement text, or the end of the run / an error.
@@ -404,11 +430,15 @@ impl ModerationMiddleware {
     ) -> Result<Flagged, AgentError> {
         let message = self.violation_text(result, original);
         match self.exit_behavior {
-            ExitBehavior::Error => Err(AgentError::ModerationViolation {
-                stage: stage.to_string(),
-                categories: result.flagged_categories(),
-                message,
-            }),
+            ExitBehavior::Error => Err(AgentError::middleware_error(
+                NAME,
+                ModerationFlagged::KIND,
+                ModerationFlagged {
+                    stage: stage.to_string(),
+                    categories: result.flagged_categories(),
+                    message,
+                },
+            )),
             ExitBehavior::End => Ok(Flagged::End(message)),
             ExitBehavior::Replace => Ok(Flagged::Replace(message)),
         }

@@ -66,12 +66,14 @@
 //! [`stream_lookback`]: PiiMiddleware::stream_lookback
 
 mod detect;
+mod error;
 mod strategy;
 mod stream;
 #[cfg(test)]
 mod tests;
 
 pub use detect::{Detector, PiiMatch, PiiType};
+pub use error::PiiDetected;
 pub use strategy::PiiStrategy;
 
 use std::sync::Arc;
@@ -228,8 +230,7 @@ impl PiiMiddleware {
     }
 
     /// Applies the strategy to one text: the scrubbed text, or
-    /// [`AgentError::PiiDetected`] (location `text`) for the block strategy when something is
-    /// found.
+    /// [`PiiDetected`] (location `text`) for the block strategy when something is found.
     pub fn apply(&self, text: &str) -> Result<String, AgentError> {
         match self.scrub(text) {
             None => Ok(text.to_string()),
@@ -239,11 +240,12 @@ impl PiiMiddleware {
     }
 
     fn blocked(&self, count: usize, location: &str) -> AgentError {
-        AgentError::PiiDetected {
+        let detected = PiiDetected {
             pii_type: self.detector.pii_type().to_string(),
             count,
             location: location.to_string(),
-        }
+        };
+        AgentError::middleware_error(&self.name, PiiDetected::KIND, detected)
     }
 
     /// `None` when nothing is found; else the count and the scrubbed text (`None` to block).

@@ -11,7 +11,7 @@ use super::detect::PiiMatch;
 /// | [`Redact`](PiiStrategy::Redact) (default) | `[REDACTED_EMAIL]` | `[REDACTED_{TYPE}]`: `[REDACTED_CREDIT_CARD]`, `[REDACTED_API_KEY]` |
 /// | [`Mask`](PiiStrategy::Mask) | `alice@****.com` | card `****-****-****-1111` (separators kept), IPv4 `*.*.*.100`, IPv6 `*:*::1`, MAC `**:**:**:**:**:5E`, URL `[MASKED_URL]`, custom `****` + last 4 characters (`****` alone when the value has 4 characters or fewer) |
 /// | [`Hash`](PiiStrategy::Hash) | `<email_hash:ff8d9819>` | `<{type}_hash:{first 8 hex digits of SHA-256 of the value}>`: stable, so equal values stay recognisably equal |
-/// | [`Block`](PiiStrategy::Block) | the run fails with [`AgentError::PiiDetected`](crate::agent::AgentError::PiiDetected) (type, count, location) | |
+/// | [`Block`](PiiStrategy::Block) | the run fails with [`PiiDetected`](super::PiiDetected) (type, count, location) | |
 ///
 /// ```
 /// use kit::middleware::pii::{PiiStrategy, PiiType};
