@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use kit::middleware::async_subagents::AsyncSpec;
-use kit::protocol::{HttpRunClient, RunClient, RunClientError};
+use kit::protocol::{Endpoint, HttpRunClient, RunClient, RunClientError};
 use kit::server::{Worker, WorkerHandle};
 use kit::testing::{ScriptStep, ScriptedModel};
 use kit::{Agent, AgentState, MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
@@ -285,22 +285,22 @@ struct CountingClient {
 
 #[kit::async_trait]
 impl RunClient for CountingClient {
-    async fn start(&self, spec: &AsyncSpec, payload: Value) -> Result<Value, RunClientError> {
+    async fn start(&self, spec: &Endpoint, payload: Value) -> Result<Value, RunClientError> {
         self.http.start(spec, payload).await
     }
-    async fn check(&self, spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError> {
+    async fn check(&self, spec: &Endpoint, task_id: &str) -> Result<Value, RunClientError> {
         self.checks.fetch_add(1, Ordering::SeqCst);
         self.http.check(spec, task_id).await
     }
     async fn update(
         &self,
-        spec: &AsyncSpec,
+        spec: &Endpoint,
         task_id: &str,
         message: &str,
     ) -> Result<Value, RunClientError> {
         self.http.update(spec, task_id, message).await
     }
-    async fn cancel(&self, spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError> {
+    async fn cancel(&self, spec: &Endpoint, task_id: &str) -> Result<Value, RunClientError> {
         self.http.cancel(spec, task_id).await
     }
 }

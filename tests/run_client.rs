@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kit::http::{HttpClient, RetryPolicy};
 use kit::middleware::async_subagents::AsyncSpec;
-use kit::protocol::{HttpRunClient, RunClient, RunClientError};
+use kit::protocol::{Endpoint, HttpRunClient, RunClient, RunClientError};
 use kit::testing::{ScriptStep, ScriptedModel};
 use kit::{Agent, AgentState, MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
 use serde_json::{Value, json};
@@ -75,11 +75,11 @@ impl MemoryClient {
 
 #[kit::async_trait]
 impl RunClient for MemoryClient {
-    async fn start(&self, spec: &AsyncSpec, payload: Value) -> Result<Value, RunClientError> {
+    async fn start(&self, spec: &Endpoint, payload: Value) -> Result<Value, RunClientError> {
         self.log(format!("start {} {payload}", spec.name))?;
         Ok(json!({"task_id": "mem-1", "status": "pending"}))
     }
-    async fn check(&self, _spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError> {
+    async fn check(&self, _spec: &Endpoint, task_id: &str) -> Result<Value, RunClientError> {
         self.log(format!("check {task_id}"))?;
         Ok(json!({"status": "success", "values": {"messages": [
             {"role": "user", "content": "q"},
@@ -89,14 +89,14 @@ impl RunClient for MemoryClient {
     }
     async fn update(
         &self,
-        _spec: &AsyncSpec,
+        _spec: &Endpoint,
         task_id: &str,
         message: &str,
     ) -> Result<Value, RunClientError> {
         self.log(format!("update {task_id} {message}"))?;
         Ok(json!({"status": "running", "task_id": "something-else"}))
     }
-    async fn cancel(&self, _spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError> {
+    async fn cancel(&self, _spec: &Endpoint, task_id: &str) -> Result<Value, RunClientError> {
         self.log(format!("cancel {task_id}"))?;
         Ok(json!({"status": "cancelled"}))
     }

@@ -127,7 +127,7 @@ impl AgentBuilder {
 
     /// Adds a middleware: a value, or one already shared as `Arc<dyn Middleware>`. Hooks run
     /// in chain order (see [`middleware`](super::middleware) for the rules and
-    /// [`Placement`] for how the chain is ordered).
+    /// [`Placement`](super::Placement) for how the chain is ordered).
     pub fn middleware(mut self, middleware: impl IntoMiddleware) -> Self {
         self.middleware.push(middleware.into_middleware());
         self

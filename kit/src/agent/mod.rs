@@ -366,8 +366,8 @@ impl Agent {
         Ok(update)
     }
 
-    /// Continues a paused run: `payload` answers its interrupts (for human review, see
-    /// [`resume_review`](crate::middleware::review::resume_review)).
+    /// Continues a paused run: `payload` answers its interrupts (for human review,
+    /// `kit::middleware::review::resume_review` builds it).
     pub async fn resume(
         &self,
         payload: impl Into<Resume>,

@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 
 use crate::agent::{AgentStateUpdate, AsyncTask, Hook, Middleware};
 use crate::ids;
-use crate::protocol::{HttpRunClient, RunClient, RunClientError};
+use crate::protocol::{Endpoint, HttpRunClient, RunClient, RunClientError};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
 /// Statuses after which a task never changes again.
@@ -47,29 +47,21 @@ pub fn is_terminal(status: &str) -> bool {
 /// An async subagent: a remote graph reached through a [`RunClient`].
 #[derive(Clone)]
 pub struct AsyncSpec {
-    /// Unique name; the model passes it as `subagent_name` (or `subagent_type`).
-    pub name: String,
     /// What it is good for (shown to the model).
     pub description: String,
-    /// The remote assistant or graph id (sent as `assistant_id`).
-    pub graph_id: String,
-    /// Base URL of the worker, for the built-in HTTP client.
-    pub url: Option<String>,
+    /// Where the worker is: the subagent's name (the model passes it as `subagent_name` or
+    /// `subagent_type`), the remote graph id, the URL and the headers.
+    pub endpoint: Endpoint,
     /// A custom client; with a `url` and no client the built-in HTTP client is used.
     pub client: Option<Arc<dyn RunClient>>,
-    /// Extra headers sent on every request (credentials go here).
-    pub headers: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for AsyncSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AsyncSpec")
-            .field("name", &self.name)
-            .field("graph_id", &self.graph_id)
-            .field("url", &self.url)
+            .field("endpoint", &self.endpoint)
             .field("client", &self.client.is_some())
-            .field("headers", &self.headers.keys().collect::<Vec<_>>())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -89,18 +81,20 @@ impl AsyncSpec {
         graph_id: impl Into<String>,
     ) -> Self {
         AsyncSpec {
-            name: name.into(),
             description: description.into(),
-            graph_id: graph_id.into(),
-            url: None,
+            endpoint: Endpoint::new(name, graph_id),
             client: None,
-            headers: BTreeMap::new(),
         }
+    }
+
+    /// The subagent's unique name.
+    pub fn name(&self) -> &str {
+        &self.endpoint.name
     }
 
     /// The worker's base URL (selects the built-in HTTP client unless a client is set).
     pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.url = Some(url.into());
+        self.endpoint.url = Some(url.into());
         self
     }
 
@@ -112,13 +106,13 @@ impl AsyncSpec {
 
     /// Adds a header sent on every request.
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.insert(name.into(), value.into());
+        self.endpoint.headers.insert(name.into(), value.into());
         self
     }
 
     /// The client to use: the custom one, the HTTP one for a `url`, or none.
     fn resolved_client(&self, http: &Arc<HttpRunClient>) -> Option<Arc<dyn RunClient>> {
-        match (&self.client, &self.url) {
+        match (&self.client, &self.endpoint.url) {
             (Some(c), _) => Some(c.clone()),
             (None, Some(_)) => Some(http.clone() as Arc<dyn RunClient>),
             (None, None) => None,
@@ -169,7 +163,7 @@ fn check_specs(specs: &[AsyncSpec]) -> Result<(), crate::AgentError> {
             "at least one async subagent must be specified".into(),
         ));
     }
-    let mut names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    let mut names: Vec<&str> = specs.iter().map(|s| s.name()).collect();
     names.sort_unstable();
     let duplicates: Vec<&str> = names
         .windows(2)
@@ -293,13 +287,17 @@ fn absorb(task: &mut AsyncTask, response: &Value) {
 
 impl Inner {
     fn spec(&self, name: &str) -> Option<&AsyncSpec> {
-        self.specs.iter().find(|s| s.name == name)
+        self.specs.iter().find(|s| s.name() == name)
     }
 
     /// The error result for a name that matches no spec. Its text begins with `Unknown async
     /// subagent type` (spec §7), without the `Error: ` prefix of failed tools.
     fn unknown_type(&self, name: &str) -> ToolOutput {
-        let names: Vec<String> = self.specs.iter().map(|s| format!("`{}`", s.name)).collect();
+        let names: Vec<String> = self
+            .specs
+            .iter()
+            .map(|s| format!("`{}`", s.name()))
+            .collect();
         ToolOutput::error(format!(
             "Unknown async subagent type `{name}`. Available types: {}",
             names.join(", ")
@@ -321,7 +319,7 @@ impl Inner {
                 "say which async subagent to start with `subagent_name`; available: {}",
                 self.specs
                     .iter()
-                    .map(|s| s.name.as_str())
+                    .map(|s| s.name())
                     .collect::<Vec<_>>()
                     .join(", ")
             )));
@@ -332,9 +330,9 @@ impl Inner {
         let now = ids::now_rfc3339();
         let mut task = AsyncTask {
             task_id: String::new(),
-            subagent_name: spec.name.clone(),
-            graph_id: spec.graph_id.clone(),
-            url: spec.url.clone(),
+            subagent_name: spec.name().to_string(),
+            graph_id: spec.endpoint.graph_id.clone(),
+            url: spec.endpoint.url.clone(),
             status: "pending".to_string(),
             created_at: now.clone(),
             last_updated_at: Some(now),
@@ -350,16 +348,16 @@ impl Inner {
                 "note": format!(
                     "async subagent `{}` has no url or client: the task is recorded but nothing \
                      runs it",
-                    spec.name
+                    spec.name()
                 ),
             });
             return Ok(json_output(out).with_update(record_update(task)));
         };
         let payload = json!({
-            "assistant_id": spec.graph_id,
+            "assistant_id": spec.endpoint.graph_id,
             "input": {"messages": [{"role": "user", "content": args.description}]},
         });
-        match client.start(spec, payload).await {
+        match client.start(&spec.endpoint, payload).await {
             Ok(response) => {
                 task.task_id = remote::task_id(&response)
                     .unwrap_or_else(|| format!("async-{}", ids::random()));
@@ -393,9 +391,9 @@ impl Inner {
             ));
         };
         let Some(client) = spec.resolved_client(&self.http) else {
-            return Err((task, RunClientError::NoWorker(spec.name.clone())));
+            return Err((task, RunClientError::NoWorker(spec.name().to_string())));
         };
-        match client.check(spec, &task.task_id).await {
+        match client.check(&spec.endpoint, &task.task_id).await {
             Ok(response) => {
                 absorb(&mut task, &response);
                 Ok(task)
@@ -456,10 +454,13 @@ impl Inner {
             return Ok(self.client_error(
                 "failed to update the task",
                 Some(task),
-                RunClientError::NoWorker(spec.name.clone()),
+                RunClientError::NoWorker(spec.name().to_string()),
             ));
         };
-        match client.update(spec, &task.task_id, &args.message).await {
+        match client
+            .update(&spec.endpoint, &task.task_id, &args.message)
+            .await
+        {
             Ok(response) => {
                 task.updates.push(args.message);
                 let id = task.task_id.clone();
@@ -488,7 +489,7 @@ impl Inner {
             .spec(&task.subagent_name)
             .and_then(|s| s.resolved_client(&self.http).map(|c| (s, c)));
         let response = match client {
-            Some((spec, client)) => match client.cancel(spec, &task.task_id).await {
+            Some((spec, client)) => match client.cancel(&spec.endpoint, &task.task_id).await {
                 Ok(r) => Some(r),
                 Err(e) => return Ok(self.client_error("failed to cancel the task", Some(task), e)),
             },
@@ -555,7 +556,7 @@ impl Inner {
 fn start_description(specs: &[AsyncSpec]) -> String {
     let mut list = String::new();
     for s in specs {
-        list.push_str(&format!("- {}: {}\n", s.name, s.description));
+        list.push_str(&format!("- {}: {}\n", s.name(), s.description));
     }
     format!(
         "Start a background task on a remote async subagent and get its task_id at once. \
@@ -593,7 +594,7 @@ impl Middleware for AsyncSubagentMiddleware {
     }
 
     fn tools(&self) -> Vec<Tool> {
-        let names: Vec<&str> = self.inner.specs.iter().map(|s| s.name.as_str()).collect();
+        let names: Vec<&str> = self.inner.specs.iter().map(|s| s.name()).collect();
         let name_hint = format!("The async subagent to use: one of {}.", names.join(", "));
         let task_id = json!({
             "type": "string",

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::Endpoint;
 use crate::http::{HttpClient, HttpError, HttpErrorKind, HttpRequest, Method};
-use crate::middleware::async_subagents::AsyncSpec;
 
 /// Talking to a worker failed. The message says what happened and what to check; the task
 /// record is kept either way.
@@ -75,18 +75,18 @@ pub enum RunClientError {
 #[async_trait::async_trait]
 pub trait RunClient: Send + Sync + 'static {
     /// Starts a run; `payload` is `{"assistant_id", "input": {"messages": [..]}}`.
-    async fn start(&self, spec: &AsyncSpec, payload: Value) -> Result<Value, RunClientError>;
+    async fn start(&self, endpoint: &Endpoint, payload: Value) -> Result<Value, RunClientError>;
     /// Fetches a run (status, result, values.messages).
-    async fn check(&self, spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError>;
+    async fn check(&self, endpoint: &Endpoint, task_id: &str) -> Result<Value, RunClientError>;
     /// Sends a follow-up message to a run.
     async fn update(
         &self,
-        spec: &AsyncSpec,
+        endpoint: &Endpoint,
         task_id: &str,
         message: &str,
     ) -> Result<Value, RunClientError>;
     /// Cancels a run.
-    async fn cancel(&self, spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError>;
+    async fn cancel(&self, endpoint: &Endpoint, task_id: &str) -> Result<Value, RunClientError>;
 }
 
 /// The built-in HTTP client of the run protocol (spec §4.1), on [`kit::http`](crate::http):
@@ -145,25 +145,25 @@ impl HttpRunClient {
         HttpRunClient { http }
     }
 
-    fn url(spec: &AsyncSpec, path: &str) -> Result<String, RunClientError> {
-        let base = spec
+    fn url(endpoint: &Endpoint, path: &str) -> Result<String, RunClientError> {
+        let base = endpoint
             .url
             .as_deref()
-            .ok_or_else(|| RunClientError::NoWorker(spec.name.clone()))?;
+            .ok_or_else(|| RunClientError::NoWorker(endpoint.name.clone()))?;
         Ok(format!("{}{path}", base.trim_end_matches('/')))
     }
 
     async fn send(
         &self,
-        spec: &AsyncSpec,
+        endpoint: &Endpoint,
         method: Method,
         path: &str,
         body: Option<Value>,
         repeat: Repeat,
     ) -> Result<Value, RunClientError> {
-        let url = Self::url(spec, path)?;
+        let url = Self::url(endpoint, path)?;
         let mut request = HttpRequest::new(method, &url);
-        for (k, v) in &spec.headers {
+        for (k, v) in &endpoint.headers {
             request = request.header(k, v);
         }
         if let Some(body) = body {
@@ -243,14 +243,14 @@ fn segment(id: &str) -> String {
 
 #[async_trait::async_trait]
 impl RunClient for HttpRunClient {
-    async fn start(&self, spec: &AsyncSpec, payload: Value) -> Result<Value, RunClientError> {
-        self.send(spec, Method::POST, "/runs", Some(payload), Repeat::Once)
+    async fn start(&self, endpoint: &Endpoint, payload: Value) -> Result<Value, RunClientError> {
+        self.send(endpoint, Method::POST, "/runs", Some(payload), Repeat::Once)
             .await
     }
 
-    async fn check(&self, spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError> {
+    async fn check(&self, endpoint: &Endpoint, task_id: &str) -> Result<Value, RunClientError> {
         self.send(
-            spec,
+            endpoint,
             Method::GET,
             &format!("/runs/{}", segment(task_id)),
             None,
@@ -261,12 +261,12 @@ impl RunClient for HttpRunClient {
 
     async fn update(
         &self,
-        spec: &AsyncSpec,
+        endpoint: &Endpoint,
         task_id: &str,
         message: &str,
     ) -> Result<Value, RunClientError> {
         self.send(
-            spec,
+            endpoint,
             Method::POST,
             &format!("/runs/{}/input", segment(task_id)),
             Some(json!({ "message": message })),
@@ -275,9 +275,9 @@ impl RunClient for HttpRunClient {
         .await
     }
 
-    async fn cancel(&self, spec: &AsyncSpec, task_id: &str) -> Result<Value, RunClientError> {
+    async fn cancel(&self, endpoint: &Endpoint, task_id: &str) -> Result<Value, RunClientError> {
         self.send(
-            spec,
+            endpoint,
             Method::POST,
             &format!("/runs/{}/cancel", segment(task_id)),
             None,

@@ -8,12 +8,14 @@
 //! | cancel | `POST {url}/runs/{task_id}/cancel` | at least `{"status": ..}` |
 //!
 //! A run response carries `status`, `result`, `thread_id`, `run_id`, `id` and `values.messages`
-//! (read by the supervisor). The spec's headers are sent on every request.
+//! (read by the supervisor). The [`Endpoint`]'s headers are sent on every request.
 //!
 //! [`RunClient`] is the client side as a trait (implement it to reach workers another way);
 //! [`HttpRunClient`] speaks the protocol over HTTP. The worker side is
 //! `kit::server` (feature `server`).
 
 mod client;
+mod endpoint;
 
 pub use client::{HttpRunClient, RunClient, RunClientError};
+pub use endpoint::Endpoint;
