@@ -145,6 +145,7 @@ pub mod protocol;
 pub mod server;
 pub mod state;
 pub mod testing;
+mod text;
 pub mod trace;
 /// Tools: what a model can call (part of the agent layer; see [`agent::tool`]).
 pub use agent::tool;

@@ -274,13 +274,7 @@ impl HttpErrorDetails {
     }
 }
 
-fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(max).collect::<String>())
-    }
-}
+use crate::text::clip;
 
 fn retryable_status(status: u16) -> bool {
     status == 408 || status == 429 || status >= 500

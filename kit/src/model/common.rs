@@ -225,13 +225,7 @@ pub(crate) fn f32_json(x: f32) -> Value {
         .map_or(Value::Null, Value::Number)
 }
 
-pub(crate) fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(max).collect::<String>())
-    }
-}
+pub(crate) use crate::text::clip;
 
 pub(crate) fn u64_at(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)

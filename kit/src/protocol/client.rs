@@ -223,12 +223,7 @@ fn run_error(url: &str, e: &HttpError) -> RunClientError {
 }
 
 fn clip(s: &str) -> String {
-    let s = s.trim();
-    if s.chars().count() > 300 {
-        format!("{}…", s.chars().take(300).collect::<String>())
-    } else {
-        s.to_string()
-    }
+    crate::text::clip(s.trim(), 300)
 }
 
 fn segment(id: &str) -> String {

@@ -129,15 +129,7 @@ pub trait Hosted: Send + Sync + 'static {
 }
 
 fn clip(s: String) -> String {
-    const MAX: usize = 2000;
-    if s.len() <= MAX {
-        return s;
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+    crate::text::clip(&s, 2000)
 }
 
 /// How a run continues, read from the thread's checkpoint: a run that an earlier attempt

@@ -120,16 +120,7 @@ pub(crate) fn body_object(
     }
 }
 
-pub(crate) fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub(crate) use crate::text::json_type as kind_of;
 
 /// An optional string field.
 pub(crate) fn opt_str(body: &Map<String, Value>, key: &str) -> ApiResult<Option<String>> {

@@ -47,6 +47,7 @@ use super::{AgentState, AgentStateUpdate};
 use crate::graph::{NodeContext, NodeError, Pause};
 use crate::message::{Content, Message, ToolCall, ToolStatus};
 use crate::model::ToolSpec;
+use crate::text::{clip, json_type, panic_text};
 
 /// A tool: its spec for the model and its handler. Cheap to clone.
 #[derive(Clone)]
@@ -240,7 +241,7 @@ impl Tool {
                         Ok(result) => result,
                         Err(panic) => Err(ToolError::Failed(format!(
                             "the tool crashed ({}); this is a bug in the tool, not in your call",
-                            panic_text(&panic)
+                            panic_text(panic.as_ref()).unwrap_or("panic")
                         ))),
                     }
                 }
@@ -516,35 +517,6 @@ pub fn truncate_content(content: &mut Content, max: usize) {
     *content = Content::Text(format!(
         "{kept}\n\n[... result truncated: showing {max} of {total} characters]"
     ));
-}
-
-fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(max).collect::<String>())
-    }
-}
-
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
-fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic".to_string()
-    }
 }
 
 #[cfg(test)]
