@@ -131,9 +131,9 @@ async fn retries_end_with_the_last_status_and_body() {
         .send(HttpRequest::post(&server.url()))
         .await
         .unwrap_err();
-    assert_eq!(err.kind, HttpErrorKind::Status);
-    assert_eq!((err.status, err.attempts), (Some(500), 3));
-    assert!(err.body.contains("still broken"));
+    assert_eq!(err.kind(), HttpErrorKind::Status);
+    assert_eq!((err.status(), err.attempts()), (Some(500), 3));
+    assert!(err.body().contains("still broken"));
     let text = err.to_string();
     assert!(text.contains("HTTP 500 (after 3 attempts)"), "{text}");
     assert!(text.contains("try again later"), "{text}");
@@ -149,7 +149,7 @@ async fn other_client_errors_are_never_retried() {
             .send(HttpRequest::get(&server.url()))
             .await
             .unwrap_err();
-        assert_eq!(err.status, Some(status));
+        assert_eq!(err.status(), Some(status));
         assert_eq!(
             server.request_count(),
             1,
@@ -213,7 +213,7 @@ async fn a_retry_after_too_long_is_returned_not_waited_for() {
         .send(HttpRequest::post(&server.url()))
         .await
         .unwrap_err();
-    assert_eq!(err.retry_after, Some(Duration::from_secs(3600)));
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(3600)));
     assert!(err.to_string().contains("retry after 3600.0s"), "{err}");
     assert_eq!(server.request_count(), 1);
 }
@@ -224,8 +224,8 @@ async fn connection_failures_are_retried_then_reported() {
     let url = format!("http://{}/", listener.local_addr().unwrap());
     drop(listener); // nothing listens there any more
     let err = client().send(HttpRequest::get(&url)).await.unwrap_err();
-    assert_eq!(err.kind, HttpErrorKind::Connection);
-    assert_eq!(err.attempts, 3);
+    assert_eq!(err.kind(), HttpErrorKind::Connection);
+    assert_eq!(err.attempts(), 3);
     assert!(
         err.to_string().contains("check the URL and the network"),
         "{err}"
@@ -244,8 +244,8 @@ async fn no_answer_is_a_timeout_and_is_retried() {
         )
         .await
         .unwrap_err();
-    assert_eq!(err.kind, HttpErrorKind::Timeout);
-    assert_eq!(err.timeout, Some(Duration::from_millis(200)));
+    assert_eq!(err.kind(), HttpErrorKind::Timeout);
+    assert_eq!(err.timeout(), Some(Duration::from_millis(200)));
     assert_eq!(server.request_count(), 2);
     assert!(err.to_string().contains("raise the timeout"), "{err}");
 }
@@ -266,7 +266,7 @@ async fn a_stream_is_not_retried_once_its_body_started() {
     assert_eq!(events.next().await.unwrap().unwrap().data, "one");
     assert_eq!(events.next().await.unwrap().unwrap().data, "two");
     let err = events.next().await.unwrap().unwrap_err();
-    assert_eq!(err.kind, HttpErrorKind::Body);
+    assert_eq!(err.kind(), HttpErrorKind::Body);
     assert!(err.to_string().contains("broke off mid-stream"), "{err}");
     assert!(events.next().await.is_none());
     assert_eq!(
@@ -287,7 +287,7 @@ async fn a_silent_stream_times_out() {
     let mut events = stream.sse();
     assert_eq!(events.next().await.unwrap().unwrap().data, "hello");
     let err = events.next().await.unwrap().unwrap_err();
-    assert_eq!(err.kind, HttpErrorKind::Timeout);
+    assert_eq!(err.kind(), HttpErrorKind::Timeout);
 }
 
 #[tokio::test]

@@ -184,7 +184,7 @@ pub enum ModerationError {
 
 /// What to add to an HTTP error's own advice for the moderation endpoint.
 fn http_hint(e: &HttpError) -> &'static str {
-    match (e.kind, e.status) {
+    match (e.kind(), e.status()) {
         (HttpErrorKind::Status, Some(401 | 403)) => {
             " (the key comes from OPENAI_API_KEY, Config::openai_api_key or \
              ModerationMiddleware::api_key)"

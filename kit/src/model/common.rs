@@ -116,32 +116,32 @@ impl ProviderError {
 /// provider's error type and code, and the message (context overflow).
 pub(crate) fn map_http_error(provider: &str, e: HttpError) -> ModelError {
     let provider = provider.to_string();
-    match e.kind {
+    match e.kind() {
         HttpErrorKind::Status => {
-            let status = e.status.unwrap_or(0);
-            let parsed = ProviderError::parse(&e.body);
-            classify(provider, Some(status), &parsed, e.retry_after)
+            let status = e.status().unwrap_or(0);
+            let parsed = ProviderError::parse(&e.body());
+            classify(provider, Some(status), &parsed, e.retry_after())
         }
         HttpErrorKind::Timeout => ModelError::Timeout {
             provider,
-            after: e.timeout.unwrap_or_default(),
+            after: e.timeout().unwrap_or_default(),
         },
         HttpErrorKind::Connection => ModelError::Connection {
             provider,
             message: format!(
                 "{} {} ({} attempt{}): {}; check the base URL and the network",
-                e.method,
-                e.url,
-                e.attempts,
-                if e.attempts == 1 { "" } else { "s" },
-                e.message
+                e.method(),
+                e.url(),
+                e.attempts(),
+                if e.attempts() == 1 { "" } else { "s" },
+                e.message()
             ),
         },
         HttpErrorKind::Body => ModelError::Connection {
             provider,
             message: format!(
                 "the answer broke off mid-stream ({}); it is incomplete — try again",
-                e.message
+                e.message()
             ),
         },
         HttpErrorKind::Decode => ModelError::MalformedResponse {
@@ -159,8 +159,7 @@ pub(crate) fn map_http_error_scrubbed(
     mut e: HttpError,
     secrets: &[&str],
 ) -> ModelError {
-    e.body = redact_secrets(&e.body, secrets);
-    e.message = redact_secrets(&e.message, secrets);
+    e.scrub(|text| redact_secrets(text, secrets));
     map_http_error(provider, e)
 }
 

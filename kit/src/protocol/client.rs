@@ -199,25 +199,25 @@ impl HttpRunClient {
 /// The run-protocol error for a failed request.
 fn run_error(url: &str, e: &HttpError) -> RunClientError {
     let url = url.to_string();
-    match (e.kind, e.status) {
+    match (e.kind(), e.status()) {
         (HttpErrorKind::Status, Some(status @ (401 | 403))) => RunClientError::Unauthorized {
             url,
             status,
-            body: clip(&e.body),
+            body: clip(&e.body()),
         },
         (HttpErrorKind::Status, Some(status)) => RunClientError::Status {
             url,
             status,
-            body: clip(&e.body),
+            body: clip(&e.body()),
         },
         (HttpErrorKind::Timeout, _) => RunClientError::Timeout {
             url,
-            after: e.timeout.unwrap_or_default(),
+            after: e.timeout().unwrap_or_default(),
         },
         (HttpErrorKind::Request, _) => RunClientError::Other(e.to_string()),
         _ => RunClientError::Transport {
             url,
-            message: e.message.clone(),
+            message: e.message().to_string(),
         },
     }
 }

@@ -1,0 +1,420 @@
+//! The client: one shared connection pool, timeouts, retries and tracing for every request.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use super::error::{Inner, retryable_status};
+use super::response::{BodyMeta, body_stream};
+use super::retry::{retry_reason, should_retry_header};
+use super::{
+    HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpStream, Method, RetryPolicy,
+    parse_retry_after,
+};
+use crate::text::clip;
+
+/// The default timeout of an [`HttpClient`]: 60 seconds.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The connect timeout of the shared client: 10 seconds.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+static SHARED: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+
+fn shared_client() -> Result<reqwest::Client, String> {
+    SHARED
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .user_agent(concat!("kit/", env!("CARGO_PKG_VERSION")))
+                .connect_timeout(CONNECT_TIMEOUT)
+                .build()
+                .map_err(|e| format!("the HTTP client could not be created: {e}"))
+        })
+        .clone()
+}
+
+/// Sends requests with timeouts, retries and tracing. Cheap to clone; clones share the
+/// connection pool.
+#[derive(Clone, Debug)]
+pub struct HttpClient {
+    client: Result<reqwest::Client, String>,
+    timeout: Duration,
+    retry: RetryPolicy,
+}
+
+impl Default for HttpClient {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+enum Attempt {
+    Done(reqwest::Response),
+    Failed(HttpError),
+}
+
+impl HttpClient {
+    /// A client on the process-wide shared connection pool, with [`DEFAULT_TIMEOUT`] and the
+    /// default [`RetryPolicy`].
+    pub fn new() -> Self {
+        HttpClient {
+            client: shared_client(),
+            timeout: DEFAULT_TIMEOUT,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// A client on your own `reqwest::Client` (proxies, custom TLS roots).
+    pub fn with_reqwest(client: reqwest::Client) -> Self {
+        HttpClient {
+            client: Ok(client),
+            ..Self::new()
+        }
+    }
+
+    /// Sets the default timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Sets the number of retries.
+    pub fn max_retries(mut self, retries: u32) -> Self {
+        self.retry.max_retries = retries;
+        self
+    }
+
+    /// The default timeout.
+    pub fn default_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The retry policy.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.retry
+    }
+
+    /// Sends a request and reads the whole response; retries as the [`RetryPolicy`] says.
+    /// A non-2xx status is an [`HttpErrorKind::Status`] error carrying the body.
+    pub async fn send(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let timeout = request.timeout.unwrap_or(self.timeout);
+        let shown = request.shown_url();
+        self.run(&request, false, |response, attempt, _started| {
+            let shown = shown.clone();
+            let method = request.method.clone();
+            async move {
+                let status = response.status().as_u16();
+                let headers = response.headers().clone();
+                match response.bytes().await {
+                    Ok(body) => Ok(HttpResponse {
+                        status,
+                        headers,
+                        body,
+                        method: method.to_string(),
+                        url: shown,
+                    }),
+                    Err(e) => Err(classify(&method, &shown, e, timeout, attempt)),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Sends a request and returns as soon as a 2xx response head arrives, with the body as a
+    /// stream. Retries happen only before that point; a failure mid-body is reported by the
+    /// stream and never retried (the caller has seen part of it).
+    pub async fn send_stream(&self, request: HttpRequest) -> Result<HttpStream, HttpError> {
+        let timeout = request.timeout.unwrap_or(self.timeout);
+        let shown = request.shown_url();
+        self.run(&request, true, |response, attempt, started| {
+            let shown = shown.clone();
+            let method = request.method.clone();
+            async move {
+                let status = response.status().as_u16();
+                let headers = response.headers().clone();
+                let host = response.url().host_str().unwrap_or("").to_string();
+                let path = response.url().path().to_string();
+                let body = body_stream(
+                    response,
+                    BodyMeta {
+                        method,
+                        shown,
+                        host,
+                        path,
+                        timeout,
+                        attempt,
+                        started,
+                    },
+                );
+                Ok(HttpStream {
+                    status,
+                    headers,
+                    body,
+                })
+            }
+        })
+        .await
+    }
+
+    /// The retry loop shared by `send` and `send_stream`: `finish` turns a 2xx response into
+    /// the result (its failure counts as a failed attempt).
+    async fn run<T, F, Fut>(
+        &self,
+        request: &HttpRequest,
+        stream: bool,
+        finish: F,
+    ) -> Result<T, HttpError>
+    where
+        F: Fn(reqwest::Response, u32, Instant) -> Fut,
+        Fut: std::future::Future<Output = Result<T, HttpError>>,
+    {
+        let method = request.method.clone();
+        let shown = request.shown_url();
+        let timeout = request.timeout.unwrap_or(self.timeout);
+        let max_retries = request.max_retries.unwrap_or(self.retry.max_retries);
+        let url = match (&request.url, &request.error) {
+            (Err(e), _) | (Ok(_), Some(e)) => {
+                return Err(HttpError::new(
+                    HttpErrorKind::Request,
+                    &method,
+                    &shown,
+                    e.clone(),
+                ));
+            }
+            (Ok(url), None) => url.clone(),
+        };
+        let client = self
+            .client
+            .clone()
+            .map_err(|e| HttpError::new(HttpErrorKind::Request, &method, &shown, e))?;
+        let host = url.host_str().unwrap_or("").to_string();
+        let path = url.path().to_string();
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            tracing::debug!(
+                target: "kit::http",
+                phase = "start",
+                method = %method,
+                host = %host,
+                path = %path,
+                url = %shown,
+                attempt,
+                stream,
+                "http request start"
+            );
+            let started = Instant::now();
+            let mut builder = client
+                .request(method.clone(), url.clone())
+                .headers(request.headers.clone());
+            if let Some(body) = &request.body {
+                builder = builder.body(body.clone());
+            }
+            let outcome = if stream {
+                match tokio::time::timeout(timeout, builder.send()).await {
+                    Ok(Ok(r)) => Attempt::Done(r),
+                    Ok(Err(e)) => Attempt::Failed(classify(&method, &shown, e, timeout, attempt)),
+                    Err(_) => Attempt::Failed(timeout_error(&method, &shown, timeout, attempt)),
+                }
+            } else {
+                match builder.timeout(timeout).send().await {
+                    Ok(r) => Attempt::Done(r),
+                    Err(e) => Attempt::Failed(classify(&method, &shown, e, timeout, attempt)),
+                }
+            };
+            let error = match outcome {
+                Attempt::Done(response) if response.status().is_success() => {
+                    let status = response.status().as_u16();
+                    match finish(response, attempt, started).await {
+                        Ok(value) => {
+                            tracing::debug!(
+                                target: "kit::http",
+                                phase = "stop",
+                                method = %method,
+                                host = %host,
+                                path = %path,
+                                status,
+                                attempt,
+                                duration_ms = started.elapsed().as_millis() as u64,
+                                "http request stop"
+                            );
+                            return Ok(value);
+                        }
+                        Err(e) => e,
+                    }
+                }
+                Attempt::Done(response) => {
+                    status_error(&method, &shown, response, timeout, attempt, started).await
+                }
+                Attempt::Failed(e) => e,
+            };
+            let duration_ms = started.elapsed().as_millis() as u64;
+            match error.status() {
+                Some(status) => tracing::debug!(
+                    target: "kit::http",
+                    phase = "stop",
+                    method = %method,
+                    host = %host,
+                    path = %path,
+                    status,
+                    attempt,
+                    duration_ms,
+                    "http request stop"
+                ),
+                None => tracing::warn!(
+                    target: "kit::http",
+                    phase = "exception",
+                    method = %method,
+                    host = %host,
+                    path = %path,
+                    error = ?error.kind(),
+                    message = %error.message(),
+                    attempt,
+                    duration_ms,
+                    "http request exception"
+                ),
+            }
+            let Some(delay) = self.retry_delay(&error, attempt, max_retries) else {
+                let mut error = error;
+                error.inner.attempts = attempt;
+                return Err(error);
+            };
+            tracing::info!(
+                target: "kit::http",
+                phase = "retry",
+                method = %method,
+                host = %host,
+                path = %path,
+                attempt,
+                reason = %retry_reason(&error),
+                delay_ms = delay.as_millis() as u64,
+                "http request retry"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// How long to wait before the next attempt, or `None` to give up.
+    pub(super) fn retry_delay(
+        &self,
+        error: &HttpError,
+        attempt: u32,
+        max_retries: u32,
+    ) -> Option<Duration> {
+        if attempt > max_retries {
+            return None;
+        }
+        let retry = match error.kind() {
+            HttpErrorKind::Status => {
+                let forced = should_retry_header(&error.headers());
+                match forced {
+                    Some(f) => f,
+                    None => error.status().is_some_and(retryable_status),
+                }
+            }
+            HttpErrorKind::Timeout | HttpErrorKind::Connection => true,
+            HttpErrorKind::Body | HttpErrorKind::Decode | HttpErrorKind::Request => false,
+        };
+        if !retry {
+            return None;
+        }
+        match error.retry_after() {
+            Some(wait) if wait > self.retry.max_retry_after => None,
+            Some(wait) => Some(wait),
+            None => Some(self.retry.backoff(attempt)),
+        }
+    }
+}
+
+fn timeout_error(method: &Method, shown: &str, timeout: Duration, attempt: u32) -> HttpError {
+    Inner {
+        timeout: Some(timeout),
+        attempts: attempt,
+        ..Inner::new(
+            HttpErrorKind::Timeout,
+            method,
+            shown,
+            format!("no response within {timeout:?}"),
+        )
+    }
+    .into()
+}
+
+/// The text of an error and its sources, without the URL (reqwest puts the full URL, query
+/// included, in its messages).
+pub(super) fn error_chain(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}
+
+fn classify(
+    method: &Method,
+    shown: &str,
+    e: reqwest::Error,
+    timeout: Duration,
+    attempt: u32,
+) -> HttpError {
+    if e.is_timeout() {
+        return timeout_error(method, shown, timeout, attempt);
+    }
+    let kind = if e.is_builder() {
+        HttpErrorKind::Request
+    } else {
+        HttpErrorKind::Connection
+    };
+    Inner {
+        attempts: attempt,
+        ..Inner::new(kind, method, shown, error_chain(e))
+    }
+    .into()
+}
+
+/// Reads the body of a non-2xx response (bounded by the timeout) into a status error.
+async fn status_error(
+    method: &Method,
+    shown: &str,
+    response: reqwest::Response,
+    timeout: Duration,
+    attempt: u32,
+    started: Instant,
+) -> HttpError {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let retry_after = parse_retry_after(&headers);
+    let left = timeout
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_secs(1));
+    let body = match tokio::time::timeout(left, response.bytes()).await {
+        Ok(Ok(b)) => clip(&String::from_utf8_lossy(&b), 8000),
+        Ok(Err(_)) | Err(_) => String::new(),
+    };
+    Inner {
+        status: Some(status),
+        headers,
+        body,
+        retry_after,
+        attempts: attempt,
+        ..Inner::new(
+            HttpErrorKind::Status,
+            method,
+            shown,
+            format!("HTTP {status}"),
+        )
+    }
+    .into()
+}

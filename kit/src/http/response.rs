@@ -1,0 +1,173 @@
+//! What comes back: a complete response, or a streamed body with an idle timeout.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use serde::de::DeserializeOwned;
+
+use super::client::error_chain;
+use super::error::Inner;
+use super::{HeaderMap, HttpError, HttpErrorKind, Method, SseStream};
+use crate::text::clip;
+
+/// A complete response with a success status.
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    /// The status (2xx).
+    pub status: u16,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body.
+    pub body: Bytes,
+    pub(super) method: String,
+    pub(super) url: String,
+}
+
+impl HttpResponse {
+    /// The body as text (invalid UTF-8 replaced).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The body parsed as JSON.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, HttpError> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            Inner {
+                kind: HttpErrorKind::Decode,
+                method: self.method.clone(),
+                url: self.url.clone(),
+                status: Some(self.status),
+                headers: HeaderMap::new(),
+                body: clip(&self.text(), 2000),
+                retry_after: None,
+                timeout: None,
+                attempts: 1,
+                message: format!("the body is not the expected JSON ({e})"),
+            }
+            .into()
+        })
+    }
+}
+
+/// A response whose body arrives as a stream (status 2xx).
+pub struct HttpStream {
+    /// The status (2xx).
+    pub status: u16,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body chunks. A failure after the body started is an [`HttpErrorKind::Body`] error
+    /// (or [`HttpErrorKind::Timeout`] when the server fell silent).
+    pub body: BoxStream<'static, Result<Bytes, HttpError>>,
+}
+
+impl std::fmt::Debug for HttpStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpStream")
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpStream {
+    /// The body decoded as server-sent events.
+    pub fn sse(self) -> SseStream {
+        SseStream::new(self.body)
+    }
+}
+
+pub(super) struct BodyMeta {
+    pub(super) method: Method,
+    pub(super) shown: String,
+    pub(super) host: String,
+    pub(super) path: String,
+    pub(super) timeout: Duration,
+    pub(super) attempt: u32,
+    pub(super) started: Instant,
+}
+
+struct BodyState {
+    inner: BoxStream<'static, reqwest::Result<Bytes>>,
+    info: BodyMeta,
+    bytes: u64,
+    done: bool,
+}
+
+impl BodyMeta {
+    fn fail(&self, kind: HttpErrorKind, message: String, bytes: u64) -> HttpError {
+        tracing::warn!(
+            target: "kit::http",
+            phase = "body_exception",
+            method = %self.method,
+            host = %self.host,
+            path = %self.path,
+            error = ?kind,
+            message = %message,
+            bytes,
+            attempt = self.attempt,
+            duration_ms = self.started.elapsed().as_millis() as u64,
+            "http body exception"
+        );
+        Inner {
+            timeout: (kind == HttpErrorKind::Timeout).then_some(self.timeout),
+            attempts: self.attempt,
+            ..Inner::new(kind, &self.method, &self.shown, message)
+        }
+        .into()
+    }
+}
+
+/// The body of a streamed response, with an idle timeout per chunk and tracing at the end.
+pub(super) fn body_stream(
+    response: reqwest::Response,
+    info: BodyMeta,
+) -> BoxStream<'static, Result<Bytes, HttpError>> {
+    let state = BodyState {
+        inner: response.bytes_stream().boxed(),
+        info,
+        bytes: 0,
+        done: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        match tokio::time::timeout(st.info.timeout, st.inner.next()).await {
+            Ok(Some(Ok(chunk))) => {
+                st.bytes += chunk.len() as u64;
+                Some((Ok(chunk), st))
+            }
+            Ok(Some(Err(e))) => {
+                st.done = true;
+                let message = format!("{} after {} bytes", error_chain(e), st.bytes);
+                let err = st.info.fail(HttpErrorKind::Body, message, st.bytes);
+                Some((Err(err), st))
+            }
+            Ok(None) => {
+                tracing::debug!(
+                    target: "kit::http",
+                    phase = "body_stop",
+                    method = %st.info.method,
+                    host = %st.info.host,
+                    path = %st.info.path,
+                    bytes = st.bytes,
+                    attempt = st.info.attempt,
+                    duration_ms = st.info.started.elapsed().as_millis() as u64,
+                    "http body stop"
+                );
+                None
+            }
+            Err(_) => {
+                st.done = true;
+                let message = format!(
+                    "the server sent nothing for {:?} after {} bytes",
+                    st.info.timeout, st.bytes
+                );
+                let err = st.info.fail(HttpErrorKind::Timeout, message, st.bytes);
+                Some((Err(err), st))
+            }
+        }
+    })
+    .boxed()
+}

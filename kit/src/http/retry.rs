@@ -1,0 +1,108 @@
+//! When and how long to wait before trying a request again.
+
+use std::time::{Duration, SystemTime};
+
+use super::{HeaderMap, HttpError, HttpErrorKind};
+
+/// How failed requests are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (default 2, like the official OpenAI and Anthropic SDKs).
+    pub max_retries: u32,
+    /// The first backoff (default 500 ms); it doubles with each retry.
+    pub initial_backoff: Duration,
+    /// The longest backoff (default 8 s).
+    pub max_backoff: Duration,
+    /// The longest `Retry-After` kit waits for (default 60 s); a longer one ends the retries.
+    pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 2,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The backoff before retry number `retry` (1-based), with jitter: a random duration
+    /// between half and all of `min(initial · 2^(retry-1), max)`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let p = kit::http::RetryPolicy::default();
+    /// let d = p.backoff(3);
+    /// assert!(d >= Duration::from_millis(1000) && d <= Duration::from_millis(2000));
+    /// ```
+    pub fn backoff(&self, retry: u32) -> Duration {
+        let exp = retry.saturating_sub(1).min(30);
+        let full = self
+            .initial_backoff
+            .saturating_mul(1u32 << exp)
+            .min(self.max_backoff);
+        let half = full / 2;
+        half + half.mul_f64(fastrand::f64())
+    }
+}
+
+pub(super) fn retry_reason(error: &HttpError) -> String {
+    match (error.kind(), error.status()) {
+        (HttpErrorKind::Status, Some(s)) if error.retry_after().is_some() => {
+            format!("HTTP {s}, server asked to wait")
+        }
+        (HttpErrorKind::Status, Some(s)) => format!("HTTP {s}"),
+        (HttpErrorKind::Timeout, _) => "timeout".to_string(),
+        _ => "connection failed".to_string(),
+    }
+}
+
+/// The `x-should-retry` header, when the server sent one.
+pub(super) fn should_retry_header(headers: &HeaderMap) -> Option<bool> {
+    match headers.get("x-should-retry")?.to_str().ok()?.trim() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
+/// How long the server asked to wait: `retry-after-ms` (milliseconds, OpenAI), else
+/// `Retry-After` as delta-seconds or an HTTP-date (RFC 9110 §10.2.3).
+///
+/// ```
+/// use kit::http::{HeaderMap, HeaderValue, parse_retry_after};
+/// use std::time::Duration;
+/// let mut h = HeaderMap::new();
+/// h.insert("retry-after", HeaderValue::from_static("7"));
+/// assert_eq!(parse_retry_after(&h), Some(Duration::from_secs(7)));
+/// h.insert("retry-after", HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+/// assert_eq!(parse_retry_after(&h), Some(Duration::ZERO)); // a date in the past: no wait
+/// h.insert("retry-after-ms", HeaderValue::from_static("250"));
+/// assert_eq!(parse_retry_after(&h), Some(Duration::from_millis(250)));
+/// ```
+pub fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let value = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return ((0.0..1e9).contains(&secs)).then(|| Duration::from_secs_f64(secs));
+    }
+    let date = httpdate::parse_http_date(value).ok()?;
+    Some(
+        date.duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
