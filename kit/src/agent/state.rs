@@ -67,19 +67,50 @@ impl AgentState {
 
     /// Tool calls of the last assistant message that no tool message answers yet.
     pub fn pending_tool_calls(&self) -> Vec<&crate::message::ToolCall> {
-        let Some(i) = self.last_ai_index() else {
-            return Vec::new();
-        };
-        let answered: Vec<&str> = self.messages[i + 1..]
-            .iter()
-            .filter(|m| m.role == Role::Tool)
-            .filter_map(|m| m.tool_call_id.as_deref())
-            .collect();
-        self.messages[i]
-            .tool_calls
-            .iter()
-            .filter(|c| !answered.contains(&c.id.as_str()))
-            .collect()
+        pending_calls(&self.messages, &[]).0
+    }
+}
+
+/// Tool calls of the last assistant message of `base` followed by `extra` that no tool message
+/// answers, and whether that message made any call at all. Messages of `extra` replace those
+/// of `base` with the same id (the upsert of `add_messages`), so this is the answer for the
+/// state as it will be once `extra` is appended. Only the messages after the last assistant
+/// message are read, from the end.
+pub(crate) fn pending_calls<'a>(
+    base: &'a [Message],
+    extra: &'a [Message],
+) -> (Vec<&'a crate::message::ToolCall>, bool) {
+    let replaced = |m: &Message| extra.iter().any(|e| e.id == m.id);
+    let mut answered: Vec<&str> = Vec::new();
+    let mut last_ai: Option<&Message> = None;
+    for m in extra
+        .iter()
+        .rev()
+        .filter(|m| m.role != Role::Remove)
+        .chain(base.iter().rev().filter(|m| !replaced(m)))
+    {
+        match m.role {
+            Role::Assistant => {
+                last_ai = Some(m);
+                break;
+            }
+            Role::Tool => {
+                if let Some(id) = m.tool_call_id.as_deref() {
+                    answered.push(id);
+                }
+            }
+            _ => {}
+        }
+    }
+    match last_ai {
+        Some(ai) => (
+            ai.tool_calls
+                .iter()
+                .filter(|c| !answered.contains(&c.id.as_str()))
+                .collect(),
+            !ai.tool_calls.is_empty(),
+        ),
+        None => (Vec::new(), false),
     }
 }
 

@@ -1,0 +1,232 @@
+//! The model node: the model-call chain, its trace run, and token streaming.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use crate::agent::middleware::{Middleware, ModelExecution, ModelNext, Runtime};
+use crate::agent::{AgentError, AgentState};
+use crate::event::EventKind;
+use crate::graph::{NodeContext, NodeError, NodeOutput};
+use crate::model::{
+    ChatModel, ModelChunk, ModelRequest, ModelResponse, StreamAssembler, ToolChoice,
+};
+use crate::state::{Overwrite, Write};
+
+use super::dangling::patch_dangling_calls;
+use super::hooks::send_calls;
+use super::{AgentCore, Layout, node_error};
+
+pub(super) async fn model_node(
+    core: Arc<AgentCore>,
+    layout: Arc<Layout>,
+    state: Arc<AgentState>,
+    ctx: NodeContext,
+) -> Result<NodeOutput<AgentState>, NodeError> {
+    let patched = patch_dangling_calls(&state.messages);
+    let messages = patched.clone().unwrap_or_else(|| state.messages.clone());
+    let request = ModelRequest {
+        system: core.system_prompt.clone(),
+        messages,
+        tools: core.tools.iter().map(|t| t.spec().clone()).collect(),
+        tool_choice: ToolChoice::Auto,
+        response_format: core.response_format.clone(),
+        options: core.model_opts.clone(),
+    };
+    let rt = Runtime {
+        node: ctx.clone(),
+        agent: core.name.clone(),
+        model: core.model.clone(),
+    };
+    let base_core = core.clone();
+    let base_ctx = ctx.clone();
+    let base = move |request: ModelRequest| -> BoxFuture<'_, Result<ModelExecution, AgentError>> {
+        let core = base_core.clone();
+        let ctx = base_ctx.clone();
+        Box::pin(async move { call_model(&core, request, &ctx).await.map(Into::into) })
+    };
+    let wrappers: Vec<Arc<dyn Middleware>> = core.middleware.clone();
+    let next = ModelNext {
+        chain: &wrappers,
+        base: &base,
+        rt: &rt,
+    };
+    let trace = ModelTrace::new(&core, &request);
+    let execution = traced_model_chain(&core, trace, &ctx, next.call(request))
+        .await
+        .map_err(node_error)?;
+    let mut message = execution.response.message;
+    if message.name.is_none() {
+        message.name = Some(core.name.to_string());
+    }
+    // A wrapper's update comes first; its messages write (overflow recovery's compacted
+    // conversation, say) takes the answer, and replaces the dangling-call patch it was built on.
+    let mut update = execution.update.unwrap_or_default();
+    let patched = match update.messages.take() {
+        Some(Write::Overwrite(all)) => Some(all),
+        Some(Write::Value(added)) => {
+            let mut all = patched.unwrap_or_else(|| state.messages.clone());
+            all.extend(added);
+            Some(all)
+        }
+        None => patched,
+    };
+    if core.response_format.is_some() && message.tool_calls.is_empty() {
+        let text = message.text();
+        let parsed: Value = serde_json::from_str(text.trim())
+            .map_err(|e| AgentError::StructuredOutput(format!("{e}; the answer was: {text}")))?;
+        update = update.structured_response(Some(parsed));
+    }
+    // A new assistant message has no results yet: all its calls are pending.
+    let calls = message.tool_calls.clone();
+    update = match patched {
+        Some(mut all) => {
+            all.push(message);
+            update.messages(Overwrite(all))
+        }
+        None => update.messages(vec![message]),
+    };
+    let out = NodeOutput::update(update);
+    Ok(match layout.after_model.first() {
+        Some((_, first)) => out.and_goto(first.clone()),
+        None => send_calls(out, &layout, calls),
+    })
+}
+
+/// What the `model` trace run of a call records about the request, taken only when the
+/// run is recorded (no copy of the conversation otherwise).
+struct ModelTrace {
+    run: Option<crate::trace::Run>,
+    info: crate::trace::ModelInfo,
+}
+
+impl ModelTrace {
+    fn new(core: &AgentCore, request: &ModelRequest) -> ModelTrace {
+        let run = crate::trace::current().map(|parent| {
+            parent.child(
+                core.model.model_name(),
+                crate::trace::RunKind::Model,
+                || {
+                    json!({"system": request.system, "messages": request.messages,
+                       "tools": request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>()})
+                },
+            )
+        });
+        let mut info = crate::trace::ModelInfo::default();
+        if run.is_some() {
+            info.provider = core.model.provider().to_string();
+            info.model = core.model.model_name().to_string();
+        }
+        if run.as_ref().is_some_and(crate::trace::Run::is_recording) {
+            info.structured_output = request
+                .response_format
+                .as_ref()
+                .map(|_| "provider".to_string());
+            if let Ok(Value::Object(params)) = serde_json::to_value(&request.options) {
+                info.params = params;
+            }
+        }
+        ModelTrace { run, info }
+    }
+}
+
+/// Runs the model-call chain (wrappers included) inside a `model` trace run, so the run
+/// records what the agent keeps (after guardrails such as PII have scrubbed it), then reports
+/// `model_end`.
+async fn traced_model_chain<F>(
+    core: &AgentCore,
+    trace: ModelTrace,
+    ctx: &NodeContext,
+    chain: F,
+) -> Result<ModelExecution, AgentError>
+where
+    F: std::future::Future<Output = Result<ModelExecution, AgentError>>,
+{
+    let ModelTrace { run, mut info } = trace;
+    let result = match &run {
+        Some(run) => run.clone().scope(chain).await,
+        None => chain.await,
+    };
+    // Recorded runs, and `tracing` spans someone listens to, get the call's details.
+    if let Some(run) = run.filter(|r| r.is_recording() || !r.span().is_disabled()) {
+        match &result {
+            Ok(execution) => {
+                let response = &execution.response;
+                info.usage = response.message.usage;
+                info.cost = response
+                    .message
+                    .metadata
+                    .get("cost_usd")
+                    .and_then(Value::as_f64)
+                    .or_else(|| {
+                        response
+                            .message
+                            .usage
+                            .and_then(|u| crate::model::pricing::cost(&info.model, &u))
+                    });
+                info.finish_reason = serde_json::to_value(&response.finish_reason)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from));
+                run.set_model(info);
+                run.finish(json!({ "message": response.message }));
+            }
+            Err(e) => {
+                run.set_model(info);
+                run.fail(&e.to_string());
+            }
+        }
+    }
+    if let (Some(sink), Ok(execution)) = (ctx.events(), &result) {
+        let end = json!({"message": execution.response.message, "usage": execution.response.message.usage});
+        sink.send(ctx.event(
+            EventKind::ModelEnd,
+            core.model.model_name().to_string(),
+            end,
+        ))
+        .await;
+    }
+    result
+}
+
+/// Calls the model, streaming tokens as events when someone listens.
+async fn call_model(
+    core: &AgentCore,
+    request: ModelRequest,
+    ctx: &NodeContext,
+) -> Result<ModelResponse, AgentError> {
+    let Some(sink) = ctx.events() else {
+        return Ok(core.model.generate(request).await?);
+    };
+    let model_name = core.model.model_name().to_string();
+    let start = json!({
+        "provider": core.model.provider(),
+        "model": model_name,
+        "messages": request.messages.len(),
+        "tools": request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+    });
+    sink.send(ctx.event(EventKind::ModelStart, model_name.clone(), start))
+        .await;
+    let mut stream = core.model.stream(request).await?;
+    let mut assembler = StreamAssembler::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        let data = match &chunk {
+            ModelChunk::Text { text } => Some(json!({ "text": text })),
+            ModelChunk::ToolCall {
+                index,
+                id,
+                name,
+                args,
+            } => Some(json!({"tool_call": {"index": index, "id": id, "name": name, "args": args}})),
+            _ => None,
+        };
+        if let Some(data) = data {
+            sink.send(ctx.event(EventKind::ModelDelta, model_name.clone(), data))
+                .await;
+        }
+        assembler.push(&chunk);
+    }
+    Ok(assembler.finish())
+}

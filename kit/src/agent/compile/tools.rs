@@ -1,0 +1,118 @@
+//! The tools node: one task per tool call, through the tool-call chain.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde_json::json;
+
+use crate::agent::middleware::{Middleware, Runtime, ToolNext};
+use crate::agent::{AgentState, AgentStateUpdate};
+use crate::event::EventKind;
+use crate::graph::{NodeContext, NodeError, NodeOutput, Pause};
+use crate::message::ToolCall;
+use crate::tool::{Tool, ToolContext, ToolExecution};
+
+use super::AgentCore;
+
+pub(super) async fn tools_node(
+    core: Arc<AgentCore>,
+    state: Arc<AgentState>,
+    ctx: NodeContext,
+) -> Result<NodeOutput<AgentState>, NodeError> {
+    let call: ToolCall = ctx.arg()?;
+    let rt = Runtime {
+        node: ctx.clone(),
+        agent: core.name.clone(),
+        model: core.model.clone(),
+    };
+    let tool_ctx = ToolContext::new(call.id.clone(), state.clone(), Some(ctx.clone()));
+    if let Some(sink) = ctx.events() {
+        let mut event = ctx.event(
+            EventKind::ToolStart,
+            call.name.clone(),
+            json!({"args": call.args, "tool_call_id": call.id}),
+        );
+        event.metadata.tool_call_id = Some(call.id.clone());
+        sink.send(event).await;
+    }
+    let base_core = core.clone();
+    let base =
+        move |call: ToolCall, tctx: ToolContext| -> BoxFuture<'_, Result<ToolExecution, Pause>> {
+            let core = base_core.clone();
+            Box::pin(async move { run_tool(&core, &call, tctx).await })
+        };
+    let wrappers: Vec<Arc<dyn Middleware>> = core.middleware.clone();
+    let next = ToolNext {
+        chain: &wrappers,
+        base: &base,
+        rt: &rt,
+    };
+    let tool_run = crate::trace::current().map(|parent| {
+        let run = parent.child(&call.name, crate::trace::RunKind::Tool, || {
+            call.args.clone()
+        });
+        run.set_tool(crate::trace::ToolInfo {
+            name: call.name.clone(),
+            call_id: call.id.clone(),
+            description: core
+                .tool_index
+                .get(&call.name)
+                .map(|&i| core.tools[i].description().to_string())
+                .unwrap_or_default(),
+        });
+        run
+    });
+    let execution = match &tool_run {
+        Some(run) => run.clone().scope(next.call(call.clone(), tool_ctx)).await,
+        None => next.call(call.clone(), tool_ctx).await,
+    };
+    if let Some(run) = &tool_run {
+        match &execution {
+            Err(_) => run.finish(json!({"interrupted": true})),
+            Ok(done) if done.message.is_error() => run.fail(&done.message.text()),
+            Ok(done) => run.finish(json!({ "result": done.message.content })),
+        }
+    }
+    let execution = execution?;
+    if let Some(sink) = ctx.events() {
+        let mut event = ctx.event(
+            EventKind::ToolEnd,
+            call.name.clone(),
+            json!({
+                "result": execution.message.content,
+                "status": execution.message.status,
+                "tool_call_id": call.id,
+            }),
+        );
+        event.metadata.tool_call_id = Some(call.id.clone());
+        sink.send(event).await;
+    }
+    let mut out = NodeOutput::new();
+    if let Some(update) = execution.update {
+        out = out.with_update(update);
+    }
+    Ok(out.with_update(AgentStateUpdate::new().messages(vec![execution.message])))
+}
+
+/// Runs one call against the agent's tools; an unknown tool is an error result listing the
+/// real ones.
+async fn run_tool(
+    core: &AgentCore,
+    call: &ToolCall,
+    ctx: ToolContext,
+) -> Result<ToolExecution, Pause> {
+    match core.tool_index.get(&call.name) {
+        Some(&i) => core.tools[i].execute(call, ctx).await,
+        None => {
+            let names: Vec<&str> = core.tools.iter().map(Tool::name).collect();
+            Ok(ToolExecution::error(
+                call,
+                format!(
+                    "Error: {} is not a valid tool, try one of [{}].",
+                    call.name,
+                    names.join(", ")
+                ),
+            ))
+        }
+    }
+}
