@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::agent::middleware::{Hook, JumpTo, Middleware, Runtime, run_hook};
+use crate::agent::middleware::{Hook, JumpTo, Runtime, run_hook};
 use crate::agent::{AgentError, AgentState, AgentStateUpdate};
 use crate::event::EventKind;
 use crate::graph::{END, NodeContext, NodeError, NodeOutput, Send};

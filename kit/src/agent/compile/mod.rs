@@ -9,8 +9,6 @@ mod tools;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
-
 use crate::agent::middleware::{Hook, Middleware};
 use crate::agent::{AgentError, AgentState};
 use crate::graph::{END, Graph, GraphBuilder, NodeContext, NodeError, START};

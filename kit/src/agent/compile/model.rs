@@ -10,9 +10,7 @@ use crate::agent::middleware::{Middleware, ModelExecution, ModelNext, Runtime};
 use crate::agent::{AgentError, AgentState};
 use crate::event::EventKind;
 use crate::graph::{NodeContext, NodeError, NodeOutput};
-use crate::model::{
-    ChatModel, ModelChunk, ModelRequest, ModelResponse, StreamAssembler, ToolChoice,
-};
+use crate::model::{ModelChunk, ModelRequest, ModelResponse, StreamAssembler, ToolChoice};
 use crate::state::{Overwrite, Write};
 
 use super::dangling::patch_dangling_calls;
