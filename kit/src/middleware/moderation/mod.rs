@@ -56,17 +56,23 @@
 //! not parse) fails the run with [`AgentError::Middleware`] naming the cause: a guardrail
 //! that cannot check does not let content through.
 
-use std::collections::BTreeMap;
+mod api;
+mod error;
+mod violation;
+pub use api::{ModerationResponse, ModerationResult};
+pub use error::{ModerationError, ModerationFlagged};
+use violation::{Flagged, format_violation};
+
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::agent::{
     AgentError, AgentState, Hook, HookResult, HookUpdate, JumpTo, Middleware, Runtime,
 };
 use crate::config::Config;
-use crate::http::{HttpClient, HttpError, HttpErrorKind, HttpRequest};
+use crate::http::{HttpClient, HttpRequest};
 use crate::message::{Message, Role};
 
 /// The moderation model used unless another is set.
@@ -101,32 +107,6 @@ pub const CATEGORIES: [&str; 13] = [
     "violence/graphic",
 ];
 
-/// Moderation flagged content and the exit behaviour is `error`. It reaches the caller inside
-/// [`AgentError::Middleware`]; read it with [`AgentError::moderation_flagged`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("content flagged by moderation at the {stage} stage: {}", .categories.join(", "))]
-#[non_exhaustive]
-pub struct ModerationFlagged {
-    /// `input`, `output` or `tool`.
-    pub stage: String,
-    /// The flagged categories.
-    pub categories: Vec<String>,
-    /// The message that would have been shown.
-    pub message: String,
-}
-
-impl ModerationFlagged {
-    /// The kind error events give it (LangChain's `vendor_moderation_violation`).
-    pub const KIND: &'static str = "vendor_moderation_violation";
-}
-
-impl AgentError {
-    /// What moderation flagged, when this error is a moderation violation.
-    pub fn moderation_flagged(&self) -> Option<&ModerationFlagged> {
-        self.downcast_middleware()
-    }
-}
-
 /// What happens when content is flagged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -150,96 +130,6 @@ impl std::str::FromStr for ExitBehavior {
             "error" => Ok(ExitBehavior::Error),
             other => Err(ModerationError::UnknownExitBehavior(other.to_string())),
         }
-    }
-}
-
-/// A moderation check could not be made.
-#[derive(Debug, Clone, thiserror::Error)]
-#[non_exhaustive]
-pub enum ModerationError {
-    /// No API key in the configuration.
-    #[error(
-        "OpenAI moderation needs an API key: set the OPENAI_API_KEY environment variable (or \
-         Config::openai_api_key, or ModerationMiddleware::api_key)"
-    )]
-    MissingApiKey,
-    /// An exit behaviour name that does not exist.
-    #[error("unknown exit behavior `{0}`: use end, replace or error")]
-    UnknownExitBehavior(String),
-    /// The request failed: no answer, an error status, a body that is not JSON (the
-    /// [`HttpError`] says which, and what to do).
-    #[error("the moderation request failed: {0}{hint}", hint = http_hint(.0))]
-    Http(#[from] HttpError),
-    /// An answer that is not the moderation API's format.
-    #[error(
-        "the moderation endpoint {url} answered something that is not a moderation result: {message}"
-    )]
-    Decode {
-        /// The URL.
-        url: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-/// What to add to an HTTP error's own advice for the moderation endpoint.
-fn http_hint(e: &HttpError) -> &'static str {
-    match (e.kind(), e.status()) {
-        (HttpErrorKind::Status, Some(401 | 403)) => {
-            " (the key comes from OPENAI_API_KEY, Config::openai_api_key or \
-             ModerationMiddleware::api_key)"
-        }
-        (HttpErrorKind::Status, Some(404)) => {
-            " (the base URL should end with /v1: OPENAI_BASE_URL or ModerationMiddleware::base_url)"
-        }
-        _ => "",
-    }
-}
-
-/// The moderation API's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModerationResponse {
-    /// The request id (`modr-...`).
-    #[serde(default)]
-    pub id: String,
-    /// The model that answered.
-    #[serde(default)]
-    pub model: String,
-    /// One result per input, in order.
-    pub results: Vec<ModerationResult>,
-}
-
-/// The verdict on one text.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ModerationResult {
-    /// Whether any category is flagged.
-    pub flagged: bool,
-    /// Each category (`violence`, `self-harm/intent`, ...) and whether it is flagged.
-    #[serde(default)]
-    pub categories: BTreeMap<String, bool>,
-    /// Each category's score.
-    #[serde(default)]
-    pub category_scores: BTreeMap<String, f64>,
-    /// The input types (`text`, `image`) each score applies to.
-    #[serde(default)]
-    pub category_applied_input_types: BTreeMap<String, Vec<String>>,
-}
-
-impl ModerationResult {
-    /// The flagged categories, by their API names, in the API's documented order.
-    pub fn flagged_categories(&self) -> Vec<String> {
-        let mut flagged: Vec<String> = CATEGORIES
-            .iter()
-            .filter(|c| self.categories.get(**c) == Some(&true))
-            .map(|c| c.to_string())
-            .collect();
-        flagged.extend(
-            self.categories
-                .iter()
-                .filter(|(name, on)| **on && !CATEGORIES.contains(&name.as_str()))
-                .map(|(name, _)| name.clone()),
-        );
-        flagged
     }
 }
 
@@ -445,74 +335,6 @@ impl ModerationMiddleware {
     }
 }
 
-enum Flagged {
-    End(String),
-    Replace(String),
-}
-
-/// The categories as the anchor lists them: "violence, self harm intent".
-fn category_label(result: &ModerationResult) -> String {
-    let names: Vec<String> = result
-        .flagged_categories()
-        .iter()
-        .map(|c| c.replace(['-', '/', '_'], " "))
-        .collect();
-    if names.is_empty() {
-        "OpenAI's safety policies".to_string()
-    } else {
-        names.join(", ")
-    }
-}
-
-/// Fills a template the way Python's `str.format` would; an unknown placeholder or a lone
-/// brace makes the template be used as is (the anchor falls back the same way).
-fn format_violation(template: &str, result: &ModerationResult, original: &str) -> String {
-    let mut out = String::with_capacity(template.len() + 32);
-    let mut chars = template.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '{' if chars.peek() == Some(&'{') => {
-                chars.next();
-                out.push('{');
-            }
-            '}' if chars.peek() == Some(&'}') => {
-                chars.next();
-                out.push('}');
-            }
-            '{' => {
-                let mut name = String::new();
-                let mut closed = false;
-                for n in chars.by_ref() {
-                    if n == '}' {
-                        closed = true;
-                        break;
-                    }
-                    name.push(n);
-                }
-                if !closed {
-                    return template.to_string();
-                }
-                match name.as_str() {
-                    "categories" => out.push_str(&category_label(result)),
-                    "category_scores" => {
-                        let scores: serde_json::Map<String, Value> = result
-                            .category_scores
-                            .iter()
-                            .map(|(k, v)| (k.replace(['-', '/'], "_"), json!(v)))
-                            .collect();
-                        out.push_str(&super::python::py_json(&Value::Object(scores)));
-                    }
-                    "original_content" => out.push_str(original),
-                    _ => return template.to_string(),
-                }
-            }
-            '}' => return template.to_string(),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[crate::async_trait]
 impl Middleware for ModerationMiddleware {
     fn name(&self) -> &str {
@@ -608,53 +430,5 @@ impl Middleware for ModerationMiddleware {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn result(flagged: &[&str]) -> ModerationResult {
-        ModerationResult {
-            flagged: !flagged.is_empty(),
-            categories: CATEGORIES
-                .iter()
-                .map(|c| (c.to_string(), flagged.contains(c)))
-                .collect(),
-            category_scores: CATEGORIES
-                .iter()
-                .map(|c| (c.to_string(), if flagged.contains(c) { 0.9 } else { 0.0 }))
-                .collect(),
-            category_applied_input_types: BTreeMap::new(),
-        }
-    }
-
-    #[test]
-    fn violation_texts() {
-        let r = result(&["violence", "self-harm/intent"]);
-        assert_eq!(r.flagged_categories(), ["self-harm/intent", "violence"]);
-        assert_eq!(
-            format_violation(DEFAULT_VIOLATION_MESSAGE, &r, "x"),
-            "I'm sorry, but I can't comply with that request. It was flagged for self harm \
-             intent, violence."
-        );
-        assert_eq!(
-            format_violation("{categories}", &result(&[]), "x"),
-            "OpenAI's safety policies"
-        );
-        let small = ModerationResult {
-            category_scores: [
-                ("self-harm/intent".to_string(), 0.5),
-                ("hate".to_string(), 0.25),
-            ]
-            .into_iter()
-            .collect(),
-            ..result(&["hate"])
-        };
-        assert_eq!(
-            format_violation("{{{original_content}}}: {category_scores}", &small, "bad"),
-            "{bad}: {\"hate\": 0.25, \"self_harm_intent\": 0.5}"
-        );
-        // Unknown placeholders and lone braces: the template as is.
-        assert_eq!(format_violation("No {reason}.", &r, "x"), "No {reason}.");
-        assert_eq!(format_violation("No } here", &r, "x"), "No } here");
-        assert_eq!(format_violation("No { here", &r, "x"), "No { here");
-    }
-}
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests;
