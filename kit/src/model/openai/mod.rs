@@ -30,20 +30,23 @@
 //! # let _ = vllm; Ok(()) }
 //! ```
 
-use std::collections::VecDeque;
+mod stream;
+mod wire;
+use stream::ChunkParser;
+use wire::{finish_reason, messages, openai_context_window, usage};
 
 use serde_json::{Map, Value, json};
 
 use super::common::{
-    DEFAULT_MODEL_TIMEOUT, ProviderError, SseParser, annotate_cost, classify, clip, event_json,
-    f32_json, map_http_error_scrubbed, merge_extra, model_stream, u64_at,
+    DEFAULT_MODEL_TIMEOUT, ProviderError, annotate_cost, classify, clip, f32_json,
+    map_http_error_scrubbed, merge_extra, model_stream,
 };
 use super::{
-    ChatModel, FinishReason, ModelChunk, ModelError, ModelOptions, ModelProfile, ModelRequest,
-    ModelResponse, ModelStream, ToolChoice, parse_args,
+    ChatModel, FinishReason, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse,
+    ModelStream, ToolChoice, parse_args,
 };
-use crate::http::{HttpClient, HttpRequest, SseEvent};
-use crate::message::{Content, ContentPart, ImageSource, Message, Role, ToolCall, Usage};
+use crate::http::{HttpClient, HttpRequest};
+use crate::message::{Message, ToolCall};
 
 /// OpenAI's API base URL.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -377,218 +380,6 @@ impl OpenAiModel {
     }
 }
 
-/// Context windows of OpenAI models kit knows (by name prefix, longest first).
-fn openai_context_window(model: &str) -> Option<u64> {
-    const TABLE: &[(&str, u64)] = &[
-        ("gpt-4.1", 1_047_576),
-        ("gpt-4o", 128_000),
-        ("gpt-4-turbo", 128_000),
-        ("gpt-5", 400_000),
-        ("o4-mini", 200_000),
-        ("o3", 200_000),
-        ("o1", 200_000),
-    ];
-    TABLE
-        .iter()
-        .find(|(prefix, _)| model.starts_with(prefix))
-        .map(|(_, n)| *n)
-}
-
-fn finish_reason(r: &str) -> FinishReason {
-    match r {
-        "stop" => FinishReason::Stop,
-        "tool_calls" | "function_call" => FinishReason::ToolCalls,
-        "length" => FinishReason::Length,
-        "content_filter" => FinishReason::ContentFilter,
-        other => FinishReason::Other(other.to_string()),
-    }
-}
-
-/// Chat Completions `usage` → [`Usage`] (`prompt_tokens` includes the cached ones).
-fn usage(u: &Value) -> Usage {
-    Usage {
-        input_tokens: u64_at(u, "prompt_tokens"),
-        output_tokens: u64_at(u, "completion_tokens"),
-        cache_read_tokens: u
-            .get("prompt_tokens_details")
-            .map(|d| u64_at(d, "cached_tokens"))
-            .unwrap_or(0),
-        cache_creation_tokens: 0,
-    }
-}
-
-fn image_url(source: &ImageSource) -> String {
-    match source {
-        ImageSource::Url { url } => url.clone(),
-        ImageSource::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
-    }
-}
-
-fn user_content(content: &Content) -> Value {
-    match content {
-        Content::Text(t) => Value::from(t.clone()),
-        Content::Parts(parts) => Value::Array(
-            parts
-                .iter()
-                .map(|p| match p {
-                    ContentPart::Text { text } => json!({"type": "text", "text": text}),
-                    ContentPart::Image { source } => {
-                        json!({"type": "image_url", "image_url": {"url": image_url(source)}})
-                    }
-                })
-                .collect(),
-        ),
-    }
-}
-
-/// The `messages` array: the system prompt first, then the conversation.
-fn messages(system: Option<&str>, conversation: &[Message]) -> Vec<Value> {
-    let mut out = Vec::with_capacity(conversation.len() + 1);
-    if let Some(s) = system.filter(|s| !s.is_empty()) {
-        out.push(json!({"role": "system", "content": s}));
-    }
-    for m in conversation {
-        match m.role {
-            Role::System => out.push(json!({"role": "system", "content": m.text()})),
-            Role::User => out.push(json!({"role": "user", "content": user_content(&m.content)})),
-            Role::Assistant => {
-                let text = m.text();
-                let mut v = Map::new();
-                v.insert("role".into(), json!("assistant"));
-                v.insert(
-                    "content".into(),
-                    if text.is_empty() && !m.tool_calls.is_empty() {
-                        Value::Null
-                    } else {
-                        Value::from(text)
-                    },
-                );
-                if !m.tool_calls.is_empty() {
-                    let calls: Vec<Value> = m
-                        .tool_calls
-                        .iter()
-                        .map(|c| {
-                            let arguments = match &c.args {
-                                Value::String(raw) => raw.clone(),
-                                other => other.to_string(),
-                            };
-                            json!({"id": c.id, "type": "function", "function": {
-                                "name": c.name,
-                                "arguments": arguments,
-                            }})
-                        })
-                        .collect();
-                    v.insert("tool_calls".into(), Value::Array(calls));
-                }
-                out.push(Value::Object(v));
-            }
-            Role::Tool => out.push(json!({
-                "role": "tool",
-                "tool_call_id": m.tool_call_id.clone().unwrap_or_default(),
-                "content": m.text(),
-            })),
-            Role::Remove => {}
-        }
-    }
-    out
-}
-
-/// Chat Completions chunks → model chunks.
-struct ChunkParser {
-    provider: String,
-    done: bool,
-    finished: bool,
-}
-
-impl SseParser for ChunkParser {
-    fn on_event(
-        &mut self,
-        event: SseEvent,
-        out: &mut VecDeque<ModelChunk>,
-    ) -> Result<(), ModelError> {
-        let data = event.data.trim();
-        if data == "[DONE]" {
-            self.done = true;
-            return Ok(());
-        }
-        if data.is_empty() {
-            return Ok(());
-        }
-        let v = event_json(&self.provider, &event)?;
-        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
-            let parsed = ProviderError::parse(&json!({ "error": err }).to_string());
-            return Err(classify(self.provider.clone(), None, &parsed, None));
-        }
-        if let Some(choices) = v.get("choices").and_then(Value::as_array) {
-            for choice in choices {
-                if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
-                    continue; // kit asks for one choice
-                }
-                let delta = choice.get("delta").unwrap_or(&Value::Null);
-                for key in ["content", "refusal"] {
-                    if let Some(text) = delta.get(key).and_then(Value::as_str)
-                        && !text.is_empty()
-                    {
-                        out.push_back(ModelChunk::Text {
-                            text: text.to_string(),
-                        });
-                    }
-                }
-                if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
-                    for (position, call) in calls.iter().enumerate() {
-                        let function = call.get("function").unwrap_or(&Value::Null);
-                        let args = match function.get("arguments") {
-                            Some(Value::String(s)) => s.clone(),
-                            Some(obj @ Value::Object(_)) => obj.to_string(),
-                            _ => String::new(),
-                        };
-                        let text = |v: Option<&Value>| {
-                            v.and_then(Value::as_str)
-                                .filter(|s| !s.is_empty())
-                                .map(str::to_string)
-                        };
-                        out.push_back(ModelChunk::ToolCall {
-                            index: call
-                                .get("index")
-                                .and_then(Value::as_u64)
-                                .map_or(position, |i| i as usize),
-                            id: text(call.get("id")),
-                            name: text(function.get("name")),
-                            args,
-                        });
-                    }
-                }
-                if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-                    self.finished = true;
-                    out.push_back(ModelChunk::Finish {
-                        reason: finish_reason(reason),
-                    });
-                }
-            }
-        }
-        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-            out.push_back(ModelChunk::Usage { usage: usage(u) });
-        }
-        Ok(())
-    }
-
-    fn is_done(&self) -> bool {
-        self.done
-    }
-
-    fn at_end(&mut self) -> Result<(), ModelError> {
-        if self.done || self.finished {
-            return Ok(());
-        }
-        Err(ModelError::MalformedResponse {
-            provider: self.provider.clone(),
-            message: "the stream ended before `[DONE]` and without a finish reason; the answer \
-                      is incomplete — try again"
-                .to_string(),
-        })
-    }
-}
-
 #[async_trait::async_trait]
 impl ChatModel for OpenAiModel {
     fn provider(&self) -> &str {
@@ -629,63 +420,5 @@ impl ChatModel for OpenAiModel {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bodies_follow_the_wire_format() {
-        let model = OpenAiModel::new("gpt-4o-mini", "k");
-        let request = ModelRequest::new(vec![
-            Message::user(vec![
-                ContentPart::text("what is this?"),
-                ContentPart::image_base64("image/png", "AAAA"),
-            ]),
-            Message::assistant_with_tool_calls(
-                "",
-                vec![ToolCall::with_id("c1", "look", json!({"x": 1}))],
-            ),
-            Message::tool_error("c1", "no such thing"),
-        ])
-        .system("be brief")
-        .tool_choice(ToolChoice::Tool("look".into()));
-        let body = model.request_body(&request, false);
-        assert_eq!(
-            body["messages"][0],
-            json!({"role": "system", "content": "be brief"})
-        );
-        assert_eq!(
-            body["messages"][1]["content"][1]["image_url"]["url"],
-            "data:image/png;base64,AAAA"
-        );
-        assert_eq!(body["messages"][2]["content"], Value::Null);
-        assert_eq!(
-            body["messages"][2]["tool_calls"][0]["function"]["arguments"],
-            "{\"x\":1}"
-        );
-        assert_eq!(body["messages"][3]["tool_call_id"], "c1");
-        assert!(
-            body.get("tool_choice").is_none(),
-            "no tools, no tool_choice"
-        );
-        assert_eq!(body["stream"], false);
-    }
-
-    #[test]
-    fn stream_without_end_is_malformed() {
-        let mut p = ChunkParser {
-            provider: "openai".into(),
-            done: false,
-            finished: false,
-        };
-        assert!(p.at_end().is_err());
-        let mut out = VecDeque::new();
-        let bad = SseEvent {
-            data: "{not json".into(),
-            ..Default::default()
-        };
-        assert!(matches!(
-            p.on_event(bad, &mut out),
-            Err(ModelError::MalformedResponse { .. })
-        ));
-    }
-}
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests;

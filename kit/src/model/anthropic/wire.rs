@@ -1,0 +1,151 @@
+//! The Messages API wire format: turns and content blocks out, usage and stop reasons in.
+
+use serde_json::{Map, Value, json};
+
+use super::super::FinishReason;
+use super::super::common::u64_at;
+use crate::message::{Content, ContentPart, ImageSource, Message, Role, Usage};
+
+pub(super) fn stop_reason(r: &str) -> FinishReason {
+    match r {
+        "end_turn" | "stop_sequence" => FinishReason::Stop,
+        "tool_use" => FinishReason::ToolCalls,
+        "max_tokens" => FinishReason::Length,
+        "refusal" => FinishReason::ContentFilter,
+        other => FinishReason::Other(other.to_string()),
+    }
+}
+
+/// Messages API `usage` → [`Usage`] (input tokens include the cached ones).
+pub(super) fn usage(u: &Value) -> Usage {
+    let cache_read = u64_at(u, "cache_read_input_tokens");
+    let cache_creation = u64_at(u, "cache_creation_input_tokens");
+    Usage {
+        input_tokens: u64_at(u, "input_tokens") + cache_read + cache_creation,
+        output_tokens: u64_at(u, "output_tokens"),
+        cache_read_tokens: cache_read,
+        cache_creation_tokens: cache_creation,
+    }
+}
+
+pub(super) fn image_block(source: &ImageSource) -> Value {
+    match source {
+        ImageSource::Url { url } => match parse_data_url(url) {
+            Some((media_type, data)) => json!({"type": "image", "source": {
+                "type": "base64", "media_type": media_type, "data": data,
+            }}),
+            None => json!({"type": "image", "source": {"type": "url", "url": url}}),
+        },
+        ImageSource::Base64 { media_type, data } => json!({"type": "image", "source": {
+            "type": "base64", "media_type": media_type, "data": data,
+        }}),
+    }
+}
+
+/// `data:image/png;base64,AAAA` → (`image/png`, `AAAA`).
+pub(super) fn parse_data_url(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("data:")?;
+    let (meta, data) = rest.split_once(',')?;
+    let media_type = meta.strip_suffix(";base64")?;
+    Some((media_type, data))
+}
+
+/// Content as blocks; empty text blocks are left out (the API rejects them).
+pub(super) fn blocks(content: &Content) -> Vec<Value> {
+    match content {
+        Content::Text(t) if t.is_empty() => Vec::new(),
+        Content::Text(t) => vec![json!({"type": "text", "text": t})],
+        Content::Parts(parts) => parts
+            .iter()
+            .filter_map(|p| match p {
+                ContentPart::Text { text } if text.is_empty() => None,
+                ContentPart::Text { text } => Some(json!({"type": "text", "text": text})),
+                ContentPart::Image { source } => Some(image_block(source)),
+            })
+            .collect(),
+    }
+}
+
+pub(super) fn is_tool_result(block: &Value) -> bool {
+    block.get("type").and_then(Value::as_str) == Some("tool_result")
+}
+
+/// Adds blocks to the conversation, merging into the last turn when it has the same role;
+/// `tool_result` blocks go before the other blocks of a user turn.
+pub(super) fn push_turn(turns: &mut Vec<Value>, role: &str, new: Vec<Value>) {
+    if new.is_empty() {
+        return;
+    }
+    if let Some(last) = turns.last_mut()
+        && last.get("role").and_then(Value::as_str) == Some(role)
+        && let Some(Value::Array(content)) = last.get_mut("content")
+    {
+        for block in new {
+            if is_tool_result(&block) {
+                let at = content
+                    .iter()
+                    .position(|b| !is_tool_result(b))
+                    .unwrap_or(content.len());
+                content.insert(at, block);
+            } else {
+                content.push(block);
+            }
+        }
+        return;
+    }
+    turns.push(json!({"role": role, "content": new}));
+}
+
+/// The conversation as Messages API turns, plus the text of system messages found in it.
+pub(super) fn turns(conversation: &[Message]) -> (Vec<String>, Vec<Value>) {
+    let mut system = Vec::new();
+    let mut out: Vec<Value> = Vec::new();
+    for m in conversation {
+        match m.role {
+            Role::System => {
+                let t = m.text();
+                if !t.is_empty() {
+                    system.push(t);
+                }
+            }
+            Role::User => push_turn(&mut out, "user", blocks(&m.content)),
+            Role::Assistant => {
+                let mut content = blocks(&m.content);
+                content.retain(|b| b.get("type").and_then(Value::as_str) == Some("text"));
+                for call in &m.tool_calls {
+                    let input = match &call.args {
+                        Value::Object(_) => call.args.clone(),
+                        // Arguments the model produced as invalid JSON: the API needs an object;
+                        // the error tool result quotes the raw text to the model.
+                        _ => Value::Object(Map::new()),
+                    };
+                    content.push(json!({
+                        "type": "tool_use", "id": call.id, "name": call.name, "input": input,
+                    }));
+                }
+                push_turn(&mut out, "assistant", content);
+            }
+            Role::Tool => {
+                let mut block = Map::new();
+                block.insert("type".into(), json!("tool_result"));
+                block.insert(
+                    "tool_use_id".into(),
+                    Value::from(m.tool_call_id.clone().unwrap_or_default()),
+                );
+                match &m.content {
+                    Content::Text(t) if t.is_empty() => {}
+                    Content::Text(t) => {
+                        block.insert("content".into(), Value::from(t.clone()));
+                    }
+                    parts @ Content::Parts(_) => {
+                        block.insert("content".into(), Value::Array(blocks(parts)));
+                    }
+                }
+                block.insert("is_error".into(), Value::Bool(m.is_error()));
+                push_turn(&mut out, "user", vec![Value::Object(block)]);
+            }
+            Role::Remove => {}
+        }
+    }
+    (system, out)
+}
