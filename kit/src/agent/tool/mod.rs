@@ -29,8 +29,14 @@
 //! assert_eq!(add.name(), "add");
 //! ```
 
+mod context;
+mod error;
+mod output;
 mod validate;
 
+pub use context::ToolContext;
+pub use error::ToolError;
+pub use output::{ToolExecution, ToolOutput};
 pub use validate::validate_args;
 
 use std::future::Future;
@@ -43,9 +49,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{AgentState, AgentStateUpdate};
-use crate::graph::{NodeContext, NodeError, Pause};
-use crate::message::{Content, Message, ToolCall, ToolStatus};
+use crate::graph::Pause;
+use crate::message::{Content, Message, ToolCall};
 use crate::model::ToolSpec;
 use crate::text::{clip, json_type, panic_text};
 
@@ -278,231 +283,6 @@ impl Tool {
     }
 }
 
-/// The outcome of running one tool call that did not pause.
-#[derive(Debug)]
-pub struct ToolExecution {
-    /// The tool message answering the call (an error result when it failed).
-    pub message: Message,
-    /// A state update the tool asked for.
-    pub update: Option<AgentStateUpdate>,
-}
-
-impl ToolExecution {
-    /// An error result answering `call`: the model sees `text`.
-    pub fn error(call: &ToolCall, text: impl Into<String>) -> Self {
-        let text: String = text.into();
-        ToolExecution {
-            message: Message::tool_error(&call.id, text).with_name(&call.name),
-            update: None,
-        }
-    }
-}
-
-/// What a tool returns.
-#[derive(Debug, Default)]
-pub struct ToolOutput {
-    /// The content the model sees.
-    pub content: Content,
-    /// Success, or an error the model should react to.
-    pub status: ToolStatus,
-    /// State the tool writes (todos, files, async tasks, custom channels).
-    pub update: Option<AgentStateUpdate>,
-}
-
-impl ToolOutput {
-    /// A text result.
-    pub fn text(text: impl Into<String>) -> Self {
-        ToolOutput {
-            content: Content::Text(text.into()),
-            ..Self::default()
-        }
-    }
-
-    /// A JSON result (a JSON string is sent as plain text).
-    pub fn json<T: Serialize + ?Sized>(value: &T) -> Self {
-        match serde_json::to_value(value) {
-            Ok(Value::String(s)) => Self::text(s),
-            Ok(v) => Self::text(v.to_string()),
-            Err(e) => Self::error(format!("the tool's result could not be serialised: {e}")),
-        }
-    }
-
-    /// An error result: the model is told `text` and that the call failed.
-    pub fn error(text: impl Into<String>) -> Self {
-        ToolOutput {
-            content: Content::Text(text.into()),
-            status: ToolStatus::Error,
-            update: None,
-        }
-    }
-
-    /// Adds a state update.
-    pub fn with_update(mut self, update: AgentStateUpdate) -> Self {
-        self.update = Some(update);
-        self
-    }
-}
-
-impl From<String> for ToolOutput {
-    fn from(s: String) -> Self {
-        ToolOutput::text(s)
-    }
-}
-
-impl From<&str> for ToolOutput {
-    fn from(s: &str) -> Self {
-        ToolOutput::text(s)
-    }
-}
-
-impl From<Value> for ToolOutput {
-    fn from(v: Value) -> Self {
-        ToolOutput::json(&v)
-    }
-}
-
-/// A tool failed. Any `std::error::Error` converts into it with `?`.
-pub enum ToolError {
-    /// The tool failed; the message is shown to the model.
-    Failed(String),
-    /// The arguments were wrong; the message says how.
-    InvalidArguments(String),
-    /// The tool (or a subagent it runs) paused for outside input: the [`Pause`] signal.
-    Interrupted(Pause),
-}
-
-impl ToolError {
-    /// A failure with a message for the model.
-    pub fn new(message: impl std::fmt::Display) -> Self {
-        ToolError::Failed(message.to_string())
-    }
-
-    /// Invalid arguments, with what is wrong.
-    pub fn invalid_args(message: impl std::fmt::Display) -> Self {
-        ToolError::InvalidArguments(message.to_string())
-    }
-
-    /// The text the model sees.
-    pub fn for_model(&self, tool: &str) -> String {
-        match self {
-            ToolError::Failed(m) => format!("Error: {m}"),
-            ToolError::InvalidArguments(m) => format!(
-                "Error: invalid arguments for tool `{tool}`: {m}. Fix the arguments and call \
-                 the tool again."
-            ),
-            ToolError::Interrupted(_) => "interrupted".to_string(),
-        }
-    }
-}
-
-impl std::fmt::Debug for ToolError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ToolError::Failed(m) => write!(f, "Failed({m:?})"),
-            ToolError::InvalidArguments(m) => write!(f, "InvalidArguments({m:?})"),
-            ToolError::Interrupted(p) => write!(f, "Interrupted({} pending)", p.interrupts().len()),
-        }
-    }
-}
-
-impl std::fmt::Display for ToolError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ToolError::Failed(m) => f.write_str(m),
-            ToolError::InvalidArguments(m) => write!(f, "invalid arguments: {m}"),
-            ToolError::Interrupted(p) => write!(f, "{p}"),
-        }
-    }
-}
-
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
-    fn from(e: E) -> Self {
-        ToolError::Failed(e.to_string())
-    }
-}
-
-impl From<Pause> for ToolError {
-    fn from(pause: Pause) -> Self {
-        ToolError::Interrupted(pause)
-    }
-}
-
-impl From<NodeError> for ToolError {
-    fn from(e: NodeError) -> Self {
-        match e.into_pause() {
-            Ok(pause) => ToolError::Interrupted(pause),
-            Err(e) => ToolError::Failed(e.to_string()),
-        }
-    }
-}
-
-/// What a tool knows about the call: the call id, the agent's state at the model turn that made
-/// the call, and the node context (for interrupts, events and subagents).
-#[derive(Clone)]
-pub struct ToolContext {
-    call_id: String,
-    state: Arc<AgentState>,
-    node: Option<NodeContext>,
-}
-
-impl std::fmt::Debug for ToolContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolContext")
-            .field("call_id", &self.call_id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ToolContext {
-    /// A context inside an agent run.
-    pub fn new(
-        call_id: impl Into<String>,
-        state: Arc<AgentState>,
-        node: Option<NodeContext>,
-    ) -> Self {
-        ToolContext {
-            call_id: call_id.into(),
-            state,
-            node,
-        }
-    }
-
-    /// A context outside any agent (tests, direct calls).
-    pub fn detached() -> Self {
-        Self::new("call_detached", Arc::new(AgentState::default()), None)
-    }
-
-    /// The id of the call being answered.
-    pub fn call_id(&self) -> &str {
-        &self.call_id
-    }
-
-    /// The agent state the call was made in.
-    pub fn state(&self) -> &AgentState {
-        &self.state
-    }
-
-    /// The shared state snapshot.
-    pub fn state_arc(&self) -> &Arc<AgentState> {
-        &self.state
-    }
-
-    /// The graph node context, inside an agent run.
-    pub fn node(&self) -> Option<&NodeContext> {
-        self.node.as_ref()
-    }
-
-    /// Pauses the run for outside input (see [`NodeContext::interrupt`]).
-    pub fn interrupt(&self, value: impl Serialize) -> Result<Value, ToolError> {
-        match &self.node {
-            Some(node) => node.interrupt(value).map_err(ToolError::from),
-            None => Err(ToolError::new(
-                "this tool asked for human input, but it is not running inside an agent",
-            )),
-        }
-    }
-}
-
 /// Cuts text parts so the content has at most `max` characters, with a visible marker.
 pub fn truncate_content(content: &mut Content, max: usize) {
     let total: usize = match content {
@@ -520,83 +300,5 @@ pub fn truncate_content(content: &mut Content, max: usize) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn add() -> Tool {
-        Tool::from_fn(
-            "add",
-            "Adds.",
-            json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}),
-            |args, _| async move {
-                if args["a"] == 13 {
-                    return Err(ToolError::new("unlucky"));
-                }
-                if args["a"] == 99 {
-                    panic!("oops");
-                }
-                Ok(ToolOutput::text(
-                    (args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)).to_string(),
-                ))
-            },
-        )
-    }
-
-    async fn run(tool: &Tool, args: Value) -> Message {
-        tool.execute(
-            &ToolCall::with_id("c1", "add", args),
-            ToolContext::detached(),
-        )
-        .await
-        .expect("the tool does not pause")
-        .message
-    }
-
-    #[tokio::test]
-    async fn every_failure_becomes_an_error_result() {
-        let t = add();
-        let ok = run(&t, json!({"a": 1, "b": 2})).await;
-        assert_eq!(ok.text(), "3");
-        assert!(!ok.is_error());
-        assert_eq!(ok.tool_call_id.as_deref(), Some("c1"));
-        let missing = run(&t, json!({"a": 1})).await;
-        assert!(missing.is_error());
-        assert!(
-            missing.text().contains("`b` is required"),
-            "{}",
-            missing.text()
-        );
-        let typed = run(&t, json!({"a": "x", "b": 2})).await;
-        assert!(
-            typed.text().contains("`a`: expected integer"),
-            "{}",
-            typed.text()
-        );
-        let raw = run(&t, Value::String("{a: 1".into())).await;
-        assert!(raw.text().contains("not valid JSON"), "{}", raw.text());
-        let failed = run(&t, json!({"a": 13, "b": 0})).await;
-        assert_eq!(failed.text(), "Error: unlucky");
-        let panicked = run(&t, json!({"a": 99, "b": 0})).await;
-        assert!(panicked.is_error());
-        assert!(panicked.text().contains("oops"));
-    }
-
-    #[tokio::test]
-    async fn long_results_are_truncated_with_a_marker() {
-        let t = Tool::from_fn("long", "Long.", json!({"type": "object"}), |_, _| async {
-            Ok::<_, ToolError>("é".repeat(50))
-        })
-        .with_max_result_chars(10);
-        let m = t
-            .execute(
-                &ToolCall::with_id("c", "long", json!({})),
-                ToolContext::detached(),
-            )
-            .await
-            .expect("the tool does not pause")
-            .message;
-        assert!(m.text().starts_with("éééééééééé\n"), "{}", m.text());
-        assert!(m.text().contains("showing 10 of 50 characters"));
-    }
-}
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests;
