@@ -24,7 +24,7 @@ pub fn expand(def: &AgentDef, item: &syn::ItemStruct) -> TokenStream {
     }
     if !def.subagents.is_empty() {
         let subs = &def.subagents;
-        calls.push(quote!(.subagents([#(::kit::agent::Subagent::from(#subs)),*])));
+        calls.push(quote!(.subagents([#(::kit::middleware::Subagent::from(#subs)),*])));
     }
     if let Some(c) = &def.checkpointer {
         calls.push(quote_spanned!(c.span()=> .checkpointer(#c)));

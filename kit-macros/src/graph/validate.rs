@@ -1,178 +1,89 @@
-//! Checks a parsed `graph!` before expansion: every error points at the user's token.
+//! Checks a parsed `graph!` before expansion, with the rulebook `GraphBuilder` uses too
+//! (`kit-graph-rules`); every error points at the user's token.
 
-use std::collections::{HashMap, HashSet};
+use kit_graph_rules::{Edge, Spec, check};
+use proc_macro2::Span;
 
 use super::parse::{Endpoint, GraphDef};
-use crate::common::{Errors, closest};
+use crate::common::Errors;
 
 pub fn validate(def: &GraphDef) -> Result<(), syn::Error> {
     let mut errors = Errors::default();
     if def.state.is_none() {
         errors.at(
-            proc_macro2::Span::call_site(),
+            Span::call_site(),
             "graph! needs the state type: add `state: MyState;` (a #[derive(State)] struct)",
         );
     }
-
-    let mut declared: HashMap<String, &syn::Ident> = HashMap::new();
-    for node in &def.nodes {
-        let name = node.name.to_string();
-        match declared.entry(name) {
-            std::collections::hash_map::Entry::Occupied(e) => errors.at(
-                node.name.span(),
-                format!("node `{}` is declared twice", e.key()),
-            ),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(&node.name);
-            }
-        }
-    }
-    let names: Vec<&str> = declared.keys().map(String::as_str).collect();
-    let unknown = |errors: &mut Errors, ident: &syn::Ident| {
-        let name = ident.to_string();
-        if declared.contains_key(&name) {
-            return;
-        }
-        let hint = match closest(&name, names.iter().copied()) {
-            Some(c) => format!("; did you mean `{c}`?"),
-            None if names.is_empty() => "; declare it with `node name;`".to_string(),
-            None => {
-                let mut sorted = names.clone();
-                sorted.sort_unstable();
-                format!("; nodes are: {}", sorted.join(", "))
-            }
-        };
-        errors.at(ident.span(), format!("unknown node `{name}`{hint}"));
-    };
-
-    let mut has_way_out: HashSet<String> = HashSet::new();
-    let mut reached: HashSet<String> = HashSet::new();
-    let mut start_edges = 0usize;
-
-    for node in &def.nodes {
-        for d in &node.destinations {
-            match d {
-                Endpoint::Start(span) => errors.at(*span, "a node cannot go to START"),
-                Endpoint::End(_) => {
-                    has_way_out.insert(node.name.to_string());
-                }
-                Endpoint::Node(target) => {
-                    unknown(&mut errors, target);
-                    has_way_out.insert(node.name.to_string());
-                    reached.insert(target.to_string());
-                }
-            }
-        }
-    }
-
-    for edge in &def.edges {
-        if edge.join
-            && edge.when_span.is_some()
-            && let Some(span) = edge.when_span
-        {
-            errors.at(
-                span,
-                "a fan-in edge `[a, b] -> c` cannot have a `when` condition",
-            );
-        }
-        if edge.join && edge.from.is_empty() {
-            errors.at(
-                edge.to.span(),
-                "a fan-in edge needs at least one source node",
-            );
-        }
-        for from in &edge.from {
-            match from {
-                Endpoint::End(span) => errors.at(*span, "an edge cannot start at END"),
-                Endpoint::Start(span) => {
-                    if edge.join {
-                        errors.at(*span, "START cannot be part of a fan-in edge");
-                    }
-                    start_edges += 1;
-                }
-                Endpoint::Node(ident) => {
-                    unknown(&mut errors, ident);
-                    has_way_out.insert(ident.to_string());
-                }
-            }
-        }
-        match &edge.to {
-            Endpoint::Start(span) => errors.at(*span, "an edge cannot lead to START"),
-            Endpoint::End(_) => {}
-            Endpoint::Node(ident) => {
-                unknown(&mut errors, ident);
-                reached.insert(ident.to_string());
-            }
-        }
-    }
-
     for route in &def.routes {
-        match &route.from {
-            Endpoint::End(span) => errors.at(*span, "a route cannot start at END"),
-            Endpoint::Start(_) => start_edges += 1,
-            Endpoint::Node(ident) => {
-                unknown(&mut errors, ident);
-                has_way_out.insert(ident.to_string());
-            }
-        }
         if route.targets.is_empty() {
             errors.at(
                 route.from.span(),
                 "a route needs the list of nodes it may return: `route a -> [b, c] by pick;`",
             );
         }
-        for t in &route.targets {
-            match t {
-                Endpoint::Start(span) => errors.at(*span, "a route cannot lead to START"),
-                Endpoint::End(_) => {}
-                Endpoint::Node(ident) => {
-                    unknown(&mut errors, ident);
-                    reached.insert(ident.to_string());
-                }
+    }
+    for problem in check(&shape(def)) {
+        errors.at(problem.at, problem.message);
+    }
+    errors.into_result()
+}
+
+/// The graph's shape, as the shared rulebook reads it.
+fn shape(def: &GraphDef) -> Spec<Span> {
+    let mut edges: Vec<Edge<Span>> = Vec::new();
+    for node in &def.nodes {
+        if !node.destinations.is_empty() {
+            edges.push(Edge::Destinations {
+                node: (node.name.to_string(), node.name.span()),
+                targets: node.destinations.iter().map(endpoint).collect(),
+            });
+        }
+    }
+    for edge in &def.edges {
+        if edge.join {
+            edges.push(Edge::Join {
+                from: edge.from.iter().map(endpoint).collect(),
+                to: endpoint(&edge.to),
+                when: edge.when_span,
+                at: edge.to.span(),
+            });
+        } else {
+            for from in &edge.from {
+                edges.push(Edge::Plain {
+                    from: endpoint(from),
+                    to: endpoint(&edge.to),
+                    when: edge.when_span,
+                });
             }
         }
     }
+    for route in &def.routes {
+        edges.push(Edge::Route {
+            from: endpoint(&route.from),
+            targets: route.targets.iter().map(endpoint).collect(),
+        });
+    }
+    let names = |list: &[syn::Ident]| list.iter().map(|i| (i.to_string(), i.span())).collect();
+    Spec {
+        nodes: def
+            .nodes
+            .iter()
+            .map(|n| (n.name.to_string(), n.name.span()))
+            .collect(),
+        edges,
+        interrupt_before: names(&def.interrupt_before),
+        interrupt_after: names(&def.interrupt_after),
+        whole: Span::call_site(),
+        // graph! lists every way between nodes (edges, routes, goto destinations).
+        check_reachability: true,
+    }
+}
 
-    for ident in def.interrupt_before.iter().chain(&def.interrupt_after) {
-        unknown(&mut errors, ident);
+fn endpoint(e: &Endpoint) -> kit_graph_rules::Endpoint<Span> {
+    match e {
+        Endpoint::Start(span) => kit_graph_rules::Endpoint::Start(*span),
+        Endpoint::End(span) => kit_graph_rules::Endpoint::End(*span),
+        Endpoint::Node(ident) => kit_graph_rules::Endpoint::Node(ident.to_string(), ident.span()),
     }
-
-    // Reachability and ways out are only meaningful once every name resolves; checking them
-    // after a typo would report the typo's consequences as extra errors.
-    let names_ok = errors.is_empty();
-    if start_edges == 0 && !def.nodes.is_empty() {
-        errors.at(
-            proc_macro2::Span::call_site(),
-            "nothing runs first: add `edge START -> first_node;`",
-        );
-    }
-    if def.nodes.is_empty() {
-        errors.at(
-            proc_macro2::Span::call_site(),
-            "graph! needs at least one node: `node name;`",
-        );
-    }
-    for node in def.nodes.iter().filter(|_| names_ok) {
-        let name = node.name.to_string();
-        if !has_way_out.contains(&name) {
-            errors.at(
-                node.name.span(),
-                format!(
-                    "node `{name}` has no way out: add `edge {name} -> END;` (or to the next \
-                     node), a `route {name} -> [..] by f;`, or its goto destinations \
-                     `node {name} = f -> [..];`"
-                ),
-            );
-        }
-        if !reached.contains(&name) {
-            errors.at(
-                node.name.span(),
-                format!(
-                    "node `{name}` is never reached: add an edge to it (`edge START -> {name};`), \
-                     list it in a route, or in another node's goto destinations"
-                ),
-            );
-        }
-    }
-    errors.into_result()
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use super::error::GraphError;
 use super::node::{IntoNodeOutput, NodeContext, NodeFn, Send};
+use kit_graph_rules::{Edge, Endpoint, Spec};
+
 use super::{CompiledNode, END, ErrorKindFn, Graph, GraphInner, Join, START, Target, WhenEdge};
 use crate::checkpoint::Checkpointer;
 use crate::state::{DynReducer, DynSchema, State};
@@ -297,61 +299,109 @@ impl<S: State> GraphBuilder<S> {
         self
     }
 
-    /// Validates the definition and builds the runnable graph.
+    /// The graph's shape, as the rulebook shared with `graph!` reads it.
+    fn shape(&self) -> Spec<()> {
+        let end = |name: &str| match name {
+            START => Endpoint::Start(()),
+            END => Endpoint::End(()),
+            _ => Endpoint::Node(name.to_string(), ()),
+        };
+        let mut edges: Vec<Edge<()>> = self
+            .edges
+            .iter()
+            .map(|edge| match edge {
+                EdgeDef::Static { from, to } => Edge::Plain {
+                    from: end(from),
+                    to: end(to),
+                    when: None,
+                },
+                EdgeDef::When { from, to, .. } => Edge::Plain {
+                    from: end(from),
+                    to: end(to),
+                    when: Some(()),
+                },
+                EdgeDef::Route {
+                    from, destinations, ..
+                } => Edge::Route {
+                    from: end(from),
+                    targets: destinations.iter().map(|d| end(d)).collect(),
+                },
+                EdgeDef::Join { from, to } => Edge::Join {
+                    from: from.iter().map(|f| end(f)).collect(),
+                    to: end(to),
+                    when: None,
+                    at: (),
+                },
+            })
+            .collect();
+        edges.extend(
+            self.destinations
+                .iter()
+                .map(|(node, targets)| Edge::Destinations {
+                    node: (node.clone(), ()),
+                    targets: targets.iter().map(|t| end(t)).collect(),
+                }),
+        );
+        let names = |list: &[String]| list.iter().map(|n| (n.clone(), ())).collect();
+        Spec {
+            nodes: self.nodes.iter().map(|(n, _)| (n.clone(), ())).collect(),
+            edges,
+            interrupt_before: names(&self.interrupt_before),
+            interrupt_after: names(&self.interrupt_after),
+            whole: (),
+            // A node may `goto` or `Send` to nodes it did not declare: the builder cannot know
+            // that a node is never reached.
+            check_reachability: false,
+        }
+    }
+
+    /// Validates the definition (every rule `graph!` checks at compile time, in the same
+    /// words, all problems at once) and builds the runnable graph.
     pub fn compile(self) -> Result<Graph<S>, GraphError> {
         let invalid = |message: String| GraphError::Invalid {
             graph: self.name.clone(),
             message,
         };
-        let mut index: HashMap<String, usize> = HashMap::new();
-        for (i, (name, _)) in self.nodes.iter().enumerate() {
-            if name == START || name == END {
-                return Err(invalid(format!(
-                    "`{name}` is reserved and cannot be a node name"
-                )));
-            }
-            if name.is_empty() || name.contains('|') || name.contains(':') {
-                return Err(invalid(format!(
-                    "node name `{name}` is invalid: names must be non-empty and must not contain \
-                     `|` or `:`"
-                )));
-            }
-            if index.insert(name.clone(), i).is_some() {
-                return Err(invalid(format!("node `{name}` is declared twice")));
+        let problems = kit_graph_rules::check(&self.shape());
+        match problems.len() {
+            0 => {}
+            1 => return Err(invalid(problems[0].message.clone())),
+            n => {
+                let list: Vec<String> = problems
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| format!("{}) {}", i + 1, p.message))
+                    .collect();
+                return Err(invalid(format!("{n} problems: {}", list.join("; "))));
             }
         }
-        let known = || {
-            let mut names: Vec<&str> = self.nodes.iter().map(|(n, _)| n.as_str()).collect();
-            names.sort_unstable();
-            names.join(", ")
-        };
+        // The rules hold: every name below resolves.
+        let index: HashMap<String, usize> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| (name.clone(), i))
+            .collect();
+        let unresolved = |name: &str| invalid(format!("unknown node `{name}`"));
         let resolve_from = |name: &str| -> Result<Option<usize>, GraphError> {
             if name == START {
                 return Ok(None);
             }
-            if name == END {
-                return Err(invalid("an edge cannot start at END".to_string()));
-            }
-            index.get(name).copied().map(Some).ok_or_else(|| {
-                invalid(format!(
-                    "edge from unknown node `{name}`; nodes are: {}",
-                    known()
-                ))
-            })
+            index
+                .get(name)
+                .copied()
+                .map(Some)
+                .ok_or_else(|| unresolved(name))
         };
         let resolve_to = |name: &str| -> Result<Target, GraphError> {
             if name == END {
                 return Ok(Target::End);
             }
-            if name == START {
-                return Err(invalid("an edge cannot lead to START".to_string()));
-            }
-            index.get(name).copied().map(Target::Node).ok_or_else(|| {
-                invalid(format!(
-                    "edge to unknown node `{name}`; nodes are: {}",
-                    known()
-                ))
-            })
+            index
+                .get(name)
+                .copied()
+                .map(Target::Node)
+                .ok_or_else(|| unresolved(name))
         };
 
         let mut nodes: Vec<CompiledNode<S>> = self
@@ -414,21 +464,12 @@ impl<S: State> GraphBuilder<S> {
                     }
                 }
                 EdgeDef::Join { from, to } => {
-                    if from.len() > 64 {
-                        return Err(invalid(format!(
-                            "a join waits for at most 64 nodes, this one lists {}",
-                            from.len()
-                        )));
-                    }
-                    if from.is_empty() {
-                        return Err(invalid("a join needs at least one source node".into()));
-                    }
                     let target = resolve_to(to)?;
                     let id = joins.len();
                     let mut sources = Vec::new();
                     for (bit, f) in from.iter().enumerate() {
                         let Some(i) = resolve_from(f)? else {
-                            return Err(invalid("START cannot be part of a join".into()));
+                            return Err(unresolved(f));
                         };
                         nodes[i].joins.push((id, bit as u32));
                         sources.push(i);
@@ -447,29 +488,11 @@ impl<S: State> GraphBuilder<S> {
         }
         for (node, targets) in &self.destinations {
             let Some(&i) = index.get(node) else {
-                return Err(invalid(format!(
-                    "destinations declared for unknown node `{node}`; nodes are: {}",
-                    known()
-                )));
+                return Err(unresolved(node));
             };
             for t in targets {
                 let t = resolve_to(t)?;
                 nodes[i].destinations.push(t);
-            }
-        }
-        if start.is_empty() {
-            return Err(invalid(
-                "nothing runs first: add an edge from START, e.g. `.edge(START, \"first_node\")`"
-                    .to_string(),
-            ));
-        }
-        for node in &nodes {
-            if node.out.is_empty() && node.joins.is_empty() && node.destinations.is_empty() {
-                return Err(invalid(format!(
-                    "node `{}` has no way out: add an edge from it (to END if it is the last \
-                     step), a route, or declare its goto destinations",
-                    node.name
-                )));
             }
         }
         for (names, before) in [
@@ -478,10 +501,7 @@ impl<S: State> GraphBuilder<S> {
         ] {
             for name in names {
                 let Some(&i) = index.get(name) else {
-                    return Err(invalid(format!(
-                        "interrupt_{} names unknown node `{name}`",
-                        if before { "before" } else { "after" }
-                    )));
+                    return Err(unresolved(name));
                 };
                 if before {
                     nodes[i].interrupt_before = true;

@@ -57,9 +57,9 @@ use crate::event::{EventFilter, EventSink, EventStream};
 use crate::state::State;
 
 /// The name of the entry point in edges.
-pub const START: &str = "__start__";
+pub const START: &str = kit_graph_rules::START;
 /// The name of the exit in edges.
-pub const END: &str = "__end__";
+pub const END: &str = kit_graph_rules::END;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -91,12 +91,6 @@ impl<S> Default for Outgoing<S> {
             whens: Vec::new(),
             routes: Vec::new(),
         }
-    }
-}
-
-impl<S> Outgoing<S> {
-    fn is_empty(&self) -> bool {
-        self.statics.is_empty() && self.whens.is_empty() && self.routes.is_empty()
     }
 }
 
