@@ -16,7 +16,7 @@ use kit::middleware::async_subagents::AsyncSpec;
 use kit::server::Worker;
 use kit::testing::{ScriptStep, ScriptedModel};
 use kit::{Agent, MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
-use kit_examples::researcher::{self, Gate};
+use kit_testing::researcher::{self, Gate};
 use serde_json::{Value, json};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;

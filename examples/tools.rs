@@ -18,7 +18,7 @@ use kit::model::{self, ChatModel, ModelError, ModelOptions, ModelRequest, pricin
 use kit::testing::ScriptedModel;
 use kit::tool::{Tool, ToolContext, ToolError, ToolHandler};
 use kit::{Agent, Config, Message, Role, RunOptions, ToolCall, Usage};
-use kit_examples::mock::openai::{self, MockOpenAi};
+use kit_testing::mock::openai::{self, MockOpenAi};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -12,8 +12,8 @@ use kit::model::{
     ResponseFormat, StreamAssembler, ToolChoice, ToolSpec,
 };
 use kit::{Config, ContentPart, Message, ToolCall};
-use kit_examples::mock::anthropic::{self, MockAnthropic, TEST_KEY};
-use kit_examples::mock::{MockResponse, StreamEnd};
+use kit_testing::mock::anthropic::{self, MockAnthropic, TEST_KEY};
+use kit_testing::mock::{MockResponse, StreamEnd};
 use serde_json::json;
 
 fn weather_tool() -> ToolSpec {

@@ -8,86 +8,15 @@ use std::time::Duration;
 use kit::middleware::async_subagents::AsyncSpec;
 use kit::protocol::{Endpoint, HttpRunClient, RunClient, RunClientError};
 use kit::server::{Worker, WorkerHandle};
-use kit::testing::{ScriptStep, ScriptedModel};
-use kit::{Agent, AgentState, MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
-use kit_examples::researcher::{self, Gate};
+use kit::testing::ScriptedModel;
+use kit::{Agent, Message, RunOptions, ToolCall};
+use kit_testing::Supervisor;
+use kit_testing::researcher::{self, Gate};
+use kit_testing::worker::spawn_worker;
 use serde_json::{Value, json};
 
-/// A supervisor agent whose scripted model is fed one turn at a time.
-struct Supervisor {
-    agent: Agent,
-    model: ScriptedModel,
-    thread: String,
-}
-
-impl Supervisor {
-    fn new(specs: Vec<AsyncSpec>) -> Self {
-        let model = ScriptedModel::new(Vec::<ScriptStep>::new());
-        let agent = Agent::builder()
-            .name("supervisor")
-            .model(model.clone())
-            .async_subagents(specs)
-            .checkpointer(Arc::new(MemoryCheckpointer::new()))
-            .build()
-            .unwrap();
-        Supervisor {
-            agent,
-            model,
-            thread: format!("sup-{}", kit::ids::random()),
-        }
-    }
-
-    /// One user turn: the model makes these tool calls (in one message), then says "ok".
-    /// Returns the tool results in call order and the state after the turn.
-    async fn turn(&self, calls: &[(&str, Value)]) -> (Vec<Message>, AgentState) {
-        let calls: Vec<ToolCall> = calls
-            .iter()
-            .enumerate()
-            .map(|(i, (name, args))| {
-                ToolCall::with_id(format!("c{}-{i}", kit::ids::random()), *name, args.clone())
-            })
-            .collect();
-        let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
-        self.model
-            .push(Message::assistant_with_tool_calls("", calls));
-        self.model.push(Message::assistant("ok"));
-        let out = self
-            .agent
-            .invoke("go on", &RunOptions::new().thread_id(self.thread.clone()))
-            .await
-            .unwrap();
-        let state = out.into_state();
-        let results = ids
-            .iter()
-            .map(|id| {
-                state
-                    .messages
-                    .iter()
-                    .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(id))
-                    .cloned()
-                    .unwrap_or_else(|| panic!("no tool result for call {id}"))
-            })
-            .collect();
-        (results, state)
-    }
-
-    /// One tool call; its result parsed as JSON.
-    async fn call(&self, name: &str, args: Value) -> (Value, AgentState) {
-        let (results, state) = self.turn(&[(name, args)]).await;
-        let text = results[0].text();
-        let json = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{name} did not answer JSON ({e}): {text}"));
-        (json, state)
-    }
-}
-
 async fn start_worker(gate: Gate) -> WorkerHandle {
-    Worker::builder()
-        .agent("research", researcher::agent(gate))
-        .build()
-        .await
-        .unwrap()
-        .start("127.0.0.1:0")
+    spawn_worker(Worker::builder().agent("research", researcher::agent(gate)))
         .await
         .unwrap()
 }
@@ -122,14 +51,15 @@ async fn wait_for(worker: &WorkerHandle, id: &str, statuses: &[&str]) -> Value {
 async fn start_check_running_then_success_with_the_result() {
     let gate = Gate::closed();
     let worker = start_worker(gate.clone()).await;
-    let sup = Supervisor::new(vec![spec(&worker)]);
+    let sup = Supervisor::new(vec![spec(&worker)]).unwrap();
 
     let (started, state) = sup
-        .call(
+        .call_json(
             "start_async_task",
             json!({"description": "the history of Rust", "subagent_name": "researcher"}),
         )
-        .await;
+        .await
+        .unwrap();
     // The worker's honest status: queued or already executing.
     assert!(
         ["pending", "running"].contains(&started["status"].as_str().unwrap()),
@@ -146,16 +76,18 @@ async fn start_check_running_then_success_with_the_result() {
 
     wait_for(&worker, &task_id, &["running"]).await;
     let (checked, _) = sup
-        .call("check_async_task", json!({"task_id": task_id}))
-        .await;
+        .call_json("check_async_task", json!({"task_id": task_id}))
+        .await
+        .unwrap();
     assert_eq!(checked["status"], "running");
     assert!(checked.get("result").is_none(), "{checked}");
 
     gate.release();
     wait_for(&worker, &task_id, &["success"]).await;
     let (checked, state) = sup
-        .call("check_async_task", json!({"task_id": task_id}))
-        .await;
+        .call_json("check_async_task", json!({"task_id": task_id}))
+        .await
+        .unwrap();
     assert_eq!(checked["status"], "success");
     assert_eq!(
         checked["result"],
@@ -174,23 +106,25 @@ async fn start_check_running_then_success_with_the_result() {
 async fn update_keeps_the_task_id_appends_to_updates_and_queues_behind_the_running_run() {
     let gate = Gate::closed();
     let worker = start_worker(gate.clone()).await;
-    let sup = Supervisor::new(vec![spec(&worker)]);
+    let sup = Supervisor::new(vec![spec(&worker)]).unwrap();
     let (started, _) = sup
-        .call(
+        .call_json(
             "start_async_task",
             json!({"description": "Rust", "subagent_type": "researcher"}),
         )
-        .await;
+        .await
+        .unwrap();
     let task_id = started["task_id"].as_str().unwrap().to_string();
     wait_for(&worker, &task_id, &["running"]).await;
     let first_run = worker_run(&worker, &task_id).await["run_id"].clone();
 
     let (updated, state) = sup
-        .call(
+        .call_json(
             "update_async_task",
             json!({"task_id": task_id, "message": "focus on the 2015 release"}),
         )
-        .await;
+        .await
+        .unwrap();
     assert_eq!(updated["task_id"], task_id.as_str());
     // Queued behind the running run (the worker's default follow-up strategy).
     assert_eq!(updated["status"], "pending");
@@ -205,8 +139,9 @@ async fn update_keeps_the_task_id_appends_to_updates_and_queues_behind_the_runni
     gate.release();
     wait_for(&worker, &task_id, &["success"]).await;
     let (checked, _) = sup
-        .call("check_async_task", json!({"task_id": task_id}))
-        .await;
+        .call_json("check_async_task", json!({"task_id": task_id}))
+        .await
+        .unwrap();
     assert_eq!(checked["status"], "success");
     assert_eq!(
         checked["result"],
@@ -226,11 +161,12 @@ async fn update_keeps_the_task_id_appends_to_updates_and_queues_behind_the_runni
 
     // A second update after the result: still the same task.
     let (updated, state) = sup
-        .call(
+        .call_json(
             "update_async_task",
             json!({"task_id": task_id, "message": "and 2018"}),
         )
-        .await;
+        .await
+        .unwrap();
     assert_eq!(updated["task_id"], task_id.as_str());
     assert_eq!(
         state.async_tasks[&task_id].updates,
@@ -250,19 +186,21 @@ async fn checked_messages(worker: &WorkerHandle, id: &str) -> Vec<Value> {
 async fn cancel_stops_a_running_task() {
     let gate = Gate::closed();
     let worker = start_worker(gate.clone()).await;
-    let sup = Supervisor::new(vec![spec(&worker)]);
+    let sup = Supervisor::new(vec![spec(&worker)]).unwrap();
     let (started, _) = sup
-        .call(
+        .call_json(
             "start_async_task",
             json!({"description": "slow work", "subagent_name": "researcher"}),
         )
-        .await;
+        .await
+        .unwrap();
     let task_id = started["task_id"].as_str().unwrap().to_string();
     wait_for(&worker, &task_id, &["running"]).await;
 
     let (cancelled, state) = sup
-        .call("cancel_async_task", json!({"task_id": task_id}))
-        .await;
+        .call_json("cancel_async_task", json!({"task_id": task_id}))
+        .await
+        .unwrap();
     assert_eq!(cancelled["status"], "cancelled");
     assert_eq!(state.async_tasks[&task_id].status, "cancelled");
     // The worker stopped the run for real.
@@ -270,8 +208,9 @@ async fn cancel_stops_a_running_task() {
     // Releasing the gate now changes nothing: the run is gone.
     gate.release();
     let (checked, _) = sup
-        .call("check_async_task", json!({"task_id": task_id}))
-        .await;
+        .call_json("check_async_task", json!({"task_id": task_id}))
+        .await
+        .unwrap();
     assert_eq!(checked["status"], "cancelled");
     worker.shutdown().await.unwrap();
 }
@@ -314,7 +253,7 @@ async fn list_refreshes_only_unfinished_tasks() {
         http: HttpRunClient::new(),
         checks: checks.clone(),
     };
-    let sup = Supervisor::new(vec![spec(&worker).client(client)]);
+    let sup = Supervisor::new(vec![spec(&worker).client(client)]).unwrap();
     let (results, _) = sup
         .turn(&[
             (
@@ -326,7 +265,8 @@ async fn list_refreshes_only_unfinished_tasks() {
                 json!({"description": "b", "subagent_name": "researcher"}),
             ),
         ])
-        .await;
+        .await
+        .unwrap();
     let ids: Vec<String> = results
         .iter()
         .map(|m| {
@@ -337,11 +277,12 @@ async fn list_refreshes_only_unfinished_tasks() {
     for id in &ids {
         wait_for(&worker, id, &["running"]).await;
     }
-    sup.call("cancel_async_task", json!({"task_id": ids[0]}))
-        .await;
+    sup.call_json("cancel_async_task", json!({"task_id": ids[0]}))
+        .await
+        .unwrap();
 
     let before = checks.load(Ordering::SeqCst);
-    let (results, state) = sup.turn(&[("list_async_tasks", json!({}))]).await;
+    let (results, state) = sup.turn(&[("list_async_tasks", json!({}))]).await.unwrap();
     let text = results[0].text();
     assert!(text.starts_with("2 tracked task(s):"), "{text}");
     assert!(
@@ -368,12 +309,13 @@ async fn list_refreshes_only_unfinished_tasks() {
     // The filter applies to the cached status.
     let (results, _) = sup
         .turn(&[("list_async_tasks", json!({"status_filter": "cancelled"}))])
-        .await;
+        .await
+        .unwrap();
     assert!(results[0].text().starts_with("1 tracked task(s):"));
 
     gate.release();
     wait_for(&worker, &ids[1], &["success"]).await;
-    let (results, _) = sup.turn(&[("list_async_tasks", json!({}))]).await;
+    let (results, _) = sup.turn(&[("list_async_tasks", json!({}))]).await.unwrap();
     assert!(
         results[0]
             .text()
@@ -384,7 +326,8 @@ async fn list_refreshes_only_unfinished_tasks() {
     // Now both are terminal: listing again fetches nothing.
     let before = checks.load(Ordering::SeqCst);
     sup.turn(&[("list_async_tasks", json!({"status_filter": "all"}))])
-        .await;
+        .await
+        .unwrap();
     assert_eq!(checks.load(Ordering::SeqCst), before);
     worker.shutdown().await.unwrap();
 }
@@ -392,10 +335,11 @@ async fn list_refreshes_only_unfinished_tasks() {
 #[tokio::test]
 async fn unknown_task_ids_and_unknown_subagents() {
     let worker = start_worker(Gate::open()).await;
-    let sup = Supervisor::new(vec![spec(&worker)]);
+    let sup = Supervisor::new(vec![spec(&worker)]).unwrap();
     let (checked, _) = sup
-        .call("check_async_task", json!({"task_id": "no-such-task"}))
-        .await;
+        .call_json("check_async_task", json!({"task_id": "no-such-task"}))
+        .await
+        .unwrap();
     assert_eq!(checked["status"], "unknown");
 
     let (results, state) = sup
@@ -403,7 +347,8 @@ async fn unknown_task_ids_and_unknown_subagents() {
             "start_async_task",
             json!({"description": "x", "subagent_name": "ghost"}),
         )])
-        .await;
+        .await
+        .unwrap();
     let text = results[0].text();
     assert!(
         text.starts_with("Unknown async subagent type `ghost`"),
@@ -418,7 +363,7 @@ async fn unknown_task_ids_and_unknown_subagents() {
 #[tokio::test]
 async fn parallel_calls_in_one_turn_all_land() {
     let worker = start_worker(Gate::open()).await;
-    let sup = Supervisor::new(vec![spec(&worker)]);
+    let sup = Supervisor::new(vec![spec(&worker)]).unwrap();
     let (results, state) = sup
         .turn(&[
             (
@@ -434,7 +379,8 @@ async fn parallel_calls_in_one_turn_all_land() {
                 json!({"description": "three", "subagent_name": "researcher"}),
             ),
         ])
-        .await;
+        .await
+        .unwrap();
     assert_eq!(state.async_tasks.len(), 3, "{results:?}");
     let ids: Vec<String> = state.async_tasks.keys().cloned().collect();
     for id in &ids {
@@ -445,7 +391,7 @@ async fn parallel_calls_in_one_turn_all_land() {
         .iter()
         .map(|id| ("check_async_task", json!({"task_id": id})))
         .collect();
-    let (_, state) = sup.turn(&calls).await;
+    let (_, state) = sup.turn(&calls).await.unwrap();
     for id in &ids {
         let record = &state.async_tasks[id];
         assert_eq!(record.status, "success", "{id}");
@@ -473,13 +419,15 @@ async fn a_wrong_bearer_token_is_a_clear_auth_error_for_the_model() {
         .unwrap();
     let wrong = Supervisor::new(vec![
         spec(&worker).header("Authorization", "Bearer wrong-token"),
-    ]);
+    ])
+    .unwrap();
     let (results, state) = wrong
         .turn(&[(
             "start_async_task",
             json!({"description": "x", "subagent_name": "researcher"}),
         )])
-        .await;
+        .await
+        .unwrap();
     let text = results[0].text();
     assert!(results[0].is_error());
     assert!(
@@ -492,18 +440,21 @@ async fn a_wrong_bearer_token_is_a_clear_auth_error_for_the_model() {
 
     let right = Supervisor::new(vec![
         spec(&worker).header("Authorization", "Bearer right-token"),
-    ]);
+    ])
+    .unwrap();
     let (started, _) = right
-        .call(
+        .call_json(
             "start_async_task",
             json!({"description": "x", "subagent_name": "researcher"}),
         )
-        .await;
+        .await
+        .unwrap();
     let task_id = started["task_id"].as_str().unwrap().to_string();
     wait_for_with_token(&worker, &task_id, "right-token").await;
     let (checked, _) = right
-        .call("check_async_task", json!({"task_id": task_id}))
-        .await;
+        .call_json("check_async_task", json!({"task_id": task_id}))
+        .await
+        .unwrap();
     assert_eq!(checked["status"], "success");
     worker.shutdown().await.unwrap();
 }

@@ -488,7 +488,7 @@ proptest! {
 
 #[tokio::test]
 async fn overflow_recovery_against_the_providers_real_context_length_error() {
-    use kit_examples::mock::{MockOpenAi, openai};
+    use kit_testing::mock::{MockOpenAi, openai};
     let server = MockOpenAi::start().await.unwrap();
     server.enqueue_all([
         // The conversation does not fit: OpenAI's real 400 body.

@@ -291,7 +291,7 @@ fn model_end_text(events: &[kit::Event]) -> Vec<String> {
 #[tokio::test]
 async fn pii_output_scrubs_streamed_tokens_split_across_deltas() {
     use futures::StreamExt;
-    use kit_examples::mock::openai::{self, MockOpenAi};
+    use kit_testing::mock::openai::{self, MockOpenAi};
     let server = MockOpenAi::start().await.unwrap();
     // A long answer from the provider's real SSE stream, an address split over three chunks and
     // a card over two, with enough text around them that the stream must release early.
@@ -352,7 +352,7 @@ async fn pii_output_scrubs_streamed_tokens_split_across_deltas() {
 #[tokio::test]
 async fn overlapping_pii_middleware_stream_what_the_state_stores() {
     use futures::StreamExt;
-    use kit_examples::mock::openai::{self, MockOpenAi};
+    use kit_testing::mock::openai::{self, MockOpenAi};
     // An address inside a URL: the inner middleware (URL) scrubs the answer first, so the
     // stream must be filtered in the same order or the two would disagree (and leak the token).
     let server = MockOpenAi::start().await.unwrap();
@@ -391,8 +391,8 @@ async fn overlapping_pii_middleware_stream_what_the_state_stores() {
 #[tokio::test]
 async fn pii_output_scrubs_streamed_tool_call_arguments() {
     use futures::StreamExt;
-    use kit_examples::mock::MockResponse;
-    use kit_examples::mock::openai::{self, MockOpenAi};
+    use kit_testing::mock::MockResponse;
+    use kit_testing::mock::openai::{self, MockOpenAi};
     let server = MockOpenAi::start().await.unwrap();
     let args = r#"{"to": "bob@example.org", "body": "Hi Bob, this is a long enough message to be streamed in several parts, cc carol@example.net please."}"#;
     let (a, rest) = args.split_at(12);

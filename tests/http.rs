@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kit::http::{HttpClient, HttpErrorKind, HttpRequest, RetryPolicy};
-use kit_examples::mock::{MockResponse, MockServer, SseFrame, StreamEnd};
+use kit_testing::mock::{MockResponse, MockServer, SseFrame, StreamEnd};
 use serde_json::json;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};

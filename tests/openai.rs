@@ -15,8 +15,8 @@ use kit::model::{
 };
 use kit::tool::{ToolContext, ToolError, ToolHandler};
 use kit::{Config, ContentPart, Message, RunOptions, ToolCall};
-use kit_examples::mock::openai::{self, MockOpenAi, TEST_KEY};
-use kit_examples::mock::{MockResponse, StreamEnd};
+use kit_testing::mock::openai::{self, MockOpenAi, TEST_KEY};
+use kit_testing::mock::{MockResponse, StreamEnd};
 use serde_json::{Value, json};
 
 fn weather_tool() -> ToolSpec {
@@ -488,7 +488,7 @@ async fn an_error_inside_a_stream_is_typed() {
     let server = MockOpenAi::start().await.unwrap();
     server.enqueue(MockResponse::sse([
         openai::role_chunk(),
-        kit_examples::mock::SseFrame::data(
+        kit_testing::mock::SseFrame::data(
             json!({"error": {"message": "The server had an error while processing your request.", "type": "server_error", "param": null, "code": null}}).to_string(),
         ),
     ]));

@@ -9,51 +9,10 @@ use std::time::Duration;
 use kit::http::{HttpClient, RetryPolicy};
 use kit::middleware::async_subagents::AsyncSpec;
 use kit::protocol::{Endpoint, HttpRunClient, RunClient, RunClientError};
-use kit::testing::{ScriptStep, ScriptedModel};
-use kit::{Agent, AgentState, MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
+use kit_testing::Supervisor;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
-
-struct Supervisor {
-    agent: Agent,
-    model: ScriptedModel,
-}
-
-impl Supervisor {
-    fn new(specs: Vec<AsyncSpec>) -> Self {
-        let model = ScriptedModel::new(Vec::<ScriptStep>::new());
-        let agent = Agent::builder()
-            .model(model.clone())
-            .async_subagents(specs)
-            .checkpointer(Arc::new(MemoryCheckpointer::new()))
-            .build()
-            .unwrap();
-        Supervisor { agent, model }
-    }
-
-    /// One tool call; returns its result message and the state.
-    async fn call(&self, name: &str, args: Value) -> (Message, AgentState) {
-        let call = ToolCall::with_id(kit::ids::random(), name, args);
-        let id = call.id.clone();
-        self.model
-            .push(Message::assistant_with_tool_calls("", vec![call]));
-        self.model.push(Message::assistant("ok"));
-        let state = self
-            .agent
-            .invoke("go", &RunOptions::new().thread_id("sup"))
-            .await
-            .unwrap()
-            .into_state();
-        let result = state
-            .messages
-            .iter()
-            .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&id))
-            .cloned()
-            .unwrap();
-        (result, state)
-    }
-}
 
 /// A worker that lives in memory: no HTTP at all.
 #[derive(Clone, Default)]
@@ -107,13 +66,15 @@ async fn a_custom_run_client_is_used_for_every_operation() {
     let client = MemoryClient::default();
     let sup = Supervisor::new(vec![
         AsyncSpec::new("mem", "In memory.", "g").client(client.clone()),
-    ]);
+    ])
+    .unwrap();
     let (r, state) = sup
         .call(
             "start_async_task",
             json!({"description": "d", "subagent_name": "mem"}),
         )
-        .await;
+        .await
+        .unwrap();
     let out: Value = serde_json::from_str(&r.text()).unwrap();
     assert_eq!(
         out["task_id"], "mem-1",
@@ -123,7 +84,8 @@ async fn a_custom_run_client_is_used_for_every_operation() {
 
     let (r, state) = sup
         .call("check_async_task", json!({"task_id": "mem-1"}))
-        .await;
+        .await
+        .unwrap();
     let out: Value = serde_json::from_str(&r.text()).unwrap();
     assert_eq!(out["status"], "success");
     // The last non-empty message, text parts joined.
@@ -138,7 +100,8 @@ async fn a_custom_run_client_is_used_for_every_operation() {
             "update_async_task",
             json!({"task_id": "mem-1", "message": "more"}),
         )
-        .await;
+        .await
+        .unwrap();
     let out: Value = serde_json::from_str(&r.text()).unwrap();
     assert_eq!(out["task_id"], "mem-1", "the task id never changes");
     assert_eq!(state.async_tasks.len(), 1);
@@ -151,7 +114,8 @@ async fn a_custom_run_client_is_used_for_every_operation() {
             "update_async_task",
             json!({"task_id": "mem-1", "message": "lost"}),
         )
-        .await;
+        .await
+        .unwrap();
     assert!(r.is_error());
     assert!(
         r.text().contains("the in-memory queue is full"),
@@ -167,7 +131,8 @@ async fn a_custom_run_client_is_used_for_every_operation() {
 
     let (r, state) = sup
         .call("cancel_async_task", json!({"task_id": "mem-1"}))
-        .await;
+        .await
+        .unwrap();
     assert!(!r.is_error());
     assert_eq!(state.async_tasks["mem-1"].status, "cancelled");
     let calls = client.calls.lock().unwrap().clone();
@@ -183,18 +148,22 @@ async fn a_custom_run_client_is_used_for_every_operation() {
 
 #[tokio::test]
 async fn a_spec_without_url_or_client_only_records_the_task() {
-    let sup = Supervisor::new(vec![AsyncSpec::new("local", "Nowhere.", "g")]);
+    let sup = Supervisor::new(vec![AsyncSpec::new("local", "Nowhere.", "g")]).unwrap();
     let (r, state) = sup
         .call(
             "start_async_task",
             json!({"description": "d", "subagent_name": "local"}),
         )
-        .await;
+        .await
+        .unwrap();
     let out: Value = serde_json::from_str(&r.text()).unwrap();
     let id = out["task_id"].as_str().unwrap().to_string();
     assert!(id.starts_with("async-"));
     assert_eq!(state.async_tasks[&id].status, "pending");
-    let (r, state) = sup.call("check_async_task", json!({"task_id": id})).await;
+    let (r, state) = sup
+        .call("check_async_task", json!({"task_id": id}))
+        .await
+        .unwrap();
     assert!(r.is_error());
     assert!(r.text().contains("no `url` or `client`"), "{}", r.text());
     assert_eq!(state.async_tasks[&id].status, "pending");
@@ -318,13 +287,14 @@ async fn malformed_json_500s_and_slow_answers_become_error_results() {
         ))
         .header("X-Api-Key", "key-1");
     // With a custom client and a url, the client gets the spec (and its url and headers).
-    let sup = Supervisor::new(vec![spec]);
+    let sup = Supervisor::new(vec![spec]).unwrap();
     let (r, state) = sup
         .call(
             "start_async_task",
             json!({"description": "dig", "subagent_name": "raw"}),
         )
-        .await;
+        .await
+        .unwrap();
     assert!(!r.is_error(), "{}", r.text());
     // No thread_id, task_id or id: the run id is the task id.
     assert!(state.async_tasks.contains_key("r-1"));
@@ -354,7 +324,8 @@ async fn malformed_json_500s_and_slow_answers_become_error_results() {
         let before = server.requests.lock().unwrap().len();
         let (r, state) = sup
             .call("check_async_task", json!({"task_id": "r-1"}))
-            .await;
+            .await
+            .unwrap();
         assert!(r.is_error(), "mode {mode}");
         assert!(r.text().contains(expected), "mode {mode}: {}", r.text());
         let record = &state.async_tasks["r-1"];
@@ -379,20 +350,22 @@ async fn malformed_json_500s_and_slow_answers_become_error_results() {
             "update_async_task",
             json!({"task_id": "r-1", "message": "again"}),
         )
-        .await;
+        .await
+        .unwrap();
     assert!(r.is_error());
     assert!(state.async_tasks["r-1"].updates.is_empty());
     assert_eq!(server.requests.lock().unwrap().len() - before, 1);
 
     // A listing that cannot refresh says so per task and keeps the records.
-    let (r, _) = sup.call("list_async_tasks", json!({})).await;
+    let (r, _) = sup.call("list_async_tasks", json!({})).await.unwrap();
     assert!(r.text().contains("could not refresh"), "{}", r.text());
 
     // Back to normal: the result arrives.
     server.mode.store(OK, Ordering::SeqCst);
     let (r, state) = sup
         .call("check_async_task", json!({"task_id": "r-1"}))
-        .await;
+        .await
+        .unwrap();
     let out: Value = serde_json::from_str(&r.text()).unwrap();
     assert_eq!(out["status"], "success");
     assert_eq!(out["result"], "raw result");
@@ -402,7 +375,8 @@ async fn malformed_json_500s_and_slow_answers_become_error_results() {
     server.mode.store(EMPTY_204, Ordering::SeqCst);
     let (r, state) = sup
         .call("cancel_async_task", json!({"task_id": "r-1"}))
-        .await;
+        .await
+        .unwrap();
     assert!(!r.is_error(), "{}", r.text());
     let last = server.requests.lock().unwrap().last().unwrap().clone();
     assert!(last.starts_with("POST /runs/r-1/cancel HTTP/1.1"), "{last}");
@@ -419,13 +393,15 @@ async fn an_unreachable_worker_is_a_transport_error() {
     };
     let sup = Supervisor::new(vec![
         AsyncSpec::new("gone", "Nobody home.", "g").url(format!("http://{addr}")),
-    ]);
+    ])
+    .unwrap();
     let (r, state) = sup
         .call(
             "start_async_task",
             json!({"description": "d", "subagent_name": "gone"}),
         )
-        .await;
+        .await
+        .unwrap();
     assert!(r.is_error());
     assert!(
         r.text().starts_with(

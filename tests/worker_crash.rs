@@ -18,9 +18,8 @@ use kit::checkpoint::SqliteCheckpointer;
 use kit::middleware::async_subagents::AsyncSpec;
 use kit::protocol::HttpRunClient;
 use kit::server::{Recovery, Worker};
-use kit::testing::{ScriptStep, ScriptedModel};
-use kit::{Agent, AgentState, MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
-use kit_examples::researcher::{self, Behaviour, Gate};
+use kit_testing::Supervisor;
+use kit_testing::researcher::{self, Behaviour, Gate};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -104,48 +103,6 @@ async fn spawn_child(db: &Path, addr: &str, slow: bool, recovery: &str) -> Child
     child
 }
 
-struct Supervisor {
-    agent: Agent,
-    model: ScriptedModel,
-}
-
-impl Supervisor {
-    fn new(url: &str) -> Self {
-        let model = ScriptedModel::new(Vec::<ScriptStep>::new());
-        let spec = AsyncSpec::new("researcher", "Researches.", "research")
-            .url(url)
-            .client(HttpRunClient::with_timeout(Duration::from_secs(5)));
-        let agent = Agent::builder()
-            .model(model.clone())
-            .async_subagents([spec])
-            .checkpointer(Arc::new(MemoryCheckpointer::new()))
-            .build()
-            .unwrap();
-        Supervisor { agent, model }
-    }
-
-    async fn call(&self, name: &str, args: Value) -> (String, AgentState) {
-        let call = ToolCall::with_id(kit::ids::random(), name, args);
-        let id = call.id.clone();
-        self.model
-            .push(Message::assistant_with_tool_calls("", vec![call]));
-        self.model.push(Message::assistant("ok"));
-        let state = self
-            .agent
-            .invoke("go", &RunOptions::new().thread_id("supervisor"))
-            .await
-            .unwrap()
-            .into_state();
-        let text = state
-            .messages
-            .iter()
-            .find(|m| m.role == Role::Tool && m.tool_call_id.as_deref() == Some(&id))
-            .unwrap()
-            .text();
-        (text, state)
-    }
-}
-
 async fn worker_status(url: &str, id: &str) -> Value {
     reqwest::get(format!("{url}/runs/{id}"))
         .await
@@ -172,13 +129,18 @@ async fn crash_and_restart(recovery: &str) -> Value {
     };
     let url = format!("http://{addr}");
     let child = spawn_child(&db, &addr, true, recovery).await;
-    let sup = Supervisor::new(&url);
+    let sup = Supervisor::new([AsyncSpec::new("researcher", "Researches.", "research")
+        .url(url.clone())
+        .client(HttpRunClient::with_timeout(Duration::from_secs(5)))])
+    .unwrap();
     let (started, _) = sup
         .call(
             "start_async_task",
             json!({"description": "deep sea vents", "subagent_name": "researcher"}),
         )
-        .await;
+        .await
+        .map(|(m, state)| (m.text(), state))
+        .unwrap();
     let started: Value = serde_json::from_str(&started).unwrap();
     let task_id = started["task_id"].as_str().unwrap().to_string();
     for _ in 0..3000 {
@@ -193,7 +155,9 @@ async fn crash_and_restart(recovery: &str) -> Value {
     // While the worker is down: a clear error, and the record stays as it was.
     let (text, state) = sup
         .call("check_async_task", json!({"task_id": task_id}))
-        .await;
+        .await
+        .map(|(m, state)| (m.text(), state))
+        .unwrap();
     assert!(text.contains("could not reach the worker"), "{text}");
     let record = &state.async_tasks[&task_id];
     assert!(!kit::middleware::async_subagents::is_terminal(
@@ -206,7 +170,9 @@ async fn crash_and_restart(recovery: &str) -> Value {
     for _ in 0..3000 {
         let (text, _) = sup
             .call("check_async_task", json!({"task_id": task_id}))
-            .await;
+            .await
+            .map(|(m, state)| (m.text(), state))
+            .unwrap();
         last = serde_json::from_str(&text).unwrap_or_else(|_| json!({"status": text}));
         if kit::middleware::async_subagents::is_terminal(last["status"].as_str().unwrap_or("")) {
             break;

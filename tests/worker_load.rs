@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kit::server::Worker;
-use kit_examples::load::{Counting, LoadStats};
-use kit_examples::researcher::{self, Gate};
+use kit_testing::load::{Counting, LoadStats};
+use kit_testing::researcher::{self, Gate};
 use serde_json::{Value, json};
 
 const RUNS: usize = 1000;

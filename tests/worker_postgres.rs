@@ -12,8 +12,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use kit::server::store::{NewRun, PostgresRunStore, RunInput, RunStore};
 use kit::server::{Worker, WorkerHandle};
-use kit_examples::load::{Counting, LoadStats};
-use kit_examples::researcher::{self, Gate};
+use kit_testing::load::{Counting, LoadStats};
+use kit_testing::researcher::{self, Gate};
+use kit_testing::worker::wait_for_status;
 use serde_json::{Value, json};
 
 fn postgres_url() -> Option<String> {
@@ -74,19 +75,9 @@ fn body(topic: &str) -> Value {
 }
 
 async fn wait_status(url: &str, id: &str, statuses: &[&str]) -> Value {
-    for _ in 0..3000 {
-        let run: Value = reqwest::get(format!("{url}/runs/{id}"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        if statuses.contains(&run["status"].as_str().unwrap_or("")) {
-            return run;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("run {id} never reached {statuses:?}");
+    wait_for_status(url, id, statuses, Duration::from_secs(30))
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,8 @@ use kit::graph::{GraphBuilder, NodeContext, NodeError};
 use kit::server::store::{NewRun, RunInput, RunStore, SqliteRunStore};
 use kit::server::{FollowUp, Recovery, Worker, WorkerHandle};
 use kit::{END, START, State};
-use kit_examples::researcher::{self, Gate};
+use kit_testing::researcher::{self, Gate};
+use kit_testing::worker::{spawn_worker, wait_for_status};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -30,12 +31,7 @@ async fn get(url: String) -> (u16, Value) {
 }
 
 async fn worker(gate: Gate) -> WorkerHandle {
-    Worker::builder()
-        .agent("research", researcher::agent(gate))
-        .build()
-        .await
-        .unwrap()
-        .start("127.0.0.1:0")
+    spawn_worker(Worker::builder().agent("research", researcher::agent(gate)))
         .await
         .unwrap()
 }
@@ -45,14 +41,9 @@ fn start_body(topic: &str) -> Value {
 }
 
 async fn wait_status(w: &WorkerHandle, id: &str, statuses: &[&str]) -> Value {
-    for _ in 0..3000 {
-        let (_, run) = get(format!("{}/runs/{id}", w.url())).await;
-        if statuses.contains(&run["status"].as_str().unwrap_or("")) {
-            return run;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("run {id} never reached {statuses:?}");
+    wait_for_status(&w.url(), id, statuses, Duration::from_secs(30))
+        .await
+        .unwrap()
 }
 
 #[tokio::test]

@@ -311,7 +311,7 @@ impl HttpClient {
         }
         let retry = match error.kind() {
             HttpErrorKind::Status => {
-                let forced = should_retry_header(&error.headers());
+                let forced = should_retry_header(error.headers());
                 match forced {
                     Some(f) => f,
                     None => error.status().is_some_and(retryable_status),

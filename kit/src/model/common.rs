@@ -119,7 +119,7 @@ pub(crate) fn map_http_error(provider: &str, e: HttpError) -> ModelError {
     match e.kind() {
         HttpErrorKind::Status => {
             let status = e.status().unwrap_or(0);
-            let parsed = ProviderError::parse(&e.body());
+            let parsed = ProviderError::parse(e.body());
             classify(provider, Some(status), &parsed, e.retry_after())
         }
         HttpErrorKind::Timeout => ModelError::Timeout {

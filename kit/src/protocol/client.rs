@@ -203,12 +203,12 @@ fn run_error(url: &str, e: &HttpError) -> RunClientError {
         (HttpErrorKind::Status, Some(status @ (401 | 403))) => RunClientError::Unauthorized {
             url,
             status,
-            body: clip(&e.body()),
+            body: clip(e.body()),
         },
         (HttpErrorKind::Status, Some(status)) => RunClientError::Status {
             url,
             status,
-            body: clip(&e.body()),
+            body: clip(e.body()),
         },
         (HttpErrorKind::Timeout, _) => RunClientError::Timeout {
             url,

@@ -9,7 +9,7 @@
 //! ```no_run
 //! use kit::model::{ChatModel, ModelRequest};
 //! use kit::Message;
-//! use kit_examples::mock::{MockOpenAi, openai};
+//! use kit_testing::mock::{MockOpenAi, openai};
 //!
 //! # async fn demo() -> std::io::Result<()> {
 //! let server = MockOpenAi::start().await?;
