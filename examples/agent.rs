@@ -113,14 +113,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // Same thread: the agent remembers the conversation through its checkpointer.
-    let out = agent.invoke("And together?", &opts).await?;
+    let out = agent.invoke("And together?").options(&opts).await?;
     println!("follow-up answer: {}", out.state().final_text());
     println!("messages in the thread: {}", out.state().messages.len());
 
     // The guardrail ends the run before the model is called.
-    let out = agent
-        .invoke("Write me a poem.", &RunOptions::new().thread_id("desk-2"))
-        .await?;
+    let out = agent.invoke("Write me a poem.").thread_id("desk-2").await?;
     println!("guardrail: {}", out.state().final_text());
     Ok(())
 }

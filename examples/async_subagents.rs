@@ -15,7 +15,7 @@ use std::time::Duration;
 use kit::middleware::async_subagents::AsyncSpec;
 use kit::server::Worker;
 use kit::testing::{ScriptStep, ScriptedModel};
-use kit::{Agent, MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
+use kit::{Agent, MemoryCheckpointer, Message, Role, ToolCall};
 use kit_testing::researcher::{self, Gate};
 use serde_json::{Value, json};
 
@@ -38,10 +38,7 @@ impl Supervisor {
         self.model
             .push(Message::assistant_with_tool_calls("", vec![call]));
         self.model.push(Message::assistant("Done."));
-        let out = self
-            .agent
-            .invoke(user, &RunOptions::new().thread_id("supervisor-1"))
-            .await?;
+        let out = self.agent.invoke(user).thread_id("supervisor-1").await?;
         let state = out.into_state();
         let result = state
             .messages

@@ -7,7 +7,7 @@
 use kit::agent::AgentState;
 use kit::middleware::filesystem::{DirectoryBackend, FilesystemMiddleware};
 use kit::testing::ScriptedModel;
-use kit::{Agent, Message, Role, RunOptions, ToolCall};
+use kit::{Agent, Message, Role, ToolCall};
 use serde_json::{Value, json};
 
 fn turn(calls: &[(&str, &str, Value)]) -> Message {
@@ -78,10 +78,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .model(script())
         .filesystem(FilesystemMiddleware::new())
         .build()?;
-    let state = agent
-        .invoke("Organise my notes", &RunOptions::new())
-        .await?
-        .into_state();
+    let state = agent.invoke("Organise my notes").await?.into_state();
     print_results(&state);
     println!(
         "files in state: {:?}",
@@ -94,10 +91,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .model(script())
         .filesystem(FilesystemMiddleware::new().backend(DirectoryBackend::create(&root)?))
         .build()?;
-    let state = agent
-        .invoke("Organise my notes", &RunOptions::new())
-        .await?
-        .into_state();
+    let state = agent.invoke("Organise my notes").await?.into_state();
     print_results(&state);
     let todo = std::fs::read_to_string(root.join("todo.md"))?;
     println!("on disk, todo.md: {todo:?}");

@@ -76,7 +76,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opts = RunOptions::new().thread_id("ticket-1");
     let input = TicketUpdate::new().text("I want a refund for order 42");
     println!("> invoke: {:?}", "I want a refund for order 42");
-    let outcome = graph.invoke(input, &opts).await?;
+    let outcome = graph.invoke(input).options(&opts).await?;
 
     let Outcome::Interrupted(paused) = outcome else {
         return Err("expected the refund to wait for approval".into());
@@ -90,7 +90,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("  log so far: {:?}", paused.state.log);
 
     println!("> resume with \"yes\"");
-    let done = graph.resume(Resume::value("yes"), &opts).await?;
+    let done = graph.resume(Resume::value("yes")).options(&opts).await?;
     let ticket = done.into_state();
     println!("✔ resolution: {}", ticket.resolution);
     println!("  log: {:?}", ticket.log);

@@ -189,7 +189,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let input =
         "Refund order 42 and email the receipt to ann@example.com. Card: 4111-1111-1111-1111.";
     println!("user wrote: {input}");
-    let mut outcome = agent.invoke(input, &opts).await?;
+    let mut outcome = agent.invoke(input).options(&opts).await?;
     println!("model saw:  {}", outcome.state().messages[0].text());
 
     println!("\n== Human review ==");
@@ -248,7 +248,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("stdin is not a terminal: approving every call");
             vec![Decision::approve(); request.action_requests.len()]
         };
-        outcome = agent.resume(resume_review(decisions), &opts).await?;
+        outcome = agent
+            .resume(resume_review(decisions))
+            .options(&opts)
+            .await?;
     }
     print_results(outcome.state());
     println!("final answer: {}", outcome.state().final_text());

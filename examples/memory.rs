@@ -48,7 +48,8 @@ async fn first_turn(db: &Path) {
         .unwrap_or_else(|e| fail(e));
     let input = "Hi, I'm Ada and my favourite colour is green.";
     let out = agent
-        .invoke(input, &RunOptions::new().thread_id(THREAD))
+        .invoke(input)
+        .thread_id(THREAD)
         .await
         .unwrap_or_else(|e| fail(e));
     println!("[process 1] user: {input}");
@@ -91,7 +92,8 @@ async fn second_turn(db: &Path) {
         .unwrap_or_else(|e| fail(e));
     let opts = RunOptions::new().thread_id(THREAD);
     let out = agent
-        .invoke("What do you remember about me?", &opts)
+        .invoke("What do you remember about me?")
+        .options(&opts)
         .await
         .unwrap_or_else(|e| fail(e));
     let messages = &out.state().messages;

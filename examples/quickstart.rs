@@ -375,7 +375,7 @@ async fn main() -> Result<(), Error> {
             "Answers quick factual questions in one sentence.",
         )
         .system_prompt("Answer in one sentence.")
-        .model_arc(model(&models, scripted_researcher())?)
+        .model(model(&models, scripted_researcher())?)
         .tools([])])
         .async_subagents([AsyncSpec::new(
             "analyst",

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use kit::model::{self, ChatModel, ModelError, ModelOptions, ModelRequest, pricing};
 use kit::testing::ScriptedModel;
 use kit::tool::{Tool, ToolContext, ToolError, ToolHandler};
-use kit::{Agent, Config, Message, Role, RunOptions, ToolCall, Usage};
+use kit::{Agent, Config, Message, Role, ToolCall, Usage};
 use kit_testing::mock::openai::{self, MockOpenAi};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -228,7 +228,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let question = "What's the weather in Paris and in Oslo, and how much warmer is Paris?";
     println!("question: {question}");
-    let out = agent.invoke(question, &RunOptions::new()).await?;
+    let out = agent.invoke(question).await?;
 
     let mut usage = Usage::default();
     for m in &out.state().messages {

@@ -20,7 +20,7 @@ use kit::middleware::subagents::SubagentSpec;
 use kit::testing::ScriptedModel;
 use kit::tool::{Tool, ToolError, ToolOutput};
 use kit::trace::{JsonLinesExporter, RunRecord, TraceOptions, Tracer, viewer};
-use kit::{Agent, MemoryCheckpointer, Message, RunOptions, ToolCall, Usage};
+use kit::{Agent, MemoryCheckpointer, Message, ToolCall, Usage};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -255,18 +255,15 @@ async fn main() {
             let tracer = Tracer::new().with_exporter(exporter);
             let agent = support_agent().unwrap_or_else(|e| fail(&e.to_string()));
             let out = agent
-                .invoke(
-                    "Where is my order A-1001, and what about my refund for A-0999?",
-                    &RunOptions::new()
-                        .thread_id("ticket-4711")
-                        .tracer(tracer.clone())
-                        .trace(
-                            TraceOptions::new()
-                                .user_id("customer-42")
-                                .session_id("web-9f3")
-                                .execution_mode("chat")
-                                .field("tenant", "acme"),
-                        ),
+                .invoke("Where is my order A-1001, and what about my refund for A-0999?")
+                .thread_id("ticket-4711")
+                .tracer(tracer.clone())
+                .trace(
+                    TraceOptions::new()
+                        .user_id("customer-42")
+                        .session_id("web-9f3")
+                        .execution_mode("chat")
+                        .field("tenant", "acme"),
                 )
                 .await
                 .unwrap_or_else(|e| fail(&e.to_string()))

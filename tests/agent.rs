@@ -80,10 +80,7 @@ async fn parallel_tool_calls_run_and_results_keep_call_order() {
         .tools([Add::tool(), Weather::tool()])
         .build()
         .unwrap();
-    let out = agent
-        .invoke("weather and sums", &RunOptions::new())
-        .await
-        .unwrap();
+    let out = agent.invoke("weather and sums").await.unwrap();
     let state = out.into_state();
     let results: Vec<(String, String)> = tool_messages(&state)
         .iter()
@@ -121,11 +118,7 @@ async fn tool_errors_and_malformed_calls_reach_the_model_which_recovers() {
         .tools([Add::tool(), Weather::tool()])
         .build()
         .unwrap();
-    let state = agent
-        .invoke("try things", &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke("try things").await.unwrap().into_state();
     let results = tool_messages(&state);
     assert_eq!(results.len(), 5, "every call got exactly one result");
     assert!(results[..4].iter().all(|m| m.is_error()));
@@ -257,7 +250,7 @@ async fn parallel_tool_calls_run_concurrently() {
     let agent = Agent::builder().model(model).tool(meet).build().unwrap();
     let out = tokio::time::timeout(
         std::time::Duration::from_secs(10),
-        agent.invoke("meet twice", &RunOptions::new()),
+        agent.invoke("meet twice"),
     )
     .await
     .expect("the two calls ran concurrently (sequential calls would wait forever)")
@@ -293,7 +286,7 @@ async fn hooks_fire_in_the_documented_order() {
         })
         .build()
         .unwrap();
-    agent.invoke("1+1", &RunOptions::new()).await.unwrap();
+    agent.invoke("1+1").await.unwrap();
     let log = log.lock().unwrap().clone();
     let turn = [
         "A.before_model",
@@ -367,7 +360,7 @@ async fn jump_to_end_from_before_agent_and_after_agent() {
         .build()
         .unwrap();
     let state = agent
-        .invoke("tell me about crypto", &RunOptions::new())
+        .invoke("tell me about crypto")
         .await
         .unwrap()
         .into_state();
@@ -384,7 +377,7 @@ async fn jump_to_end_from_before_agent_and_after_agent() {
         .build()
         .unwrap();
     let state = agent
-        .invoke("what is the secret?", &RunOptions::new())
+        .invoke("what is the secret?")
         .await
         .unwrap()
         .into_state();
@@ -399,10 +392,7 @@ async fn jump_to_end_from_before_agent_and_after_agent() {
         })
         .build()
         .unwrap();
-    let err = agent
-        .invoke("crypto", &RunOptions::new())
-        .await
-        .unwrap_err();
+    let err = agent.invoke("crypto").await.unwrap_err();
     assert!(matches!(err, AgentError::UndeclaredJump { .. }), "{err}");
     assert!(err.to_string().contains("can_jump_to"));
 }
@@ -446,11 +436,7 @@ async fn wrap_model_call_can_retry() {
         .middleware(RetryOnce)
         .build()
         .unwrap();
-    let state = agent
-        .invoke("hi", &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke("hi").await.unwrap().into_state();
     assert_eq!(state.final_text(), "second time lucky");
     assert_eq!(model.calls(), 2);
 
@@ -460,7 +446,7 @@ async fn wrap_model_call_can_retry() {
         message: "bad key".into(),
     })]);
     let agent = Agent::builder().model(model).build().unwrap();
-    let err = agent.invoke("hi", &RunOptions::new()).await.unwrap_err();
+    let err = agent.invoke("hi").await.unwrap_err();
     assert!(
         matches!(err, AgentError::Model(ModelError::Authentication { .. })),
         "{err:?}"
@@ -479,9 +465,10 @@ async fn memory_across_two_invokes_with_a_checkpointer() {
         .build()
         .unwrap();
     let opts = RunOptions::new().thread_id("conversation-1");
-    agent.invoke("I am Ada.", &opts).await.unwrap();
+    agent.invoke("I am Ada.").options(&opts).await.unwrap();
     let state = agent
-        .invoke("What is my name?", &opts)
+        .invoke("What is my name?")
+        .options(&opts)
         .await
         .unwrap()
         .into_state();
@@ -494,9 +481,7 @@ async fn memory_across_two_invokes_with_a_checkpointer() {
         ["I am Ada.", "Nice to meet you, Ada.", "What is my name?"]
     );
     // Another thread starts fresh.
-    let other = agent
-        .invoke("hi", &RunOptions::new().thread_id("conversation-2"))
-        .await;
+    let other = agent.invoke("hi").thread_id("conversation-2").await;
     assert!(other.is_err(), "the script has no third answer");
 }
 
@@ -537,13 +522,14 @@ async fn a_hook_pauses_the_run_with_an_interrupt_and_resumes_with_the_answer() {
         .build()
         .unwrap();
     let opts = RunOptions::new().thread_id("gate");
-    let paused = agent.invoke("go", &opts).await.unwrap();
+    let paused = agent.invoke("go").options(&opts).await.unwrap();
     assert!(paused.is_interrupted());
     assert_eq!(paused.interrupts()[0].value["question"], "call the model?");
     assert_eq!(paused.interrupts()[0].node, "Gate.before_model");
     assert_eq!(model.calls(), 0, "the model waits for the operator");
     let done = agent
-        .resume(kit::Resume::value("yes"), &opts)
+        .resume(kit::Resume::value("yes"))
+        .options(&opts)
         .await
         .unwrap()
         .done()
@@ -674,11 +660,7 @@ async fn a_tool_can_update_state() {
         Message::assistant("ok"),
     ]);
     let agent = Agent::builder().model(model).tool(counter).build().unwrap();
-    let state = agent
-        .invoke("remember milk", &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke("remember milk").await.unwrap().into_state();
     assert_eq!(state.todos.len(), 1);
     assert_eq!(state.todos[0].content, "buy milk");
 }

@@ -533,7 +533,8 @@ async fn task_records_survive_compaction_and_a_restart_from_the_checkpoint() {
         Message::assistant("Started."),
     ]);
     let state = agent
-        .invoke("research volcanoes", &opts)
+        .invoke("research volcanoes")
+        .options(&opts)
         .await
         .unwrap()
         .into_state();
@@ -543,7 +544,11 @@ async fn task_records_survive_compaction_and_a_restart_from_the_checkpoint() {
             .lock()
             .unwrap()
             .push_back(Message::assistant(format!("answer {i}")));
-        agent.invoke(format!("chat {i}"), &opts).await.unwrap();
+        agent
+            .invoke(format!("chat {i}"))
+            .options(&opts)
+            .await
+            .unwrap();
     }
     let state = agent
         .graph()
@@ -584,7 +589,8 @@ async fn task_records_survive_compaction_and_a_restart_from_the_checkpoint() {
         Message::assistant("Done."),
     ]);
     let state = agent
-        .invoke("is it done?", &opts)
+        .invoke("is it done?")
+        .options(&opts)
         .await
         .unwrap()
         .into_state();

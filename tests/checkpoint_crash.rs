@@ -87,10 +87,10 @@ fn crash_child() {
         println!("{READY}");
         match graph.get_state(&opts).await.unwrap() {
             None => {
-                graph.invoke(LogUpdate::new(), &opts).await.unwrap();
+                graph.invoke(LogUpdate::new()).options(&opts).await.unwrap();
             }
             Some(snapshot) if !snapshot.next.is_empty() => {
-                graph.resume(Resume::Continue, &opts).await.unwrap();
+                graph.resume(Resume::Continue).options(&opts).await.unwrap();
             }
             Some(_) => {}
         }

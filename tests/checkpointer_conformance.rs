@@ -826,7 +826,7 @@ async fn interrupt_then_resume_after_restart(s: &Storage) {
     let opts = RunOptions::new().thread_id("review-1");
     {
         let graph = build(s.reopen().await);
-        let out = graph.invoke(SUpdate::new(), &opts).await.unwrap();
+        let out = graph.invoke(SUpdate::new()).options(&opts).await.unwrap();
         assert!(out.is_interrupted(), "{}", s.name);
         assert_eq!(out.interrupts()[0].value["question"], "approve?");
     }
@@ -837,7 +837,11 @@ async fn interrupt_then_resume_after_restart(s: &Storage) {
     assert_eq!(snapshot.interrupts.len(), 1);
     assert_eq!(snapshot.interrupts[0].value["question"], "approve?");
     assert_eq!(snapshot.values.items, ["draft"]);
-    let done = graph.resume(Resume::value("yes"), &opts).await.unwrap();
+    let done = graph
+        .resume(Resume::value("yes"))
+        .options(&opts)
+        .await
+        .unwrap();
     assert!(!done.is_interrupted());
     assert_eq!(done.state().last, "answer: yes");
     assert_eq!(done.state().items, ["draft"], "draft ran once");
@@ -891,7 +895,11 @@ async fn failed_node_resumed_after_restart_reruns_only_it(s: &Storage) {
     let opts = RunOptions::new().thread_id("fail-1");
     {
         let graph = build(s.reopen().await);
-        let err = graph.invoke(SUpdate::new(), &opts).await.unwrap_err();
+        let err = graph
+            .invoke(SUpdate::new())
+            .options(&opts)
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("boom"), "{}: {err}", s.name);
     }
     let graph = build(s.reopen().await);
@@ -899,7 +907,7 @@ async fn failed_node_resumed_after_restart_reruns_only_it(s: &Storage) {
     assert_eq!(snapshot.next, ["ok", "bad"], "the failed step is still due");
     assert_eq!(snapshot.errors.len(), 1);
     assert!(snapshot.errors[0].1.contains("boom"));
-    let out = graph.resume(Resume::Continue, &opts).await.unwrap();
+    let out = graph.resume(Resume::Continue).options(&opts).await.unwrap();
     assert_eq!(out.state().items, ["ok", "bad fixed", "after"]);
     assert_eq!(
         ok_runs.load(Ordering::SeqCst),
@@ -912,7 +920,7 @@ async fn failed_node_resumed_after_restart_reruns_only_it(s: &Storage) {
 async fn get_state_at_a_checkpoint_and_fork(s: &Storage) {
     let graph = chain(5).with_checkpointer(s.reopen().await);
     let opts = RunOptions::new().thread_id("tt");
-    graph.invoke(SUpdate::new(), &opts).await.unwrap();
+    graph.invoke(SUpdate::new()).options(&opts).await.unwrap();
     let graph = chain(5).with_checkpointer(s.reopen().await);
     let history = graph.state_history(&opts, None).await.unwrap();
     assert_eq!(history.len(), 6, "{}", s.name);
@@ -931,7 +939,7 @@ async fn get_state_at_a_checkpoint_and_fork(s: &Storage) {
     assert_eq!(head.checkpoint.source, CheckpointSource::Fork);
     assert_eq!(head.values.items, ["n0", "n1", "n2"]);
     assert_eq!(head.next, ["n3"]);
-    let out = graph.resume(Resume::Continue, &opts).await.unwrap();
+    let out = graph.resume(Resume::Continue).options(&opts).await.unwrap();
     assert_eq!(out.state().items, ["n0", "n1", "n2", "n3", "n4"]);
     assert_eq!(out.state().count, 5);
     // Both branches stay in the history; the old head is still loadable.
@@ -969,7 +977,8 @@ async fn durability_modes_write_the_right_history(s: &Storage) {
         let opts = RunOptions::new().thread_id(&thread).durability(durability);
         let out = chain(5)
             .with_checkpointer(s.reopen().await)
-            .invoke(SUpdate::new(), &opts)
+            .invoke(SUpdate::new())
+            .options(&opts)
             .await
             .unwrap();
         assert_eq!(out.state().count, 5);
@@ -990,7 +999,7 @@ async fn durability_modes_write_the_right_history(s: &Storage) {
             assert_eq!(history[1].values.items.len(), 4);
         }
         // A second invoke continues the thread in every mode.
-        let out = graph.invoke(SUpdate::new(), &opts).await.unwrap();
+        let out = graph.invoke(SUpdate::new()).options(&opts).await.unwrap();
         assert_eq!(out.state().count, 10);
         assert_eq!(out.state().items.len(), 10);
     }
@@ -1051,7 +1060,8 @@ async fn two_runs_resuming_one_thread_conflict(s: &Storage) {
         .durability(Durability::Sync);
     chain(3)
         .with_checkpointer(s.reopen().await)
-        .invoke(SUpdate::new(), &opts)
+        .invoke(SUpdate::new())
+        .options(&opts)
         .await
         .unwrap();
     for durability in [Durability::Sync, Durability::Async] {
@@ -1066,8 +1076,8 @@ async fn two_runs_resuming_one_thread_conflict(s: &Storage) {
             barrier,
         }));
         let (o1, o2) = (opts.clone(), opts.clone());
-        let t1 = tokio::spawn(async move { g1.invoke(SUpdate::new(), &o1).await });
-        let t2 = tokio::spawn(async move { g2.invoke(SUpdate::new(), &o2).await });
+        let t1 = tokio::spawn(async move { g1.invoke(SUpdate::new()).options(&o1).await });
+        let t2 = tokio::spawn(async move { g2.invoke(SUpdate::new()).options(&o2).await });
         let (a, b) = (t1.await.unwrap(), t2.await.unwrap());
         let conflicts = [&a, &b]
             .iter()
@@ -1114,7 +1124,7 @@ async fn agent_conversation_continues_after_restart(s: &Storage) {
             .checkpointer(s.reopen().await)
             .build()
             .unwrap();
-        let out = agent.invoke("Hi, I am Ada.", &opts).await.unwrap();
+        let out = agent.invoke("Hi, I am Ada.").options(&opts).await.unwrap();
         assert_eq!(out.state().final_text(), "Nice to meet you, Ada.");
     }
     let model = ScriptedModel::new([Message::assistant("Your name is Ada.")]);
@@ -1123,7 +1133,11 @@ async fn agent_conversation_continues_after_restart(s: &Storage) {
         .checkpointer(s.reopen().await)
         .build()
         .unwrap();
-    let out = agent.invoke("What is my name?", &opts).await.unwrap();
+    let out = agent
+        .invoke("What is my name?")
+        .options(&opts)
+        .await
+        .unwrap();
     let texts: Vec<String> = out.state().messages.iter().map(|m| m.text()).collect();
     assert_eq!(
         texts,
@@ -1176,7 +1190,8 @@ async fn todos_and_files_survive_a_restart(s: &Storage) {
         Message::assistant("Planned."),
     ]);
     agent(planner, s.reopen().await)
-        .invoke("Plan the report.", &opts)
+        .invoke("Plan the report.")
+        .options(&opts)
         .await
         .unwrap();
     // A new checkpointer on the same storage (a new process, for the durable back-ends).
@@ -1184,7 +1199,8 @@ async fn todos_and_files_survive_a_restart(s: &Storage) {
         ScriptedModel::new([Message::assistant("Still on it.")]),
         s.reopen().await,
     )
-    .invoke("Where are we?", &opts)
+    .invoke("Where are we?")
+    .options(&opts)
     .await
     .unwrap();
     assert_eq!(
@@ -1304,7 +1320,8 @@ async fn chat_until(cp: Cp, thread: &str, target: i64) {
         .recursion_limit(100_000);
     let out = chatter()
         .with_checkpointer(cp)
-        .invoke(ChatUpdate::new().target(target), &opts)
+        .invoke(ChatUpdate::new().target(target))
+        .options(&opts)
         .await
         .unwrap();
     assert_eq!(out.state().messages.len() as i64, target);
@@ -1493,7 +1510,8 @@ async fn sqlite_urls_and_bad_paths() {
         .durability(Durability::Sync);
     assert_eq!(
         graph
-            .invoke(SUpdate::new(), &opts)
+            .invoke(SUpdate::new())
+            .options(&opts)
             .await
             .unwrap()
             .state()

@@ -38,11 +38,7 @@ async fn write_todos_replaces_the_plan_and_reports_it() {
         .middleware(TodoMiddleware::new())
         .build()
         .unwrap();
-    let state = agent
-        .invoke("plan", &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke("plan").await.unwrap().into_state();
     assert_eq!(
         state.todos,
         [Todo {
@@ -75,11 +71,7 @@ async fn write_todos_replaces_the_plan_and_reports_it() {
         .middleware(TodoMiddleware::new())
         .build()
         .unwrap();
-    let state = agent
-        .invoke("plan", &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke("plan").await.unwrap().into_state();
     let result = &state.messages[2];
     assert!(result.is_error());
     assert!(
@@ -114,11 +106,7 @@ async fn two_write_todos_calls_in_one_turn_are_both_refused() {
         .middleware(TodoMiddleware::new().tool_name("update_plan"))
         .build()
         .unwrap();
-    let state = agent
-        .invoke("plan twice", &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke("plan twice").await.unwrap().into_state();
     assert!(state.todos.is_empty(), "neither call applied");
     let results: Vec<&Message> = state
         .messages
@@ -251,11 +239,7 @@ async fn unknown_subagent_type_is_an_error_result_listing_the_real_ones() {
         .subagents([SubagentSpec::new("writer", "Writes.")])
         .build()
         .unwrap();
-    let state = agent
-        .invoke("go", &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke("go").await.unwrap().into_state();
     let result = &state.messages[2];
     assert!(result.is_error());
     assert_eq!(
@@ -302,7 +286,7 @@ async fn an_interrupt_inside_a_subagent_reaches_the_caller_and_resumes_into_the_
         .build()
         .unwrap();
     let opts = RunOptions::new().thread_id("nested-review");
-    let out = agent.invoke("please clean", &opts).await.unwrap();
+    let out = agent.invoke("please clean").options(&opts).await.unwrap();
     let Outcome::Interrupted(paused) = out else {
         panic!("the child's question should pause the parent")
     };
@@ -312,7 +296,8 @@ async fn an_interrupt_inside_a_subagent_reaches_the_caller_and_resumes_into_the_
     assert_eq!(interrupt.namespace, ["task:job"], "raised inside the child");
 
     let done = agent
-        .resume(Resume::by_ids([(interrupt.id.clone(), "yes")]), &opts)
+        .resume(Resume::by_ids([(interrupt.id.clone(), "yes")]))
+        .options(&opts)
         .await
         .unwrap()
         .into_state();
@@ -349,7 +334,7 @@ async fn compaction_summarises_old_messages_and_keeps_other_channels() {
         .build()
         .unwrap();
     let opts = RunOptions::new().thread_id("long");
-    agent.invoke("one", &opts).await.unwrap();
+    agent.invoke("one").options(&opts).await.unwrap();
     // A plan that compaction must not touch.
     agent
         .graph()
@@ -363,8 +348,13 @@ async fn compaction_summarises_old_messages_and_keeps_other_channels() {
         )
         .await
         .unwrap();
-    agent.invoke("two", &opts).await.unwrap();
-    let state = agent.invoke("three", &opts).await.unwrap().into_state();
+    agent.invoke("two").options(&opts).await.unwrap();
+    let state = agent
+        .invoke("three")
+        .options(&opts)
+        .await
+        .unwrap()
+        .into_state();
     let texts: Vec<String> = state.messages.iter().map(Message::text).collect();
     assert!(
         texts[0].contains("SUMMARY: the user asked two things."),
@@ -400,9 +390,17 @@ async fn overflow_recovery_compacts_and_retries_once() {
         .build()
         .unwrap();
     let opts = RunOptions::new().thread_id("big");
-    agent.invoke(&*"x".repeat(4000), &opts).await.unwrap();
-    agent.invoke(&*"y".repeat(4000), &opts).await.unwrap();
-    let state = agent.invoke("z", &opts).await.unwrap().into_state();
+    agent
+        .invoke(&*"x".repeat(4000))
+        .options(&opts)
+        .await
+        .unwrap();
+    agent
+        .invoke(&*"y".repeat(4000))
+        .options(&opts)
+        .await
+        .unwrap();
+    let state = agent.invoke("z").options(&opts).await.unwrap().into_state();
     assert_eq!(state.final_text(), "fits now");
     // The state itself was compacted, so the next turn does not overflow again.
     assert!(state.messages[0].text().contains("SUMMARY of a1 a2"));
@@ -422,7 +420,7 @@ async fn overflow_recovery_compacts_and_retries_once() {
     let input: Vec<Message> = (0..10)
         .map(|i| Message::user(format!("{i} {}", "w".repeat(500))))
         .collect();
-    let err = agent.invoke(input, &RunOptions::new()).await.unwrap_err();
+    let err = agent.invoke(input).await.unwrap_err();
     assert!(
         err.to_string()
             .contains("still does not fit after recovery"),
@@ -513,11 +511,7 @@ async fn overflow_recovery_against_the_providers_real_context_length_error() {
         })
         .chain([Message::user("and now?")])
         .collect();
-    let state = agent
-        .invoke(history, &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke(history).await.unwrap().into_state();
     assert_eq!(state.final_text(), "Here is your answer.");
     assert!(state.messages[0].text().contains("SUMMARY"));
     let requests = server.requests();

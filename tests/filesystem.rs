@@ -58,7 +58,7 @@ async fn the_model_sees_the_tools_and_the_prompt_section() {
             "grep"
         ]
     );
-    agent.invoke("hi", &RunOptions::new()).await.unwrap();
+    agent.invoke("hi").await.unwrap();
     let system = model.requests()[0].system.clone().unwrap();
     assert!(
         system.starts_with("You are helpful.\n\n## Filesystem tools `ls`"),
@@ -67,7 +67,7 @@ async fn the_model_sees_the_tools_and_the_prompt_section() {
 
     let read_only = Agent::builder()
         .model(ScriptedModel::new(Vec::<Message>::new()))
-        .filesystem(FilesystemMiddleware::new().with_tools([FsTool::Ls, FsTool::Grep]))
+        .filesystem(FilesystemMiddleware::new().expose([FsTool::Ls, FsTool::Grep]))
         .build()
         .unwrap();
     assert_eq!(read_only.tool_names(), ["ls", "read_file", "grep"]);
@@ -114,7 +114,7 @@ async fn parallel_writes_to_different_paths_all_land_and_later_turns_see_them() 
         Message::assistant("done"),
     ]);
     let state = agent(&model, FilesystemMiddleware::new())
-        .invoke("write three files", &RunOptions::new())
+        .invoke("write three files")
         .await
         .unwrap()
         .into_state();
@@ -174,7 +174,7 @@ async fn a_second_mutation_of_the_same_path_in_one_turn_is_refused_and_never_run
         Message::assistant("done"),
     ]);
     let state = agent(&model, FilesystemMiddleware::new())
-        .invoke("go", &RunOptions::new())
+        .invoke("go")
         .await
         .unwrap()
         .into_state();
@@ -241,7 +241,7 @@ async fn path_escapes_are_refused_in_the_state_backend() {
         Message::assistant("done"),
     ]);
     let state = agent(&model, FilesystemMiddleware::new())
-        .invoke("escape", &RunOptions::new())
+        .invoke("escape")
         .await
         .unwrap()
         .into_state();
@@ -314,7 +314,7 @@ async fn the_directory_backend_stays_inside_its_root() {
     ]);
     let fs = FilesystemMiddleware::new().backend(DirectoryBackend::new(root.path()).unwrap());
     let state = agent(&model, fs)
-        .invoke("try to get out", &RunOptions::new())
+        .invoke("try to get out")
         .await
         .unwrap()
         .into_state();
@@ -380,11 +380,13 @@ async fn files_are_restored_from_the_checkpointer_in_a_new_invocation() {
         .unwrap();
     let thread = RunOptions::new().thread_id("thread-1");
     agent
-        .invoke("I am Ada; remember it.", &thread)
+        .invoke("I am Ada; remember it.")
+        .options(&thread)
         .await
         .unwrap();
     let state = agent
-        .invoke("Who am I?", &thread)
+        .invoke("Who am I?")
+        .options(&thread)
         .await
         .unwrap()
         .into_state();
@@ -402,7 +404,8 @@ async fn files_are_restored_from_the_checkpointer_in_a_new_invocation() {
 
     // Another thread has its own (empty) filesystem.
     let other = agent
-        .invoke("Who am I?", &RunOptions::new().thread_id("thread-2"))
+        .invoke("Who am I?")
+        .thread_id("thread-2")
         .await
         .unwrap()
         .into_state();
@@ -450,11 +453,7 @@ async fn large_results_are_evicted_and_paged_back_with_read_file() {
         .filesystem(FilesystemMiddleware::new())
         .build()
         .unwrap();
-    let state = agent
-        .invoke("dump the table", &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke("dump the table").await.unwrap().into_state();
 
     // The model's next request showed the eviction message, not the 100k characters.
     let requests = model.requests();
@@ -506,11 +505,7 @@ async fn large_results_are_evicted_and_paged_back_with_read_file() {
         path.to_string(),
         Some(kit::agent::FileData::text(big.clone())),
     )]));
-    let state = agent
-        .invoke(input, &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke(input).await.unwrap().into_state();
     assert!(result(&state, "r").text().len() > 100_000);
     assert_eq!(state.files.len(), 1);
 }

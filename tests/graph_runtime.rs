@@ -54,7 +54,7 @@ async fn parallel_nodes_see_the_same_snapshot_and_apply_in_declaration_order() {
         .compile()
         .unwrap();
     let out = graph
-        .invoke(SUpdate::new().items(item("init")), &RunOptions::new())
+        .invoke(SUpdate::new().items(item("init")))
         .await
         .unwrap();
     assert_eq!(out.state().items, ["init", "a", "b"]);
@@ -76,10 +76,7 @@ async fn two_last_value_writes_in_one_step_are_an_error_naming_the_field() {
         .edge("b", END)
         .compile()
         .unwrap();
-    let err = graph
-        .invoke(SUpdate::new(), &RunOptions::new())
-        .await
-        .unwrap_err();
+    let err = graph.invoke(SUpdate::new()).await.unwrap_err();
     let text = err.to_string();
     assert!(text.contains("`last`"), "{text}");
     assert!(text.contains("one superstep"), "{text}");
@@ -101,10 +98,7 @@ async fn overwrite_beats_a_normal_write_and_two_overwrites_fail() {
         .edge("b", END)
         .compile()
         .unwrap();
-    let out = graph
-        .invoke(SUpdate::new().items(item("x")), &RunOptions::new())
-        .await
-        .unwrap();
+    let out = graph.invoke(SUpdate::new().items(item("x"))).await.unwrap();
     assert_eq!(out.state().items, ["o"]);
 
     let twice = GraphBuilder::<S>::new("overwrite2")
@@ -120,10 +114,7 @@ async fn overwrite_beats_a_normal_write_and_two_overwrites_fail() {
         .edge("b", END)
         .compile()
         .unwrap();
-    let err = twice
-        .invoke(SUpdate::new(), &RunOptions::new())
-        .await
-        .unwrap_err();
+    let err = twice.invoke(SUpdate::new()).await.unwrap_err();
     assert!(err.to_string().contains("Overwrite"), "{err}");
 }
 
@@ -159,11 +150,7 @@ async fn send_fans_out_with_per_task_input_and_join_waits_for_all() {
         .edge("join", END)
         .compile()
         .unwrap();
-    let out = graph
-        .invoke(SUpdate::new(), &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let out = graph.invoke(SUpdate::new()).await.unwrap().into_state();
     assert_eq!(out.items, ["fan", "b0", "b1", "b2", "b3", "b4", "join"]);
     assert_eq!(out.count, 7, "join ran once, after all branches");
 
@@ -188,11 +175,7 @@ async fn send_fans_out_with_per_task_input_and_join_waits_for_all() {
         .edge("after", END)
         .compile()
         .unwrap();
-    let out = graph
-        .invoke(SUpdate::new(), &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let out = graph.invoke(SUpdate::new()).await.unwrap().into_state();
     // Tasks of one step apply in declaration order: `short` before `long1`.
     assert_eq!(out.items, ["short", "long1", "long2", "after"]);
 }
@@ -215,11 +198,7 @@ async fn command_goto_applies_the_update_then_routes() {
         .edge("never", END)
         .compile()
         .unwrap();
-    let out = graph
-        .invoke(SUpdate::new(), &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let out = graph.invoke(SUpdate::new()).await.unwrap().into_state();
     assert_eq!(out.items, ["final saw from start"]);
     assert!(graph.draw_mermaid().contains("start -. goto .-> final"));
 }
@@ -248,15 +227,9 @@ async fn conditional_edges_route_on_state_and_no_match_is_an_error() {
             .unwrap()
     };
     let graph = build();
-    let out = graph
-        .invoke(SUpdate::new().last("refund"), &RunOptions::new())
-        .await
-        .unwrap();
+    let out = graph.invoke(SUpdate::new().last("refund")).await.unwrap();
     assert_eq!(out.state().items, ["refund"]);
-    let err = graph
-        .invoke(SUpdate::new().last("spam"), &RunOptions::new())
-        .await
-        .unwrap_err();
+    let err = graph.invoke(SUpdate::new().last("spam")).await.unwrap_err();
     assert!(
         matches!(err, GraphError::NoRoute { ref node, .. } if node == "classify"),
         "{err}"
@@ -279,7 +252,8 @@ async fn recursion_limit_counts_supersteps() {
         .compile()
         .unwrap();
     let err = graph
-        .invoke(SUpdate::new(), &RunOptions::new().recursion_limit(7))
+        .invoke(SUpdate::new())
+        .recursion_limit(7)
         .await
         .unwrap_err();
     assert!(
@@ -313,7 +287,7 @@ async fn interrupt_and_resume_with_two_interrupts_in_one_node() {
         .compile()
         .unwrap();
     let opts = RunOptions::new().thread_id("t1");
-    let first = graph.invoke(SUpdate::new(), &opts).await.unwrap();
+    let first = graph.invoke(SUpdate::new()).options(&opts).await.unwrap();
     let Outcome::Interrupted(paused) = first else {
         panic!("expected an interrupt")
     };
@@ -321,13 +295,18 @@ async fn interrupt_and_resume_with_two_interrupts_in_one_node() {
     assert_eq!(paused.interrupts[0].value["question"], "name?");
     assert_eq!(paused.interrupts[0].node, "ask");
 
-    let second = graph.resume(Resume::value("Ada"), &opts).await.unwrap();
+    let second = graph
+        .resume(Resume::value("Ada"))
+        .options(&opts)
+        .await
+        .unwrap();
     assert_eq!(second.interrupts()[0].value["question"], "color?");
     let id = second.interrupts()[0].id.clone();
     assert_ne!(id, paused.interrupts[0].id);
 
     let done = graph
-        .resume(Resume::by_ids([(id, "green")]), &opts)
+        .resume(Resume::by_ids([(id, "green")]))
+        .options(&opts)
         .await
         .unwrap();
     assert_eq!(done.state().last, "Ada likes green");
@@ -370,10 +349,7 @@ async fn interrupt_without_checkpointer_is_a_clear_error() {
         .edge("ask", END)
         .compile()
         .unwrap();
-    let err = graph
-        .invoke(SUpdate::new(), &RunOptions::new())
-        .await
-        .unwrap_err();
+    let err = graph.invoke(SUpdate::new()).await.unwrap_err();
     assert!(
         matches!(err, GraphError::InterruptWithoutCheckpointer { .. }),
         "{err}"
@@ -411,7 +387,11 @@ async fn a_failed_node_keeps_sibling_writes_and_resume_reruns_only_it() {
         .compile()
         .unwrap();
     let opts = RunOptions::new().thread_id("fail-1");
-    let err = graph.invoke(SUpdate::new(), &opts).await.unwrap_err();
+    let err = graph
+        .invoke(SUpdate::new())
+        .options(&opts)
+        .await
+        .unwrap_err();
     assert!(
         matches!(err, GraphError::NodeFailed { ref node, .. } if node == "bad"),
         "{err}"
@@ -421,7 +401,7 @@ async fn a_failed_node_keeps_sibling_writes_and_resume_reruns_only_it() {
     assert_eq!(snapshot.next, ["ok", "bad"], "the failed step is still due");
     assert_eq!(snapshot.errors.len(), 1);
 
-    let out = graph.resume(Resume::Continue, &opts).await.unwrap();
+    let out = graph.resume(Resume::Continue).options(&opts).await.unwrap();
     assert_eq!(out.state().items, ["ok", "bad fixed"]);
     assert_eq!(
         ok_runs.load(Ordering::SeqCst),
@@ -441,10 +421,7 @@ async fn a_panicking_node_becomes_an_error() {
         .edge("p", END)
         .compile()
         .unwrap();
-    let err = graph
-        .invoke(SUpdate::new(), &RunOptions::new())
-        .await
-        .unwrap_err();
+    let err = graph.invoke(SUpdate::new()).await.unwrap_err();
     assert!(err.to_string().contains("kaboom"), "{err}");
 }
 
@@ -469,7 +446,7 @@ async fn checkpoint_history_walks_every_step_back_to_the_input() {
         let cp = Arc::new(MemoryCheckpointer::new());
         let graph = chain(5).with_checkpointer(cp.clone());
         let opts = RunOptions::new().thread_id("h").durability(durability);
-        let out = graph.invoke(SUpdate::new(), &opts).await.unwrap();
+        let out = graph.invoke(SUpdate::new()).options(&opts).await.unwrap();
         assert_eq!(out.state().count, 5);
         let history = graph.state_history(&opts, None).await.unwrap();
         if durability == Durability::Exit {
@@ -497,10 +474,7 @@ async fn checkpoint_history_walks_every_step_back_to_the_input() {
             .unwrap();
         assert_eq!(head.checkpoint.id, forked);
         assert_eq!(head.next, ["n3"]);
-        let out = graph
-            .resume(Resume::Continue, &RunOptions::new().thread_id("h"))
-            .await
-            .unwrap();
+        let out = graph.resume(Resume::Continue).thread_id("h").await.unwrap();
         assert_eq!(out.state().count, 5);
         assert_eq!(out.state().items, ["n0", "n1", "n2", "n3", "n4"]);
     }
@@ -510,8 +484,8 @@ async fn checkpoint_history_walks_every_step_back_to_the_input() {
 async fn memory_across_invocations_and_update_state() {
     let graph = chain(2).with_checkpointer(Arc::new(MemoryCheckpointer::new()));
     let opts = RunOptions::new().thread_id("mem");
-    graph.invoke(SUpdate::new(), &opts).await.unwrap();
-    let out = graph.invoke(SUpdate::new(), &opts).await.unwrap();
+    graph.invoke(SUpdate::new()).options(&opts).await.unwrap();
+    let out = graph.invoke(SUpdate::new()).options(&opts).await.unwrap();
     assert_eq!(
         out.state().count,
         4,
@@ -549,15 +523,15 @@ async fn static_interrupts_before_and_after() {
         .compile()
         .unwrap();
     let opts = RunOptions::new().thread_id("s");
-    let out = graph.invoke(SUpdate::new(), &opts).await.unwrap();
+    let out = graph.invoke(SUpdate::new()).options(&opts).await.unwrap();
     assert!(out.is_interrupted());
     assert_eq!(out.state().items, ["a"]);
     assert_eq!(out.interrupts()[0].node, "b");
-    let out = graph.resume(Resume::Continue, &opts).await.unwrap();
+    let out = graph.resume(Resume::Continue).options(&opts).await.unwrap();
     assert!(out.is_interrupted());
     assert_eq!(out.state().items, ["a", "b", "c"]);
     assert_eq!(out.interrupts()[0].node, "c");
-    let out = graph.resume(Resume::Continue, &opts).await.unwrap();
+    let out = graph.resume(Resume::Continue).options(&opts).await.unwrap();
     assert!(!out.is_interrupted());
 }
 
@@ -654,7 +628,8 @@ async fn dynamic_state_with_run_time_reducers() {
         .unwrap();
     let opts = RunOptions::new().thread_id("d");
     let out = graph
-        .invoke(DynUpdate::new().set("log", json!(["in"])), &opts)
+        .invoke(DynUpdate::new().set("log", json!(["in"])))
+        .options(&opts)
         .await
         .unwrap();
     assert_eq!(out.state().get("log"), Some(&json!(["in", "a", "b"])));
@@ -701,10 +676,10 @@ async fn two_writers_on_one_thread_conflict_instead_of_corrupting() {
     let opts = RunOptions::new()
         .thread_id("race")
         .durability(Durability::Sync);
-    graph.invoke(SUpdate::new(), &opts).await.unwrap();
+    graph.invoke(SUpdate::new()).options(&opts).await.unwrap();
     let (a, b) = tokio::join!(
-        graph.invoke(SUpdate::new(), &opts),
-        graph.invoke(SUpdate::new(), &opts)
+        graph.invoke(SUpdate::new()).options(&opts),
+        graph.invoke(SUpdate::new()).options(&opts)
     );
     let conflicts = [&a, &b]
         .iter()

@@ -88,10 +88,7 @@ async fn pii_input_is_scrubbed_in_state_and_for_the_model() {
         .build()
         .unwrap();
     let state = agent
-        .invoke(
-            "Je suis élodie@exemple.fr — carte 3782 822463 10005, hôte 10.0.0.1 ✓",
-            &RunOptions::new(),
-        )
+        .invoke("Je suis élodie@exemple.fr — carte 3782 822463 10005, hôte 10.0.0.1 ✓")
         .await
         .unwrap()
         .into_state();
@@ -124,11 +121,7 @@ async fn pii_output_scrubs_tool_call_arguments_before_the_tool_runs() {
         )
         .build()
         .unwrap();
-    let state = agent
-        .invoke("Write to Alice.", &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke("Write to Alice.").await.unwrap().into_state();
     let scrubbed = json!({"to": "[REDACTED_EMAIL]", "cc": ["[REDACTED_EMAIL]", 7], "meta": {"note": "from [REDACTED_EMAIL]"}});
     assert_eq!(
         *log.lock().unwrap(),
@@ -165,11 +158,7 @@ async fn pii_tool_results_are_scrubbed_before_the_model_sees_them() {
         .middleware(PiiMiddleware::new(PiiType::Url).apply_to_tool_results(true))
         .build()
         .unwrap();
-    let state = agent
-        .invoke("Who is Ann?", &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke("Who is Ann?").await.unwrap().into_state();
     let expected = "name: Ann, mac **:**:**:**:**:5E, site [REDACTED_URL]";
     assert_eq!(tool_results(&state)[0].1, expected);
     assert_eq!(model.requests()[1].messages[2].text(), expected);
@@ -185,10 +174,7 @@ async fn pii_block_fails_the_run_with_a_typed_error() {
         .build()
         .unwrap();
     let err = agent
-        .invoke(
-            "cards 4111111111111111 and 5555 5555 5555 4444",
-            &RunOptions::new(),
-        )
+        .invoke("cards 4111111111111111 and 5555 5555 5555 4444")
         .await
         .unwrap_err();
     match err.pii_detected() {
@@ -219,10 +205,7 @@ async fn pii_block_fails_the_run_with_a_typed_error() {
         )
         .build()
         .unwrap();
-    let err = agent
-        .invoke("ping it", &RunOptions::new())
-        .await
-        .unwrap_err();
+    let err = agent.invoke("ping it").await.unwrap_err();
     assert!(
         matches!(err.pii_detected(), Some(PiiDetected { location, count: 1, .. }) if location == "tool call arguments"),
         "{err:?}"
@@ -249,7 +232,7 @@ async fn pii_block_fails_the_run_with_a_typed_error() {
         )
         .build()
         .unwrap();
-    let err = agent.invoke("go", &RunOptions::new()).await.unwrap_err();
+    let err = agent.invoke("go").await.unwrap_err();
     assert!(
         matches!(err.pii_detected(), Some(PiiDetected { location, .. }) if location == "tool result"),
         "{err:?}"
@@ -607,7 +590,7 @@ async fn review_per_call_asks_once_per_call_and_resumes_each_by_id() {
     let opts = RunOptions::new().thread_id("per-call");
 
     // One interrupt per reviewed call; the unreviewed search ran already.
-    let outcome = agent.invoke("tidy up", &opts).await.unwrap();
+    let outcome = agent.invoke("tidy up").options(&opts).await.unwrap();
     let pending = approvals(&outcome);
     assert_eq!(pending.len(), 2);
     assert_eq!(
@@ -629,10 +612,11 @@ async fn review_per_call_asks_once_per_call_and_resumes_each_by_id() {
     // Wrong answers are asked again, with the reason: an edit that names another tool, and
     // two decisions for one call.
     let outcome = agent
-        .resume(
-            resume_review_for(&pending[0].0, Decision::edit("delete_file", json!({}))),
-            &opts,
-        )
+        .resume(resume_review_for(
+            &pending[0].0,
+            Decision::edit("delete_file", json!({})),
+        ))
+        .options(&opts)
         .await
         .unwrap();
     let again = approvals(&outcome);
@@ -645,10 +629,10 @@ async fn review_per_call_asks_once_per_call_and_resumes_each_by_id() {
     );
     let two = json!([{"type": "approve"}, {"type": "reject"}]);
     let outcome = agent
-        .resume(
-            kit::Resume::ByIds([(again[1].0.clone(), two)].into_iter().collect()),
-            &opts,
-        )
+        .resume(kit::Resume::ByIds(
+            [(again[1].0.clone(), two)].into_iter().collect(),
+        ))
+        .options(&opts)
         .await
         .unwrap();
     let again = approvals(&outcome);
@@ -671,7 +655,8 @@ async fn review_per_call_asks_once_per_call_and_resumes_each_by_id() {
         ),
     ];
     let done = agent
-        .resume(kit::Resume::ByIds(answers.into_iter().collect()), &opts)
+        .resume(kit::Resume::ByIds(answers.into_iter().collect()))
+        .options(&opts)
         .await
         .unwrap()
         .done()
@@ -727,7 +712,7 @@ async fn review_with_every_decision_and_an_auto_approved_call_in_one_turn() {
     let agent = review_agent(&model, &log, Arc::new(MemoryCheckpointer::new()));
     let opts = RunOptions::new().thread_id("mixed");
 
-    let outcome = agent.invoke("do things", &opts).await.unwrap();
+    let outcome = agent.invoke("do things").options(&opts).await.unwrap();
     let request = paused(&outcome);
     assert!(
         log.lock().unwrap().is_empty(),
@@ -760,16 +745,14 @@ async fn review_with_every_decision_and_an_auto_approved_call_in_one_turn() {
     );
 
     let done = agent
-        .resume(
-            resume_review([
-                Decision::edit("send_email", json!({"to": "c@x", "body": "edited"})),
-                Decision::reject_with("Keep it"),
-                Decision::respond("blue"),
-                Decision::approve(),
-                Decision::reject(),
-            ]),
-            &opts,
-        )
+        .resume(resume_review([
+            Decision::edit("send_email", json!({"to": "c@x", "body": "edited"})),
+            Decision::reject_with("Keep it"),
+            Decision::respond("blue"),
+            Decision::approve(),
+            Decision::reject(),
+        ]))
+        .options(&opts)
         .await
         .unwrap()
         .done()
@@ -889,7 +872,11 @@ async fn review_when_gates_only_the_calls_it_selects_and_describes_them() {
         .build()
         .unwrap();
     let opts = RunOptions::new().thread_id("refunds");
-    let first = agent.invoke("Refund both orders.", &opts).await.unwrap();
+    let first = agent
+        .invoke("Refund both orders.")
+        .options(&opts)
+        .await
+        .unwrap();
     let request = paused(&first);
     // Only the big refund waits, described by the function.
     assert_eq!(request.action_requests.len(), 1);
@@ -901,7 +888,8 @@ async fn review_when_gates_only_the_calls_it_selects_and_describes_them() {
     // The small one has not run yet: the turn's calls wait for the review together.
     assert!(log.lock().unwrap().is_empty());
     let done = agent
-        .resume(resume_review([Decision::reject_with("Too much.")]), &opts)
+        .resume(resume_review([Decision::reject_with("Too much.")]))
+        .options(&opts)
         .await
         .unwrap();
     assert_eq!(done.state().final_text(), "Both handled.");
@@ -930,15 +918,16 @@ async fn a_wrong_review_answer_asks_again_and_the_thread_stays_resumable() {
     ]);
     let agent = review_agent(&model, &log, Arc::new(MemoryCheckpointer::new()));
     let opts = RunOptions::new().thread_id("wrong");
-    let first = agent.invoke("go", &opts).await.unwrap();
+    let first = agent.invoke("go").options(&opts).await.unwrap();
     assert!(paused(&first).error.is_none());
 
     // A decision type `delete_file` does not allow.
     let again = agent
-        .resume(
-            resume_review([Decision::respond("done"), Decision::approve()]),
-            &opts,
-        )
+        .resume(resume_review([
+            Decision::respond("done"),
+            Decision::approve(),
+        ]))
+        .options(&opts)
         .await
         .unwrap();
     let request = paused(&again);
@@ -959,7 +948,8 @@ async fn a_wrong_review_answer_asks_again_and_the_thread_stays_resumable() {
 
     // Too few decisions (a raw list this time).
     let again = agent
-        .resume(resume_review(json!([{"type": "approve"}])), &opts)
+        .resume(resume_review(json!([{"type": "approve"}])))
+        .options(&opts)
         .await
         .unwrap();
     assert_eq!(
@@ -971,7 +961,8 @@ async fn a_wrong_review_answer_asks_again_and_the_thread_stays_resumable() {
     );
     // Not decisions at all.
     let again = agent
-        .resume(kit::Resume::value("yes please"), &opts)
+        .resume(kit::Resume::value("yes please"))
+        .options(&opts)
         .await
         .unwrap();
     assert!(
@@ -984,10 +975,8 @@ async fn a_wrong_review_answer_asks_again_and_the_thread_stays_resumable() {
 
     // The corrected answer goes through.
     let done = agent
-        .resume(
-            resume_review(vec![Decision::reject(), Decision::approve()]),
-            &opts,
-        )
+        .resume(resume_review(vec![Decision::reject(), Decision::approve()]))
+        .options(&opts)
         .await
         .unwrap();
     assert!(!done.is_interrupted());
@@ -1025,10 +1014,11 @@ async fn review_resumes_across_a_restart_with_sqlite() {
             ("c2", "search", json!({"q": "x"})),
         ])]);
         let agent = review_agent(&model, &log, sqlite(&db));
-        let outcome = agent.invoke("mail a", &opts).await.unwrap();
+        let outcome = agent.invoke("mail a").options(&opts).await.unwrap();
         paused(&outcome);
         let outcome = agent
-            .resume(resume_review(Vec::<Decision>::new()), &opts)
+            .resume(resume_review(Vec::<Decision>::new()))
+            .options(&opts)
             .await
             .unwrap();
         assert!(paused(&outcome).error.is_some());
@@ -1043,13 +1033,11 @@ async fn review_resumes_across_a_restart_with_sqlite() {
     assert_eq!(pending.interrupts.len(), 1);
     assert_eq!(pending.interrupts[0].id, ids);
     let done = agent
-        .resume(
-            resume_review([Decision::edit(
-                "send_email",
-                json!({"to": "b@x", "body": "hi"}),
-            )]),
-            &opts,
-        )
+        .resume(resume_review([Decision::edit(
+            "send_email",
+            json!({"to": "b@x", "body": "hi"}),
+        )]))
+        .options(&opts)
         .await
         .unwrap()
         .done()
@@ -1096,10 +1084,11 @@ async fn review_needs_a_checkpointer_and_reviews_its_own_tools() {
         .unwrap();
     assert_eq!(agent.tool_names(), ["wire_money"]);
     let opts = RunOptions::new().thread_id("own");
-    let request = paused(&agent.invoke("pay", &opts).await.unwrap());
+    let request = paused(&agent.invoke("pay").options(&opts).await.unwrap());
     assert_eq!(request.action_requests[0].name, "wire_money");
     let done = agent
-        .resume(resume_review(Decision::approve()), &opts)
+        .resume(resume_review(Decision::approve()))
+        .options(&opts)
         .await
         .unwrap();
     assert_eq!(done.state().final_text(), "Wired.");
@@ -1126,11 +1115,12 @@ async fn a_reviewer_sees_pii_scrubbed_arguments() {
         .build()
         .unwrap();
     let opts = RunOptions::new().thread_id("pii-review");
-    let request = paused(&agent.invoke("mail Ann", &opts).await.unwrap());
+    let request = paused(&agent.invoke("mail Ann").options(&opts).await.unwrap());
     let hashed = json!({"to": "<email_hash:71d4f55f>"});
     assert_eq!(request.action_requests[0].args, hashed);
     agent
-        .resume(resume_review([Decision::approve()]), &opts)
+        .resume(resume_review([Decision::approve()]))
+        .options(&opts)
         .await
         .unwrap();
     assert_eq!(*log.lock().unwrap(), [("send_email".to_string(), hashed)]);
@@ -1168,17 +1158,18 @@ async fn a_review_inside_a_subagent_reaches_the_caller_and_resumes_into_the_chil
         .build()
         .unwrap();
     let opts = RunOptions::new().thread_id("nested-review");
-    let outcome = agent.invoke("clean", &opts).await.unwrap();
+    let outcome = agent.invoke("clean").options(&opts).await.unwrap();
     let request = paused(&outcome);
     let interrupt = &outcome.interrupts()[0];
     assert_eq!(interrupt.namespace, ["task:job"], "raised inside the child");
     assert_eq!(request.action_requests[0].args, json!({"path": "/all"}));
 
     let done = agent
-        .resume(
-            resume_review_for(&interrupt.id, [Decision::reject_with("Keep them")]),
-            &opts,
-        )
+        .resume(resume_review_for(
+            &interrupt.id,
+            [Decision::reject_with("Keep them")],
+        ))
+        .options(&opts)
         .await
         .unwrap()
         .done()
@@ -1207,12 +1198,13 @@ async fn when_every_call_is_rejected_or_answered_the_model_sees_the_answers() {
     ]);
     let agent = review_agent(&model, &log, Arc::new(MemoryCheckpointer::new()));
     let opts = RunOptions::new().thread_id("all-answered");
-    paused(&agent.invoke("go", &opts).await.unwrap());
+    paused(&agent.invoke("go").options(&opts).await.unwrap());
     let done = agent
-        .resume(
-            resume_review([Decision::reject(), Decision::respond("blue")]),
-            &opts,
-        )
+        .resume(resume_review([
+            Decision::reject(),
+            Decision::respond("blue"),
+        ]))
+        .options(&opts)
         .await
         .unwrap()
         .done()
@@ -1392,7 +1384,7 @@ async fn moderation_error_fails_the_run_with_stage_and_categories() {
         .build()
         .unwrap();
     let err = agent
-        .invoke("I want to hurt myself and attack them", &RunOptions::new())
+        .invoke("I want to hurt myself and attack them")
         .await
         .unwrap_err();
     match err.moderation_flagged() {
@@ -1430,7 +1422,7 @@ async fn moderation_error_fails_the_run_with_stage_and_categories() {
         .middleware(moderation(&url, ExitBehavior::Error))
         .build()
         .unwrap();
-    let err = agent.invoke("plan?", &RunOptions::new()).await.unwrap_err();
+    let err = agent.invoke("plan?").await.unwrap_err();
     assert!(
         matches!(err.moderation_flagged(), Some(ModerationFlagged { stage, categories, .. })
             if stage == "output" && categories == &["violence"]),
@@ -1450,7 +1442,7 @@ async fn moderation_end_stops_the_run_with_the_violation_message() {
         .build()
         .unwrap();
     let state = agent
-        .invoke("attack the server", &RunOptions::new())
+        .invoke("attack the server")
         .await
         .unwrap()
         .into_state();
@@ -1471,11 +1463,7 @@ async fn moderation_end_stops_the_run_with_the_violation_message() {
         .middleware(moderation(&url, ExitBehavior::End))
         .build()
         .unwrap();
-    let state = agent
-        .invoke("status?", &RunOptions::new())
-        .await
-        .unwrap()
-        .into_state();
+    let state = agent.invoke("status?").await.unwrap().into_state();
     assert_eq!(state.final_text(), VIOLENCE);
     assert_eq!(state.messages[1].text(), "We attack now.");
     assert!(log.lock().unwrap().is_empty());
@@ -1503,7 +1491,7 @@ async fn moderation_replace_swaps_flagged_content_and_goes_on() {
         .build()
         .unwrap();
     let state = agent
-        .invoke("Summarise, then attack the plan", &RunOptions::new())
+        .invoke("Summarise, then attack the plan")
         .await
         .unwrap()
         .into_state();
@@ -1553,7 +1541,7 @@ async fn moderation_failures_are_clear_errors() {
         .middleware(moderation(&url, ExitBehavior::End).api_key("sk-wrong"))
         .build()
         .unwrap();
-    let err = agent.invoke("hello", &RunOptions::new()).await.unwrap_err();
+    let err = agent.invoke("hello").await.unwrap_err();
     let text = err.to_string();
     assert!(
         matches!(&err, AgentError::Middleware { middleware, .. } if middleware == "OpenAIModerationMiddleware"),
@@ -1578,7 +1566,7 @@ async fn moderation_failures_are_clear_errors() {
         )
         .build()
         .unwrap();
-    let err = agent.invoke("hello", &RunOptions::new()).await.unwrap_err();
+    let err = agent.invoke("hello").await.unwrap_err();
     assert!(err.to_string().contains("connection failed"), "{err}");
     assert!(
         err.to_string().contains("check the URL and the network"),
@@ -1627,7 +1615,8 @@ async fn topic_filter_ends_off_topic_requests_and_replaces_off_topic_answers() {
     let opts = RunOptions::new().thread_id("cooking");
     // Off topic: ends before the model with the refusal; the question stays in the thread.
     let state = agent
-        .invoke("Any stock tips?", &opts)
+        .invoke("Any stock tips?")
+        .options(&opts)
         .await
         .unwrap()
         .into_state();
@@ -1636,14 +1625,16 @@ async fn topic_filter_ends_off_topic_requests_and_replaces_off_topic_answers() {
     assert_eq!(texts, ["Any stock tips?", REFUSAL]);
     // On topic: the model answers.
     let state = agent
-        .invoke("How long for the sauce?", &opts)
+        .invoke("How long for the sauce?")
+        .options(&opts)
         .await
         .unwrap()
         .into_state();
     assert_eq!(state.final_text(), "Simmer for 20 minutes.");
     // An answer that drifts off topic is replaced by the refusal (same message, in place).
     let state = agent
-        .invoke("And seasoning?", &opts)
+        .invoke("And seasoning?")
+        .options(&opts)
         .await
         .unwrap()
         .into_state();

@@ -14,7 +14,7 @@ use kit::model::{
     ResponseFormat, StreamAssembler, ToolChoice, ToolSpec,
 };
 use kit::tool::{ToolContext, ToolError, ToolHandler};
-use kit::{Config, ContentPart, Message, RunOptions, ToolCall};
+use kit::{Config, ContentPart, Message, ToolCall};
 use kit_testing::mock::openai::{self, MockOpenAi, TEST_KEY};
 use kit_testing::mock::{MockResponse, StreamEnd};
 use serde_json::{Value, json};
@@ -726,10 +726,7 @@ async fn an_agent_calls_tools_through_the_provider() {
         .tools([GetWeather::tool()])
         .build()
         .unwrap();
-    let out = agent
-        .invoke("Weather in Paris?", &RunOptions::new())
-        .await
-        .unwrap();
+    let out = agent.invoke("Weather in Paris?").await.unwrap();
     assert_eq!(out.state().final_text(), "Paris is 18°C.");
 
     let requests = server.requests();

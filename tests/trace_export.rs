@@ -14,7 +14,7 @@ use kit::testing::ScriptedModel;
 use kit::tool::{Tool, ToolError, ToolOutput};
 use kit::trace::otlp::{OtlpExporter, Protocol};
 use kit::trace::{Collector, ExportError, Exporter, QueueConfig, RunKind, TraceOptions, Tracer};
-use kit::{MemoryCheckpointer, Message, RunOptions, ToolCall, Usage};
+use kit::{MemoryCheckpointer, Message, ToolCall, Usage};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -323,7 +323,8 @@ fn trace_options() -> TraceOptions {
 /// What the agent returns with no tracing at all: the reference for every case.
 async fn baseline() -> (String, usize) {
     let out = support_agent()
-        .invoke("help me", &RunOptions::new().thread_id("t-base"))
+        .invoke("help me")
+        .thread_id("t-base")
         .await
         .unwrap()
         .into_state();
@@ -339,15 +340,12 @@ async fn run_traced(
     let collector = Collector::new();
     let tracer = Tracer::new()
         .with_exporter(collector.clone())
-        .with_exporter_arc(exporter.clone());
+        .with_exporter(exporter.clone());
     let out = support_agent()
-        .invoke(
-            "help me",
-            &RunOptions::new()
-                .thread_id("thread-7")
-                .tracer(tracer.clone())
-                .trace(opts),
-        )
+        .invoke("help me")
+        .thread_id("thread-7")
+        .tracer(tracer.clone())
+        .trace(opts)
         .await
         .expect("the agent's run is not affected by the exporter")
         .into_state();
@@ -732,19 +730,16 @@ async fn langfuse_errors_and_environment() {
             .build()
             .unwrap(),
     );
-    let tracer = Tracer::new().with_exporter_arc(exporter.clone());
+    let tracer = Tracer::new().with_exporter(exporter.clone());
     let agent = Agent::builder()
         .name("failing")
         .model(ScriptedModel::new(Vec::<Message>::new()))
         .build()
         .unwrap();
     let err = agent
-        .invoke(
-            "hi",
-            &RunOptions::new()
-                .tracer(tracer)
-                .trace(TraceOptions::new().environment("production")),
-        )
+        .invoke("hi")
+        .tracer(tracer)
+        .trace(TraceOptions::new().environment("production"))
         .await;
     assert!(err.is_err(), "the scripted model has no answer");
     assert!(exporter.flush(Duration::from_secs(20)));
@@ -880,19 +875,18 @@ async fn planted_secrets_never_reach_an_exported_body() {
     let collector = Collector::new();
     let mut tracer = Tracer::new().with_exporter(collector.clone());
     for e in &exporters {
-        tracer = tracer.with_exporter_arc(e.clone());
+        tracer = tracer.with_exporter(e.clone());
     }
     let out = leaky_agent()
-        .invoke(
-            "Please rotate my key sk-proj-PLANTEDINPUT000000000000 today",
-            &RunOptions::new().tracer(tracer).trace(
-                TraceOptions::new()
-                    .user_id("u-1")
-                    .metadata("authorization", "Bearer PLANTEDMETA0000")
-                    .metadata("note", "api_key=PLANTEDMETAKEY")
-                    .field("note", "Bearer PLANTEDFIELD000000")
-                    .field("api_key", "PLANTEDFIELDKEY"),
-            ),
+        .invoke("Please rotate my key sk-proj-PLANTEDINPUT000000000000 today")
+        .tracer(tracer)
+        .trace(
+            TraceOptions::new()
+                .user_id("u-1")
+                .metadata("authorization", "Bearer PLANTEDMETA0000")
+                .metadata("note", "api_key=PLANTEDMETAKEY")
+                .field("note", "Bearer PLANTEDFIELD000000")
+                .field("api_key", "PLANTEDFIELDKEY"),
         )
         .await
         .unwrap()
@@ -1249,15 +1243,12 @@ async fn failure_queue_full_drops_and_counts_without_blocking() {
     let collector = Collector::new();
     let tracer = Tracer::new()
         .with_exporter(collector.clone())
-        .with_exporter_arc(exporter.clone());
+        .with_exporter(exporter.clone());
     let out = support_agent()
-        .invoke(
-            "help me",
-            &RunOptions::new()
-                .thread_id("thread-7")
-                .tracer(tracer)
-                .trace(trace_options()),
-        )
+        .invoke("help me")
+        .thread_id("thread-7")
+        .tracer(tracer)
+        .trace(trace_options())
         .await
         .unwrap()
         .into_state();
@@ -1294,9 +1285,10 @@ async fn shutdown_drains_the_queue() {
     let (_, runs, _) = run_traced(exporter.clone(), trace_options()).await;
     let before = mock.requests().len();
     // More runs, then shut down without a flush: they are sent on the way out.
-    let tracer = Tracer::new().with_exporter_arc(exporter.clone());
+    let tracer = Tracer::new().with_exporter(exporter.clone());
     support_agent()
-        .invoke("again", &RunOptions::new().tracer(tracer))
+        .invoke("again")
+        .tracer(tracer)
         .await
         .unwrap();
     assert!(exporter.shutdown(Duration::from_secs(10)));

@@ -15,7 +15,7 @@ use kit::middleware::subagents::SubagentSpec;
 use kit::testing::ScriptedModel;
 use kit::tool::{Tool, ToolError, ToolOutput};
 use kit::trace::{JsonLinesExporter, RunStatus, TraceOptions, Tracer, viewer};
-use kit::{MemoryCheckpointer, Message, RunOptions, ToolCall, Usage};
+use kit::{MemoryCheckpointer, Message, ToolCall, Usage};
 use serde_json::json;
 
 fn chromium() -> Option<PathBuf> {
@@ -149,13 +149,10 @@ async fn viewer_page_renders_the_tree_in_headless_chromium() {
         .build()
         .unwrap();
     agent
-        .invoke(
-            "Where is my order?",
-            &RunOptions::new()
-                .thread_id("thread-1")
-                .tracer(tracer.clone())
-                .trace(TraceOptions::new().user_id("u-1").field("tenant", "acme")),
-        )
+        .invoke("Where is my order?")
+        .thread_id("thread-1")
+        .tracer(tracer.clone())
+        .trace(TraceOptions::new().user_id("u-1").field("tenant", "acme"))
         .await
         .unwrap();
     assert!(tracer.flush(Duration::from_secs(10)));

@@ -77,7 +77,7 @@ async fn agent_run_tree_with_tool_subagent_and_inherited_dimensions() {
                 .field("_private", "x")
                 .metadata("authorization", "Bearer SECRETSECRET"),
         );
-    agent.invoke("help me", &opts).await.unwrap();
+    agent.invoke("help me").options(&opts).await.unwrap();
     let runs = collector.runs();
     let ids = by_id(&runs);
 
@@ -185,9 +185,7 @@ async fn failures_are_recorded_and_trace_false_suppresses() {
     let tracer = Tracer::new().with_exporter(collector.clone());
     let model = ScriptedModel::new(Vec::<Message>::new());
     let agent = Agent::builder().model(model).build().unwrap();
-    let err = agent
-        .invoke("hi", &RunOptions::new().tracer(tracer.clone()))
-        .await;
+    let err = agent.invoke("hi").tracer(tracer.clone()).await;
     assert!(err.is_err());
     let runs = collector.runs();
     let root = runs.iter().find(|r| r.parent_id.is_none()).unwrap();
@@ -202,12 +200,9 @@ async fn failures_are_recorded_and_trace_false_suppresses() {
         .build()
         .unwrap();
     agent
-        .invoke(
-            "hi",
-            &RunOptions::new()
-                .tracer(tracer.clone())
-                .trace(TraceOptions::disabled()),
-        )
+        .invoke("hi")
+        .tracer(tracer.clone())
+        .trace(TraceOptions::disabled())
         .await
         .unwrap();
     assert!(collector.runs().is_empty(), "trace: false records nothing");
@@ -224,10 +219,7 @@ async fn json_lines_exporter_round_trips() {
         .model(ScriptedModel::new([Message::assistant("hello")]))
         .build()
         .unwrap();
-    agent
-        .invoke("hi", &RunOptions::new().tracer(tracer.clone()))
-        .await
-        .unwrap();
+    agent.invoke("hi").tracer(tracer.clone()).await.unwrap();
     assert!(tracer.flush(std::time::Duration::from_secs(5)));
     let (runs, bad) = trace::read_json_lines(&path).unwrap();
     assert_eq!(bad, 0);

@@ -198,7 +198,7 @@ async fn w1(reps: usize) {
 }
 
 async fn invoke_linear(graph: &Graph<Linear>, opts: &RunOptions) -> Linear {
-    match graph.invoke(linear_input(), opts).await {
+    match graph.invoke(linear_input()).options(opts).await {
         Ok(out) => out.into_state(),
         Err(e) => fail(&format!("W1 invoke: {e}")),
     }
@@ -290,7 +290,8 @@ async fn w3(reps: usize) {
         let opts = RunOptions::new();
         let run = || async {
             match graph
-                .invoke(FanUpdate::new().items(Vec::new()).joined(0), &opts)
+                .invoke(FanUpdate::new().items(Vec::new()).joined(0))
+                .options(&opts)
                 .await
             {
                 Ok(o) => o.into_state(),
@@ -460,7 +461,7 @@ async fn run_w2_traced(
             _ => kit::graph::Durability::Async,
         });
     }
-    match agent.invoke("Add things up.", &opts).await {
+    match agent.invoke("Add things up.").options(&opts).await {
         Ok(out) => out.into_state(),
         Err(e) => fail(&format!("W2 invoke: {e}")),
     }
@@ -505,10 +506,7 @@ async fn w2_trace(reps: usize) {
             "trace_collector",
             Tracer::new().with_exporter(collector.clone()),
         ),
-        (
-            "trace_jsonl",
-            Tracer::new().with_exporter_arc(jsonl.clone()),
-        ),
+        ("trace_jsonl", Tracer::new().with_exporter(jsonl.clone())),
     ];
     // Runs recorded per invoke (the same for both exporters).
     check_w2(&run_w2_traced(&agent, "check".into(), Some(&tracers[1].1)).await);

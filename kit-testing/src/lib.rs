@@ -22,7 +22,7 @@
 //! let server = MockOpenAi::start().await?;
 //! server.enqueue(openai::json(openai::completion("Hello!")));
 //! let agent = Agent::builder().model(server.model("gpt-4o-mini")).build()?;
-//! let out = agent.invoke("Hi", &kit::RunOptions::new()).await?;
+//! let out = agent.invoke("Hi").options(&kit::RunOptions::new()).await?;
 //! assert_eq!(out.state().final_text(), "Hello!");
 //! assert_eq!(server.requests()[0].body["messages"][0]["content"], "Hi");
 //! # Ok(()) }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use kit::agent::{Agent, AgentState};
 use kit::middleware::async_subagents::AsyncSpec;
 use kit::testing::{ScriptStep, ScriptedModel};
-use kit::{MemoryCheckpointer, Message, Role, RunOptions, ToolCall};
+use kit::{MemoryCheckpointer, Message, Role, ToolCall};
 use serde_json::Value;
 
 use crate::Error;
@@ -78,7 +78,8 @@ impl Supervisor {
         self.model.push(Message::assistant("ok"));
         let state = self
             .agent
-            .invoke("go on", &RunOptions::new().thread_id(self.thread.clone()))
+            .invoke("go on")
+            .thread_id(self.thread.clone())
             .await?
             .into_state();
         let mut results = Vec::with_capacity(ids.len());

@@ -237,6 +237,7 @@ impl EventSink {
 
     /// A sink for a nested run: events get `segment` appended to their namespace and, when
     /// given, the tool call id.
+    #[must_use]
     pub fn nested(&self, segment: impl Into<String>, tool_call_id: Option<String>) -> EventSink {
         let mut namespace = self.namespace.clone();
         namespace.push(segment.into());
@@ -251,6 +252,7 @@ impl EventSink {
 
     /// Passes every event sent through this sink (and the sinks nested in it) through `filter`
     /// first, then through the filters the sink already had.
+    #[must_use]
     pub fn with_filter(mut self, filter: Arc<dyn EventFilter>) -> EventSink {
         self.filter = Some(match self.filter.take() {
             Some(outer) => Arc::new(Chain(filter, outer)),
@@ -260,6 +262,7 @@ impl EventSink {
     }
 
     /// Sets the thread id stamped on events.
+    #[must_use]
     pub fn with_thread_id(mut self, thread_id: Option<String>) -> EventSink {
         self.thread_id = thread_id;
         self

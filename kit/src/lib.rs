@@ -43,7 +43,7 @@
 //!     edge answer -> END;
 //! };
 //! let out = graph
-//!     .invoke(TicketUpdate::new().text("I want a refund"), &RunOptions::new())
+//!     .invoke(TicketUpdate::new().text("I want a refund"))
 //!     .await?;
 //! assert_eq!(out.state().log, ["classified as refund", "refunded"]);
 //! # Ok(()) }
@@ -80,7 +80,7 @@
 //!     Message::assistant("It is 42."),
 //! ]);
 //! let agent = Agent::builder().model(model).tool(Add::tool()).build()?;
-//! let out = agent.invoke("What is 40 + 2?", &RunOptions::new()).await?;
+//! let out = agent.invoke("What is 40 + 2?").await?;
 //! assert_eq!(out.state().final_text(), "It is 42.");
 //! # Ok(()) }
 //! ```
@@ -143,6 +143,7 @@ mod pg;
 pub mod protocol;
 #[cfg(feature = "server")]
 pub mod server;
+mod shared;
 pub mod state;
 pub mod testing;
 mod text;
@@ -166,6 +167,15 @@ pub use message::{Content, ContentPart, Message, Role, ToolCall, ToolStatus, Usa
 pub use model::ChatModel;
 pub use state::{Overwrite, State, reducers};
 pub use tool::Tool;
+
+/// Re-exported for JSON Schemas of tool arguments and structured output: derive with
+/// `#[derive(kit::schemars::JsonSchema)]` and `#[schemars(crate = "kit::schemars")]`.
+pub use schemars;
+/// Re-exported so a user's `Cargo.toml` needs only `kit` (and tokio): derive with
+/// `#[derive(kit::serde::Serialize, kit::serde::Deserialize)]` and `#[serde(crate = "kit::serde")]`.
+pub use serde;
+/// Re-exported: kit's JSON values are `serde_json::Value`.
+pub use serde_json;
 
 /// Support code for the macros. Not a public API: it may change in any release.
 #[doc(hidden)]

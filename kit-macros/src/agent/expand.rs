@@ -84,7 +84,7 @@ pub fn expand(def: &AgentDef, item: &syn::ItemStruct) -> TokenStream {
                 input: impl ::core::convert::Into<::kit::agent::AgentInput>,
                 opts: &::kit::RunOptions,
             ) -> ::core::result::Result<::kit::agent::AgentOutcome, ::kit::AgentError> {
-                Self::agent()?.invoke(input, opts).await
+                Self::agent()?.invoke(input).options(opts).await
             }
 
             /// Resumes a paused run (see `kit::Agent::resume`).
@@ -92,7 +92,7 @@ pub fn expand(def: &AgentDef, item: &syn::ItemStruct) -> TokenStream {
                 payload: impl ::core::convert::Into<::kit::Resume>,
                 opts: &::kit::RunOptions,
             ) -> ::core::result::Result<::kit::agent::AgentOutcome, ::kit::AgentError> {
-                Self::agent()?.resume(payload, opts).await
+                Self::agent()?.resume(payload).options(opts).await
             }
 
             /// Runs the agent and streams its events (see `kit::Agent::stream_events`).

@@ -150,12 +150,14 @@ impl MockResponse {
     }
 
     /// Adds a response header.
+    #[must_use]
     pub fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_string(), value.to_string()));
         self
     }
 
     /// For an event stream: how it ends after its frames.
+    #[must_use]
     pub fn end(mut self, how: StreamEnd) -> Self {
         if let MockBody::Sse { end, .. } = &mut self.body {
             *end = how;
@@ -164,12 +166,14 @@ impl MockResponse {
     }
 
     /// For an event stream: breaks the connection after the frames.
+    #[must_use]
     pub fn then_drop(self) -> Self {
         self.end(StreamEnd::Drop)
     }
 
     /// For an event stream: sends every frame in two body chunks split mid-line, so clients
     /// must reassemble lines across network reads.
+    #[must_use]
     pub fn fragmented(mut self) -> Self {
         if let MockBody::Sse { fragmented, .. } = &mut self.body {
             *fragmented = true;

@@ -13,6 +13,7 @@ use crate::state::DynSchema;
 use crate::tool::Tool;
 
 /// A model given to the builder: a value, or a `provider:model` string resolved at build time.
+#[derive(Clone)]
 pub enum ModelSource {
     /// A model value.
     Model(Arc<dyn ChatModel>),

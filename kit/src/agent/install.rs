@@ -80,21 +80,8 @@ impl BuildContext<'_> {
     }
 }
 
-/// Anything [`AgentBuilder::middleware`](super::AgentBuilder::middleware) accepts: a middleware
-/// value, or one already shared as `Arc<dyn Middleware>`.
-pub trait IntoMiddleware {
-    /// The conversion.
-    fn into_middleware(self) -> Arc<dyn Middleware>;
-}
-
-impl<M: Middleware> IntoMiddleware for M {
-    fn into_middleware(self) -> Arc<dyn Middleware> {
-        Arc::new(self)
-    }
-}
-
-impl IntoMiddleware for Arc<dyn Middleware> {
-    fn into_middleware(self) -> Arc<dyn Middleware> {
-        self
-    }
+crate::shared::into_shared! {
+    /// Anything [`AgentBuilder::middleware`](super::AgentBuilder::middleware) accepts: a
+    /// middleware value, or one already shared as `Arc<dyn Middleware>`.
+    IntoMiddleware::into_middleware => Middleware
 }

@@ -153,6 +153,7 @@ impl HookUpdate {
     }
 
     /// Sets the jump target.
+    #[must_use]
     pub fn jump_to(mut self, target: JumpTo) -> Self {
         self.jump_to = Some(target);
         self
@@ -235,6 +236,7 @@ pub struct ModelExecution {
 
 impl ModelExecution {
     /// The answer with a state update.
+    #[must_use]
     pub fn with_update(mut self, update: AgentStateUpdate) -> Self {
         self.update = Some(update);
         self

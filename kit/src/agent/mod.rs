@@ -3,12 +3,12 @@
 //! ```
 //! use kit::agent::Agent;
 //! use kit::testing::ScriptedModel;
-//! use kit::{Message, RunOptions};
+//! use kit::Message;
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kit::agent::AgentError> {
 //! let model = ScriptedModel::new([Message::assistant("Hello!")]);
 //! let agent = Agent::builder().name("greeter").model(model).build()?;
-//! let out = agent.invoke("Hi", &RunOptions::new()).await?;
+//! let out = agent.invoke("Hi").await?;
 //! assert_eq!(out.state().final_text(), "Hello!");
 //! # Ok(()) }
 //! ```
@@ -38,7 +38,11 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::event::EventStream;
-use crate::graph::{Graph, GraphError, Outcome, Pause, Resume, RunOptions};
+use futures::future::BoxFuture;
+
+use crate::graph::{
+    Graph, GraphError, Invocation, Outcome, Pause, Resume, RunOptions, RunRequest, Runnable,
+};
 use crate::message::Message;
 use crate::model::ModelError;
 
@@ -345,16 +349,11 @@ impl Agent {
         )
     }
 
-    /// Runs the agent on `input` until it answers or pauses.
-    ///
-    /// With a checkpointer and `opts.thread_id`, the input continues that conversation.
-    pub async fn invoke(
-        &self,
-        input: impl Into<AgentInput>,
-        opts: &RunOptions,
-    ) -> Result<AgentOutcome, AgentError> {
-        let update = self.prepare_input(input.into())?;
-        Ok(self.graph.invoke(update, &self.options(opts)).await?)
+    /// Runs the agent on `input` until it answers or pauses: set per-run options on the
+    /// returned [`Invocation`] (`.thread_id("t1")` continues that conversation, given a
+    /// checkpointer), then `.await` it.
+    pub fn invoke(&self, input: impl Into<AgentInput>) -> Invocation<'_, Self> {
+        Invocation::new(self, RunRequest::Input(input.into()))
     }
 
     /// Lets every middleware see (and guard) the input before it is stored.
@@ -368,43 +367,70 @@ impl Agent {
 
     /// Continues a paused run: `payload` answers its interrupts (for human review,
     /// `kit::middleware::review::resume_review` builds it).
-    pub async fn resume(
-        &self,
-        payload: impl Into<Resume>,
-        opts: &RunOptions,
-    ) -> Result<AgentOutcome, AgentError> {
-        Ok(self.graph.resume(payload, &self.options(opts)).await?)
+    pub fn resume(&self, payload: impl Into<Resume>) -> Invocation<'_, Self> {
+        Invocation::new(self, RunRequest::Resume(payload.into()))
     }
 
     /// Runs the agent and streams its events (model tokens, tool calls, middleware, state
     /// updates, interrupts, errors, completion).
     pub fn stream_events(&self, input: impl Into<AgentInput>, opts: &RunOptions) -> EventStream {
-        match self.prepare_input(input.into()) {
-            Ok(update) => {
-                self.graph
-                    .stream_events_filtered(update, &self.options(opts), self.event_filter())
-            }
-            Err(e) => {
-                // A refused input: the stream reports it and ends.
-                let event = crate::event::Event {
-                    event: crate::event::EventKind::Error,
-                    name: self.inner.name.to_string(),
-                    run_id: crate::ids::random(),
-                    parent_ids: Vec::new(),
-                    data: serde_json::json!({"message": e.to_string(), "kind": e.kind()}),
-                    metadata: crate::event::EventMetadata {
-                        thread_id: opts.thread_id.clone(),
-                        ..Default::default()
-                    },
-                };
-                Box::pin(futures::stream::once(async move { event }))
-            }
-        }
+        self.run_streamed(RunRequest::Input(input.into()), opts.clone())
     }
 
     /// Resumes a paused run and streams its events.
     pub fn stream_resume(&self, payload: impl Into<Resume>, opts: &RunOptions) -> EventStream {
-        self.graph
-            .stream_resume_filtered(payload.into(), &self.options(opts), self.event_filter())
+        self.run_streamed(RunRequest::Resume(payload.into()), opts.clone())
+    }
+}
+
+impl Runnable for Agent {
+    type Input = AgentInput;
+    type Output = AgentOutcome;
+    type Error = AgentError;
+
+    fn run(
+        &self,
+        request: RunRequest<AgentInput>,
+        opts: RunOptions,
+    ) -> BoxFuture<'_, Result<AgentOutcome, AgentError>> {
+        Box::pin(async move {
+            let request = match request {
+                RunRequest::Input(input) => RunRequest::Input(self.prepare_input(input)?),
+                RunRequest::Resume(resume) => RunRequest::Resume(resume),
+            };
+            Ok(self.graph.run(request, self.options(&opts)).await?)
+        })
+    }
+
+    fn run_streamed(&self, request: RunRequest<AgentInput>, opts: RunOptions) -> EventStream {
+        let opts = &opts;
+        match request {
+            RunRequest::Resume(resume) => {
+                self.graph
+                    .stream_resume_filtered(resume, &self.options(opts), self.event_filter())
+            }
+            RunRequest::Input(input) => match self.prepare_input(input) {
+                Ok(update) => self.graph.stream_events_filtered(
+                    update,
+                    &self.options(opts),
+                    self.event_filter(),
+                ),
+                Err(e) => {
+                    // A refused input: the stream reports it and ends.
+                    let event = crate::event::Event {
+                        event: crate::event::EventKind::Error,
+                        name: self.inner.name.to_string(),
+                        run_id: crate::ids::random(),
+                        parent_ids: Vec::new(),
+                        data: serde_json::json!({"message": e.to_string(), "kind": e.kind()}),
+                        metadata: crate::event::EventMetadata {
+                            thread_id: opts.thread_id.clone(),
+                            ..Default::default()
+                        },
+                    };
+                    Box::pin(futures::stream::once(async move { event }))
+                }
+            },
+        }
     }
 }

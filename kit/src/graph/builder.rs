@@ -118,7 +118,7 @@ enum EdgeDef<S> {
 ///     .edge("inc", END)
 ///     .compile()
 ///     .unwrap();
-/// let out = graph.invoke(CountUpdate::new().n(41), &RunOptions::new()).await.unwrap();
+/// let out = graph.invoke(CountUpdate::new().n(41)).await.unwrap();
 /// assert_eq!(out.state().n, 42);
 /// # }
 /// ```

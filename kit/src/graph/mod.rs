@@ -26,6 +26,7 @@
 mod builder;
 mod error;
 mod interrupt;
+mod invocation;
 mod mermaid;
 mod node;
 mod options;
@@ -34,6 +35,7 @@ mod run;
 pub use builder::{GraphBuilder, Route};
 pub use error::{BoxError, GraphError};
 pub use interrupt::{Interrupt, Interrupted, Outcome, Pause, Resume};
+pub use invocation::{Invocation, RunRequest, Runnable};
 pub use node::{
     Command, Goto, IntoNodeOutput, NodeContext, NodeError, NodeFuture, NodeOutput, Send,
 };
@@ -48,6 +50,8 @@ pub mod builder_support {
 
 use std::collections::HashMap;
 use std::sync::Arc;
+
+use futures::future::BoxFuture;
 
 use builder::{Condition, Router};
 use run::{Exec, RunInput};
@@ -186,6 +190,7 @@ impl<S: State> Graph<S> {
     }
 
     /// The same graph with a different default checkpointer.
+    #[must_use]
     pub fn with_checkpointer(&self, checkpointer: Arc<dyn Checkpointer>) -> Graph<S> {
         Graph {
             inner: self.inner.clone(),
@@ -198,30 +203,19 @@ impl<S: State> Graph<S> {
         self.checkpointer.as_ref()
     }
 
-    /// Runs the graph on `input` until it finishes or pauses.
+    /// Runs the graph on `input` until it finishes or pauses: set per-run options on the
+    /// returned [`Invocation`], then `.await` it.
     ///
     /// With a checkpointer and a thread id, the run continues the thread: `input` is applied on
     /// top of its latest state (pending tasks of an earlier paused run are dropped; use
     /// [`resume`](Self::resume) to continue those).
-    pub async fn invoke(
-        &self,
-        input: S::Update,
-        opts: &RunOptions,
-    ) -> Result<Outcome<S>, GraphError> {
-        // Boxed: the executor's state machine is large, and a caller holding many runs (a
-        // spawned task per run, say) should hold a pointer to it, not a copy of it.
-        let exec = Box::pin(Exec::start(self, opts)).await?;
-        Box::pin(exec.run(RunInput::Input(input))).await
+    pub fn invoke(&self, input: S::Update) -> Invocation<'_, Self> {
+        Invocation::new(self, RunRequest::Input(input))
     }
 
     /// Continues a paused (or failed) thread: answers its interrupts with `resume` and runs on.
-    pub async fn resume(
-        &self,
-        resume: impl Into<Resume>,
-        opts: &RunOptions,
-    ) -> Result<Outcome<S>, GraphError> {
-        let exec = Box::pin(Exec::start(self, opts)).await?;
-        Box::pin(exec.run(RunInput::Resume(resume.into()))).await
+    pub fn resume(&self, resume: impl Into<Resume>) -> Invocation<'_, Self> {
+        Invocation::new(self, RunRequest::Resume(resume.into()))
     }
 
     /// Runs the graph and streams its events. The stream ends after `run_end` (or `error`).
@@ -262,7 +256,7 @@ impl<S: State> Graph<S> {
         filter: Option<Arc<dyn EventFilter>>,
     ) -> EventStream {
         let (sink, rx) = EventSink::channel(256);
-        let mut sink = sink.with_thread_id(opts.thread_id.clone());
+        let mut sink = sink.with_thread_id(opts.get_thread_id().map(str::to_string));
         if let Some(filter) = filter {
             sink = sink.with_filter(filter);
         }
@@ -281,7 +275,7 @@ impl<S: State> Graph<S> {
         crate::event::stream_from(rx, handle)
     }
 
-    /// The state of a thread at its head (or at `opts.checkpoint_id`); `None` for an unknown
+    /// The state of a thread at its head (or at the options' checkpoint); `None` for an unknown
     /// thread.
     pub async fn get_state(
         &self,
@@ -334,5 +328,37 @@ impl<S: State> Graph<S> {
     /// Renders the graph as a Mermaid flowchart.
     pub fn draw_mermaid(&self) -> String {
         mermaid::draw(&self.inner)
+    }
+}
+
+impl<S: State> Runnable for Graph<S> {
+    type Input = S::Update;
+    type Output = Outcome<S>;
+    type Error = GraphError;
+
+    fn run(
+        &self,
+        request: RunRequest<S::Update>,
+        opts: RunOptions,
+    ) -> BoxFuture<'_, Result<Outcome<S>, GraphError>> {
+        // One box for the whole run: a caller holding many runs (a spawned task per run, say)
+        // holds a pointer to the executor's large state machine, not a copy of it.
+        Box::pin(async move {
+            let exec = Exec::start(self, &opts).await?;
+            exec.run(request.into()).await
+        })
+    }
+
+    fn run_streamed(&self, request: RunRequest<S::Update>, opts: RunOptions) -> EventStream {
+        self.stream_input(request.into(), &opts, None)
+    }
+}
+
+impl<S: State> From<RunRequest<S::Update>> for RunInput<S> {
+    fn from(request: RunRequest<S::Update>) -> Self {
+        match request {
+            RunRequest::Input(input) => RunInput::Input(input),
+            RunRequest::Resume(resume) => RunInput::Resume(resume),
+        }
     }
 }

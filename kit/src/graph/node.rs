@@ -100,19 +100,22 @@ impl<S: State> NodeOutput<S> {
     }
 
     /// Adds an update (applied after the ones before it, in the same superstep).
+    #[must_use]
     pub fn with_update(mut self, update: S::Update) -> Self {
         self.updates.push(update);
         self
     }
 
     /// Adds a node to go to.
-    pub fn and_goto(mut self, node: impl Into<String>) -> Self {
+    #[must_use]
+    pub fn with_goto(mut self, node: impl Into<String>) -> Self {
         self.goto.push(Goto::Node(node.into()));
         self
     }
 
     /// Adds a [`Send`].
-    pub fn and_send(mut self, send: Send) -> Self {
+    #[must_use]
+    pub fn with_send(mut self, send: Send) -> Self {
         self.goto.push(Goto::Send(send));
         self
     }

@@ -34,28 +34,28 @@ pub enum Durability {
 /// ```
 /// use kit::RunOptions;
 /// let opts = RunOptions::new().thread_id("support-42").recursion_limit(50);
-/// assert_eq!(opts.thread_id.as_deref(), Some("support-42"));
+/// assert_eq!(opts.get_thread_id(), Some("support-42"));
 /// ```
 #[derive(Clone, Default)]
 pub struct RunOptions {
     /// The conversation thread; with a checkpointer, state persists under it.
-    pub thread_id: Option<String>,
+    pub(crate) thread_id: Option<String>,
     /// Start from this checkpoint instead of the thread's head (time travel; the run forks).
-    pub checkpoint_id: Option<String>,
+    pub(crate) checkpoint_id: Option<String>,
     /// Overrides the graph's checkpointer for this run.
-    pub checkpointer: Option<Arc<dyn Checkpointer>>,
+    pub(crate) checkpointer: Option<Arc<dyn Checkpointer>>,
     /// Maximum supersteps (default [`DEFAULT_RECURSION_LIMIT`]).
-    pub recursion_limit: Option<usize>,
+    pub(crate) recursion_limit: Option<usize>,
     /// When checkpoints are written.
-    pub durability: Durability,
+    pub(crate) durability: Durability,
     /// Also stream the whole state after each step (`values` events).
-    pub stream_values: bool,
+    pub(crate) stream_values: bool,
     /// Free-form metadata stored with checkpoints and traces.
-    pub metadata: Map<String, Value>,
+    pub(crate) metadata: Map<String, Value>,
     /// Trace options (name, user, session, custom fields); `None` uses the defaults.
-    pub trace: Option<TraceOptions>,
+    pub(crate) trace: Option<TraceOptions>,
     /// The tracer of this run (default: the process's global tracer).
-    pub tracer: Option<crate::trace::Tracer>,
+    pub(crate) tracer: Option<crate::trace::Tracer>,
     /// What the root run of this invocation is in traces (agents set `Agent`).
     pub(crate) trace_kind: Option<crate::trace::RunKind>,
     /// Checkpoint namespace, set for subgraphs (`a|b`); empty at the top level.
@@ -101,60 +101,70 @@ impl RunOptions {
     }
 
     /// Sets the thread id.
+    #[must_use]
     pub fn thread_id(mut self, thread_id: impl Into<String>) -> Self {
         self.thread_id = Some(thread_id.into());
         self
     }
 
     /// Starts from an earlier checkpoint (forks the thread).
+    #[must_use]
     pub fn checkpoint_id(mut self, checkpoint_id: impl Into<String>) -> Self {
         self.checkpoint_id = Some(checkpoint_id.into());
         self
     }
 
     /// Uses this checkpointer for the run.
+    #[must_use]
     pub fn checkpointer(mut self, checkpointer: Arc<dyn Checkpointer>) -> Self {
         self.checkpointer = Some(checkpointer);
         self
     }
 
     /// Sets the recursion limit in supersteps.
+    #[must_use]
     pub fn recursion_limit(mut self, limit: usize) -> Self {
         self.recursion_limit = Some(limit);
         self
     }
 
     /// Sets the durability mode.
+    #[must_use]
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
         self
     }
 
     /// Also stream `values` events (the whole state after each step).
+    #[must_use]
     pub fn stream_values(mut self, on: bool) -> Self {
         self.stream_values = on;
         self
     }
 
     /// Adds a metadata entry.
+    #[must_use]
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.metadata.insert(key.into(), value.into());
         self
     }
 
     /// Sets the trace options.
+    #[must_use]
     pub fn trace(mut self, trace: TraceOptions) -> Self {
         self.trace = Some(trace);
         self
     }
 
     /// Records this run with `tracer` instead of the global one.
+    #[must_use]
     pub fn tracer(mut self, tracer: crate::trace::Tracer) -> Self {
         self.tracer = Some(tracer);
         self
     }
 
     /// Sends the run's events to `sink` (what `stream_events` does for you).
+    #[must_use]
     pub fn events(mut self, sink: EventSink) -> Self {
         self.events = Some(sink);
         self
@@ -163,6 +173,39 @@ impl RunOptions {
     /// The checkpoint namespace (empty at the top level).
     pub fn namespace(&self) -> &str {
         &self.namespace
+    }
+
+    // Getters are `get_*` because the setters own the plain names, as in
+    // `std::process::Command`.
+
+    /// The thread id, if set.
+    pub fn get_thread_id(&self) -> Option<&str> {
+        self.thread_id.as_deref()
+    }
+
+    /// The checkpoint to start from, if set.
+    pub fn get_checkpoint_id(&self) -> Option<&str> {
+        self.checkpoint_id.as_deref()
+    }
+
+    /// The checkpointer set for this run, if any.
+    pub fn get_checkpointer(&self) -> Option<&Arc<dyn Checkpointer>> {
+        self.checkpointer.as_ref()
+    }
+
+    /// The recursion limit, if set.
+    pub fn get_recursion_limit(&self) -> Option<usize> {
+        self.recursion_limit
+    }
+
+    /// The durability mode.
+    pub fn get_durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// The metadata stored with checkpoints and traces.
+    pub fn get_metadata(&self) -> &Map<String, Value> {
+        &self.metadata
     }
 }
 

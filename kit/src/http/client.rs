@@ -72,18 +72,21 @@ impl HttpClient {
     }
 
     /// Sets the default timeout.
+    #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
     /// Sets the retry policy.
+    #[must_use]
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self
     }
 
     /// Sets the number of retries.
+    #[must_use]
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.retry.max_retries = retries;
         self

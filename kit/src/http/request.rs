@@ -67,6 +67,7 @@ impl HttpRequest {
     }
 
     /// Adds a header (a second value for the same name is added, not replaced).
+    #[must_use]
     pub fn header(mut self, name: &str, value: &str) -> Self {
         match (
             HeaderName::from_bytes(name.as_bytes()),
@@ -95,11 +96,13 @@ impl HttpRequest {
     }
 
     /// Adds `Authorization: Bearer <token>`.
+    #[must_use]
     pub fn bearer_auth(self, token: &str) -> Self {
         self.header("authorization", &format!("Bearer {token}"))
     }
 
     /// Appends a query parameter.
+    #[must_use]
     pub fn query(mut self, key: &str, value: &str) -> Self {
         if let Ok(url) = &mut self.url {
             url.query_pairs_mut().append_pair(key, value);
@@ -108,6 +111,7 @@ impl HttpRequest {
     }
 
     /// Sets a JSON body (and `content-type: application/json`).
+    #[must_use]
     pub fn json<T: Serialize + ?Sized>(mut self, body: &T) -> Self {
         match serde_json::to_vec(body) {
             Ok(bytes) => {
@@ -126,18 +130,21 @@ impl HttpRequest {
     }
 
     /// Sets a raw body with its content type.
+    #[must_use]
     pub fn body(mut self, body: impl Into<Bytes>, content_type: &str) -> Self {
         self.body = Some(body.into());
         self.header("content-type", content_type)
     }
 
     /// Overrides the client's timeout for this request.
+    #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
     }
 
     /// Overrides the client's number of retries for this request.
+    #[must_use]
     pub fn max_retries(mut self, retries: u32) -> Self {
         self.max_retries = Some(retries);
         self

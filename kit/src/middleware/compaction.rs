@@ -66,18 +66,21 @@ impl CompactionMiddleware {
     }
 
     /// Compact when the conversation reaches this many tokens.
+    #[must_use]
     pub fn trigger_tokens(mut self, tokens: u64) -> Self {
         self.trigger_tokens = Some(tokens);
         self
     }
 
     /// Compact when the conversation reaches this many messages.
+    #[must_use]
     pub fn trigger_messages(mut self, messages: usize) -> Self {
         self.trigger_messages = Some(messages);
         self
     }
 
     /// Keep (at least) this many recent messages verbatim.
+    #[must_use]
     pub fn keep_messages(mut self, messages: usize) -> Self {
         self.keep_messages = messages;
         self

@@ -46,7 +46,7 @@
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kit::agent::AgentError> {
 //! let model = ScriptedModel::new([Message::assistant("never called")]);
 //! let agent = Agent::builder().model(model.clone()).middleware(NoMedicalAdvice).build()?;
-//! let out = agent.invoke("Can you diagnose my rash?", &RunOptions::new()).await?;
+//! let out = agent.invoke("Can you diagnose my rash?").await?;
 //! assert_eq!(out.state().final_text(), "I can't give medical advice; please ask a doctor.");
 //! assert_eq!(model.calls(), 0);
 //! # Ok(()) }
@@ -80,7 +80,7 @@ use crate::message::{Message, Role};
 ///     .model(ScriptedModel::new([Message::assistant("Boil the pasta for 9 minutes.")]))
 ///     .middleware(filter)
 ///     .build()?;
-/// let out = agent.invoke("Should I buy crypto?", &RunOptions::new()).await?;
+/// let out = agent.invoke("Should I buy crypto?").await?;
 /// assert_eq!(out.state().final_text(), "I can only help with cooking.");
 /// # Ok(()) }
 /// ```
@@ -105,6 +105,7 @@ impl TopicFilter {
     }
 
     /// Blocks these topics (words or phrases).
+    #[must_use]
     pub fn block<I, S>(mut self, topics: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -120,12 +121,14 @@ impl TopicFilter {
     }
 
     /// Also replace a final answer that mentions a blocked topic (default off).
+    #[must_use]
     pub fn check_output(mut self, on: bool) -> Self {
         self.check_output = on;
         self
     }
 
     /// Renames the middleware (default `TopicFilter`), to use several.
+    #[must_use]
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self

@@ -38,6 +38,7 @@ impl OverflowRecoveryMiddleware {
     }
 
     /// Keep this many recent messages verbatim.
+    #[must_use]
     pub fn keep_messages(mut self, n: usize) -> Self {
         self.keep_messages = n;
         self

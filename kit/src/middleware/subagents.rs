@@ -18,7 +18,10 @@ use std::sync::{Arc, OnceLock};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::agent::{Agent, AgentState, AgentStateUpdate, BuildContext, FileData, Middleware};
+use crate::agent::{
+    Agent, AgentState, AgentStateUpdate, BuildContext, FileData, IntoModelSource, Middleware,
+    ModelSource,
+};
 use crate::graph::{Outcome, Pause, Resume, RunOptions};
 use crate::message::{Message, Role};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
@@ -42,7 +45,7 @@ pub struct SubagentSpec {
     pub(crate) description: String,
     pub(crate) system_prompt: Option<String>,
     pub(crate) tools: Option<Vec<Tool>>,
-    pub(crate) model: Option<Arc<dyn crate::ChatModel>>,
+    pub(crate) model: Option<ModelSource>,
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
     pub(crate) agent: Option<Agent>,
 }
@@ -89,30 +92,29 @@ impl SubagentSpec {
     }
 
     /// The child's system prompt.
+    #[must_use]
     pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
         self.system_prompt = Some(prompt.into());
         self
     }
 
     /// The child's tools (omitted: the parent's tools).
+    #[must_use]
     pub fn tools(mut self, tools: impl IntoIterator<Item = Tool>) -> Self {
         self.tools = Some(tools.into_iter().collect());
         self
     }
 
-    /// The child's model (omitted: the parent's model).
-    pub fn model(mut self, model: impl crate::ChatModel) -> Self {
-        self.model = Some(Arc::new(model));
-        self
-    }
-
-    /// The child's model, shared.
-    pub fn model_arc(mut self, model: Arc<dyn crate::ChatModel>) -> Self {
-        self.model = Some(model);
+    /// The child's model: a value, a shared one, or a `provider:model` string (resolved from
+    /// the environment's credentials when the parent is built). Omitted: the parent's model.
+    #[must_use]
+    pub fn model(mut self, model: impl IntoModelSource) -> Self {
+        self.model = Some(model.into_model_source());
         self
     }
 
     /// Adds a middleware to the child (todos and filesystem are not inherited).
+    #[must_use]
     pub fn middleware(mut self, middleware: impl Middleware) -> Self {
         self.middleware.push(Arc::new(middleware));
         self
@@ -157,14 +159,17 @@ fn build_children(
         let agent = match spec.agent {
             Some(agent) => agent,
             None => {
-                let mut b = Agent::builder()
-                    .name(spec.name.clone())
-                    .model(spec.model.clone().unwrap_or_else(|| parent.model().clone()))
-                    .tools(
-                        spec.tools
-                            .clone()
-                            .unwrap_or_else(|| parent.tools().to_vec()),
-                    );
+                let mut b = Agent::builder().name(spec.name.clone());
+                b = match spec.model.clone() {
+                    Some(ModelSource::Model(model)) => b.model(model),
+                    Some(ModelSource::Name(name)) => b.model(name),
+                    None => b.model(parent.model().clone()),
+                };
+                b = b.tools(
+                    spec.tools
+                        .clone()
+                        .unwrap_or_else(|| parent.tools().to_vec()),
+                );
                 if let Some(p) = &spec.system_prompt {
                     b = b.system_prompt(p.clone());
                 }
@@ -219,6 +224,7 @@ impl SubagentMiddleware {
 
     /// Includes or leaves out the general-purpose subagent (default: included when there is
     /// at least one spec).
+    #[must_use]
     pub fn general_purpose(mut self, on: bool) -> Self {
         self.general_purpose = Some(on);
         self
@@ -315,14 +321,14 @@ async fn run_task(
     let resume = ctx.node().and_then(|n| n.child_resume());
     let persistent = opts.thread_id.is_some() && opts.checkpointer.is_some();
     let outcome = match resume {
-        Some(resume) => child.agent.resume(resume, &opts).await,
+        Some(resume) => child.agent.resume(resume).options(&opts).await,
         None => {
             // A child thread that already exists (the parent crashed mid-call and re-ran the
             // call) is continued, not restarted with a duplicate task message.
             let existing =
                 persistent && matches!(child.agent.graph().get_state(&opts).await, Ok(Some(_)));
             if existing {
-                child.agent.resume(Resume::Continue, &opts).await
+                child.agent.resume(Resume::Continue).options(&opts).await
             } else {
                 let input = AgentStateUpdate::new()
                     .messages(vec![Message::user(args.description.clone())])
@@ -332,7 +338,7 @@ async fn run_task(
                             .map(|(k, v)| (k.clone(), Some(v.clone())))
                             .collect::<BTreeMap<_, _>>(),
                     );
-                child.agent.invoke(input, &opts).await
+                child.agent.invoke(input).options(&opts).await
             }
         }
     };

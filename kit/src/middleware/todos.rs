@@ -44,6 +44,7 @@ impl TodoMiddleware {
     }
 
     /// Renames the tool (the spec's `tool_name` option).
+    #[must_use]
     pub fn tool_name(mut self, name: impl Into<String>) -> Self {
         self.tool_name = name.into();
         self

@@ -96,30 +96,35 @@ pub struct ModelOptions {
 
 impl ModelOptions {
     /// Sets the temperature.
+    #[must_use]
     pub fn temperature(mut self, t: f32) -> Self {
         self.temperature = Some(t);
         self
     }
 
     /// Sets the maximum output tokens.
+    #[must_use]
     pub fn max_tokens(mut self, n: u32) -> Self {
         self.max_tokens = Some(n);
         self
     }
 
     /// Sets the timeout in milliseconds.
+    #[must_use]
     pub fn timeout_ms(mut self, ms: u64) -> Self {
         self.timeout_ms = Some(ms);
         self
     }
 
     /// Sets the number of retries.
+    #[must_use]
     pub fn retries(mut self, n: u32) -> Self {
         self.retries = Some(n);
         self
     }
 
     /// Options of `self`, with unset ones taken from `base`.
+    #[must_use]
     pub fn or(mut self, base: &ModelOptions) -> Self {
         self.temperature = self.temperature.or(base.temperature);
         self.max_tokens = self.max_tokens.or(base.max_tokens);
@@ -159,24 +164,28 @@ impl ModelRequest {
     }
 
     /// Sets the system prompt.
+    #[must_use]
     pub fn system(mut self, system: impl Into<String>) -> Self {
         self.system = Some(system.into());
         self
     }
 
     /// Binds tools.
+    #[must_use]
     pub fn tools(mut self, tools: Vec<ToolSpec>) -> Self {
         self.tools = tools;
         self
     }
 
     /// Sets the tool choice.
+    #[must_use]
     pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
         self.tool_choice = choice;
         self
     }
 
     /// Asks for structured output.
+    #[must_use]
     pub fn response_format(mut self, format: ResponseFormat) -> Self {
         self.response_format = Some(format);
         self

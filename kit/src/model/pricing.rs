@@ -51,12 +51,14 @@ impl Price {
     }
 
     /// Sets the price of cached input tokens.
+    #[must_use]
     pub const fn cached_input(mut self, price: f64) -> Self {
         self.cached_input = Some(price);
         self
     }
 
     /// Sets the price of cache writes.
+    #[must_use]
     pub const fn cache_write(mut self, price: f64) -> Self {
         self.cache_write = Some(price);
         self

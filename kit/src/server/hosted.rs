@@ -234,7 +234,7 @@ impl Hosted for Agent {
                 } else {
                     Resume::Value(value.clone())
                 };
-                self.resume(resume, &opts).await.map_err(fail)?
+                self.resume(resume).options(&opts).await.map_err(fail)?
             }
             RunInput::Input(value) => match plan(self.graph(), &opts, &run).await? {
                 Plan::Finished(state, interrupts) if interrupts.is_empty() => Outcome::Done(state),
@@ -245,11 +245,15 @@ impl Hosted for Agent {
                         checkpoint_id: None,
                     })
                 }
-                Plan::Resume => self.resume(Resume::Continue, &opts).await.map_err(fail)?,
+                Plan::Resume => self
+                    .resume(Resume::Continue)
+                    .options(&opts)
+                    .await
+                    .map_err(fail)?,
                 Plan::Invoke => {
                     let input = AgentInput::try_from(value.clone())
                         .map_err(|e| HostedError::new("invalid_input", clip(e.to_string())))?;
-                    self.invoke(input, &opts).await.map_err(fail)?
+                    self.invoke(input).options(&opts).await.map_err(fail)?
                 }
             },
         };
@@ -280,7 +284,7 @@ impl<S: State> Hosted for Graph<S> {
                 } else {
                     Resume::Value(value.clone())
                 };
-                self.resume(resume, &opts).await.map_err(fail)?
+                self.resume(resume).options(&opts).await.map_err(fail)?
             }
             RunInput::Input(value) => match plan(self, &opts, &run).await? {
                 Plan::Finished(state, interrupts) if interrupts.is_empty() => Outcome::Done(state),
@@ -291,7 +295,11 @@ impl<S: State> Hosted for Graph<S> {
                         checkpoint_id: None,
                     })
                 }
-                Plan::Resume => self.resume(Resume::Continue, &opts).await.map_err(fail)?,
+                Plan::Resume => self
+                    .resume(Resume::Continue)
+                    .options(&opts)
+                    .await
+                    .map_err(fail)?,
                 Plan::Invoke => {
                     let update: S::Update = serde_json::from_value(value.clone()).map_err(|e| {
                         HostedError::new(
@@ -299,7 +307,7 @@ impl<S: State> Hosted for Graph<S> {
                             format!("the input is not a valid update: {e}"),
                         )
                     })?;
-                    self.invoke(update, &opts).await.map_err(fail)?
+                    self.invoke(update).options(&opts).await.map_err(fail)?
                 }
             },
         };

@@ -225,7 +225,13 @@ pub enum ServerError {
     Serve(String),
 }
 
+crate::shared::into_shared! {
+    /// What [`WorkerBuilder::store`] accepts: a run store, or one already shared.
+    IntoRunStore::into_run_store => RunStore
+}
+
 /// Builds a [`Worker`].
+#[must_use = "a builder does nothing until `build` is called"]
 #[derive(Default)]
 pub struct WorkerBuilder {
     graphs: HashMap<String, Arc<dyn Hosted>>,
@@ -268,14 +274,8 @@ impl WorkerBuilder {
     }
 
     /// Keeps runs and threads in this store (default: SQLite in memory).
-    pub fn store(mut self, store: impl RunStore) -> Self {
-        self.store = Some(Arc::new(store));
-        self
-    }
-
-    /// Keeps runs and threads in this shared store.
-    pub fn store_arc(mut self, store: Arc<dyn RunStore>) -> Self {
-        self.store = Some(store);
+    pub fn store(mut self, store: impl IntoRunStore) -> Self {
+        self.store = Some(store.into_run_store());
         self
     }
 

@@ -141,12 +141,14 @@ impl DynUpdate {
     }
 
     /// Writes `value` to `key` (reduced if the key has a reducer).
+    #[must_use]
     pub fn set(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.writes.insert(key.into(), Write::Value(value.into()));
         self
     }
 
     /// Replaces the value of `key`, bypassing its reducer.
+    #[must_use]
     pub fn overwrite(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.writes
             .insert(key.into(), Write::Overwrite(value.into()));

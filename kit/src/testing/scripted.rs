@@ -90,12 +90,14 @@ impl ScriptedModel {
     }
 
     /// Renames the model (its `model_name`).
+    #[must_use]
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
     }
 
     /// Sets the capabilities (e.g. to test a model without tool calling).
+    #[must_use]
     pub fn with_profile(mut self, profile: ModelProfile) -> Self {
         self.profile = profile;
         self

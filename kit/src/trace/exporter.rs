@@ -214,3 +214,9 @@ pub fn read_json_lines(path: impl AsRef<Path>) -> std::io::Result<(Vec<RunRecord
     }
     Ok((runs, bad))
 }
+
+crate::shared::into_shared! {
+    /// What [`Tracer::with_exporter`](super::Tracer::with_exporter) accepts: an exporter, or
+    /// one already shared.
+    IntoExporter::into_exporter => Exporter
+}

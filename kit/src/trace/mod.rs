@@ -59,7 +59,9 @@ pub mod redact;
 mod run;
 pub mod viewer;
 
-pub use exporter::{Collector, Exporter, ExporterStats, JsonLinesExporter, read_json_lines};
+pub use exporter::{
+    Collector, Exporter, ExporterStats, IntoExporter, JsonLinesExporter, read_json_lines,
+};
 pub use fields::custom_fields;
 pub use options::TraceOptions;
 pub use queue::{BatchEncoder, ExportError, QueueConfig, QueueStats, QueuedExporter};

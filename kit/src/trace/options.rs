@@ -48,48 +48,56 @@ impl TraceOptions {
     }
 
     /// Sets the root run's display name.
+    #[must_use]
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self
     }
 
     /// Sets the thread id.
+    #[must_use]
     pub fn thread_id(mut self, id: impl Into<String>) -> Self {
         self.thread_id = Some(id.into());
         self
     }
 
     /// Sets the user id.
+    #[must_use]
     pub fn user_id(mut self, id: impl Into<String>) -> Self {
         self.user_id = Some(id.into());
         self
     }
 
     /// Sets the session id.
+    #[must_use]
     pub fn session_id(mut self, id: impl Into<String>) -> Self {
         self.session_id = Some(id.into());
         self
     }
 
     /// Sets the execution mode.
+    #[must_use]
     pub fn execution_mode(mut self, mode: impl Into<String>) -> Self {
         self.execution_mode = Some(mode.into());
         self
     }
 
     /// Sets the environment.
+    #[must_use]
     pub fn environment(mut self, env: impl Into<String>) -> Self {
         self.environment = Some(env.into());
         self
     }
 
     /// Adds a custom field.
+    #[must_use]
     pub fn field(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.fields.insert(key.into(), value.into());
         self
     }
 
     /// Adds a metadata entry.
+    #[must_use]
     pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.metadata.insert(key.into(), value.into());
         self

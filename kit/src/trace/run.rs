@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value};
 use tracing::field::Empty;
 
+use super::exporter::IntoExporter;
 use super::exporter::{Exporter, ExporterStats};
 use super::fields::custom_fields;
 use super::options::TraceOptions;
@@ -50,17 +51,11 @@ impl Tracer {
         Self::default()
     }
 
-    /// Adds an exporter.
-    pub fn with_exporter(mut self, exporter: impl Exporter) -> Self {
+    /// Adds an exporter (a value, or one already shared as `Arc<dyn Exporter>`).
+    #[must_use]
+    pub fn with_exporter(mut self, exporter: impl IntoExporter) -> Self {
         super::redact::warm_up();
-        Arc::make_mut(&mut self.exporters).push(Arc::new(exporter));
-        self
-    }
-
-    /// Adds a shared exporter.
-    pub fn with_exporter_arc(mut self, exporter: Arc<dyn Exporter>) -> Self {
-        super::redact::warm_up();
-        Arc::make_mut(&mut self.exporters).push(exporter);
+        Arc::make_mut(&mut self.exporters).push(exporter.into_exporter());
         self
     }
 
@@ -345,6 +340,7 @@ impl Run {
     }
 
     /// A child run. `inputs` is only computed when the run is recorded.
+    #[must_use]
     pub fn child(&self, name: &str, kind: RunKind, inputs: impl FnOnce() -> Value) -> Run {
         let Some(parent) = &self.inner else {
             let span = if self.span.is_disabled() {

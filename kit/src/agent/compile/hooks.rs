@@ -92,12 +92,12 @@ impl HookNode {
                 } else {
                     layout.exit_start.clone()
                 };
-                out.and_goto(target)
+                out.with_goto(target)
             }
-            Some(JumpTo::Model) => out.and_goto(layout.loop_start.clone()),
+            Some(JumpTo::Model) => out.with_goto(layout.loop_start.clone()),
             Some(JumpTo::Tools) => route_pending(out, layout, state, update_messages.as_ref()),
             None => match &self.next {
-                Next::Node(n) => out.and_goto(n.clone()),
+                Next::Node(n) => out.with_goto(n.clone()),
                 Next::AfterModelRoute => {
                     route_pending(out, layout, state, update_messages.as_ref())
                 }
@@ -143,7 +143,7 @@ fn route_pending(
 ) -> NodeOutput<AgentState> {
     let (calls, made_calls) = pending_calls(state, update);
     if calls.is_empty() && made_calls {
-        return out.and_goto(layout.loop_start.clone());
+        return out.with_goto(layout.loop_start.clone());
     }
     send_calls(out, layout, calls)
 }
@@ -154,10 +154,10 @@ pub(super) fn send_calls(
     calls: Vec<ToolCall>,
 ) -> NodeOutput<AgentState> {
     if calls.is_empty() {
-        return out.and_goto(layout.exit_start.clone());
+        return out.with_goto(layout.exit_start.clone());
     }
     for call in calls {
-        out = out.and_send(Send::new("tools", call));
+        out = out.with_send(Send::new("tools", call));
     }
     out
 }

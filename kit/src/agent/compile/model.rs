@@ -88,7 +88,7 @@ pub(super) async fn model_node(
     };
     let out = NodeOutput::update(update);
     Ok(match layout.after_model.first() {
-        Some((_, first)) => out.and_goto(first.clone()),
+        Some((_, first)) => out.with_goto(first.clone()),
         None => send_calls(out, &layout, calls),
     })
 }

@@ -203,6 +203,7 @@ impl Tool {
     }
 
     /// Caps the result length (characters); longer results are cut with a marker.
+    #[must_use]
     pub fn with_max_result_chars(mut self, max: usize) -> Tool {
         self.max_result_chars = Some(max);
         self

@@ -65,6 +65,7 @@ impl ToolOutput {
     }
 
     /// Adds a state update.
+    #[must_use]
     pub fn with_update(mut self, update: AgentStateUpdate) -> Self {
         self.update = Some(update);
         self

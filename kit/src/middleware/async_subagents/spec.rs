@@ -69,18 +69,21 @@ impl AsyncSpec {
     }
 
     /// The worker's base URL (selects the built-in HTTP client unless a client is set).
+    #[must_use]
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.endpoint.url = Some(url.into());
         self
     }
 
     /// A custom client.
+    #[must_use]
     pub fn client(mut self, client: impl RunClient) -> Self {
         self.client = Some(Arc::new(client));
         self
     }
 
     /// Adds a header sent on every request.
+    #[must_use]
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.endpoint.headers.insert(name.into(), value.into());
         self

@@ -35,7 +35,7 @@
 //!     .model(model)
 //!     .filesystem(FilesystemMiddleware::new())
 //!     .build()?;
-//! let state = agent.invoke("Remember to buy milk", &RunOptions::new()).await?.into_state();
+//! let state = agent.invoke("Remember to buy milk").await?.into_state();
 //! assert_eq!(state.files["/notes.txt"].content, "buy milk\n");
 //! # Ok(()) }
 //! ```
@@ -145,7 +145,7 @@ impl FsTool {
 ///
 /// // Read-only tools; evict results over 20,000 characters.
 /// let fs = FilesystemMiddleware::new()
-///     .with_tools([FsTool::Ls, FsTool::Glob, FsTool::Grep])
+///     .expose([FsTool::Ls, FsTool::Glob, FsTool::Grep])
 ///     .eviction_threshold(Some(20_000));
 /// assert_eq!(
 ///     fs.enabled_tools(),
@@ -177,6 +177,11 @@ impl Default for FilesystemMiddleware {
     }
 }
 
+crate::shared::into_shared! {
+    /// What [`FilesystemMiddleware::backend`] accepts: a backend, or one already shared.
+    IntoFsBackend::into_fs_backend => FsBackend
+}
+
 impl FilesystemMiddleware {
     /// All seven tools over the agent state ([`StateBackend`]), evicting tool results over
     /// [`DEFAULT_MAX_CHARS`].
@@ -192,18 +197,15 @@ impl FilesystemMiddleware {
     }
 
     /// Stores files in `backend` instead of the agent state.
-    pub fn backend(self, backend: impl FsBackend) -> Self {
-        self.backend_arc(Arc::new(backend))
-    }
-
-    /// Stores files in an already shared backend.
-    pub fn backend_arc(mut self, backend: Arc<dyn FsBackend>) -> Self {
-        self.backend = backend;
+    #[must_use]
+    pub fn backend(mut self, backend: impl IntoFsBackend) -> Self {
+        self.backend = backend.into_fs_backend();
         self
     }
 
     /// Exposes only these tools (`read_file` is always exposed). Tool names never change.
-    pub fn with_tools(mut self, tools: impl IntoIterator<Item = FsTool>) -> Self {
+    #[must_use]
+    pub fn expose(mut self, tools: impl IntoIterator<Item = FsTool>) -> Self {
         let mut wanted: HashSet<FsTool> = tools.into_iter().collect();
         wanted.insert(FsTool::ReadFile);
         self.enabled = FsTool::ALL
@@ -215,6 +217,7 @@ impl FilesystemMiddleware {
 
     /// Results of other tools longer than this many characters are evicted to a file; `None`
     /// turns eviction off. Default [`DEFAULT_MAX_CHARS`].
+    #[must_use]
     pub fn eviction_threshold(mut self, chars: Option<usize>) -> Self {
         self.eviction_threshold = chars;
         self
@@ -222,18 +225,21 @@ impl FilesystemMiddleware {
 
     /// The most characters one `read_file` page (and an `ls`, `glob` or `grep` answer) holds;
     /// longer output is cut with a notice. Default [`DEFAULT_MAX_CHARS`].
+    #[must_use]
     pub fn max_output_chars(mut self, chars: usize) -> Self {
         self.max_output_chars = chars.max(1);
         self
     }
 
     /// Replaces the system-prompt section that describes the tools.
-    pub fn with_system_prompt(mut self, text: impl Into<String>) -> Self {
+    #[must_use]
+    pub fn prompt(mut self, text: impl Into<String>) -> Self {
         self.system_prompt = Some(text.into());
         self
     }
 
     /// Replaces one tool's description.
+    #[must_use]
     pub fn tool_description(mut self, tool: FsTool, description: impl Into<String>) -> Self {
         self.descriptions.insert(tool, description.into());
         self

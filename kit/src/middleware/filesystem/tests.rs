@@ -29,11 +29,11 @@ fn tools_in_order_and_read_file_always_on() {
     );
     assert_eq!(fs.hooks(), [Hook::AfterModel]);
 
-    let read_only = FilesystemMiddleware::new().with_tools([FsTool::Grep, FsTool::Ls]);
+    let read_only = FilesystemMiddleware::new().expose([FsTool::Grep, FsTool::Ls]);
     assert_eq!(names(&read_only), ["ls", "read_file", "grep"]);
     assert!(read_only.hooks().is_empty(), "no mutation tool, no hook");
 
-    let minimal = FilesystemMiddleware::new().with_tools([]);
+    let minimal = FilesystemMiddleware::new().expose([]);
     assert_eq!(names(&minimal), ["read_file"]);
 }
 
@@ -48,7 +48,7 @@ fn system_prompt_describes_the_enabled_tools() {
     assert!(prompt.contains("/large_tool_results/<tool_call_id>"));
 
     let prompt = FilesystemMiddleware::new()
-        .with_tools([FsTool::Ls])
+        .expose([FsTool::Ls])
         .eviction_threshold(None)
         .system_prompt()
         .unwrap();
@@ -57,7 +57,7 @@ fn system_prompt_describes_the_enabled_tools() {
     assert!(!prompt.contains("same path"));
     assert!(!prompt.contains("Large tool results"));
 
-    let custom = FilesystemMiddleware::new().with_system_prompt("Use the files.");
+    let custom = FilesystemMiddleware::new().prompt("Use the files.");
     assert_eq!(custom.system_prompt().as_deref(), Some("Use the files."));
 
     let described = FilesystemMiddleware::new().tool_description(FsTool::Grep, "Find text.");
@@ -140,7 +140,7 @@ fn second_mutation_of_a_path_in_one_turn_is_refused() {
     assert_eq!(ids, ["d1"]);
 
     // Disabled tools are not guarded (they are unknown tools).
-    let read_only = FilesystemMiddleware::new().with_tools([FsTool::Ls]);
+    let read_only = FilesystemMiddleware::new().expose([FsTool::Ls]);
     assert!(read_only.refuse_parallel_mutations(&state).is_empty());
     // No assistant message: nothing to do.
     assert!(

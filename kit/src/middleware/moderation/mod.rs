@@ -15,7 +15,7 @@
 //!     .model("openai:gpt-4o-mini")
 //!     .middleware(moderation)
 //!     .build()?;
-//! let out = agent.invoke("Hello!", &RunOptions::new()).await?;
+//! let out = agent.invoke("Hello!").await?;
 //! println!("{}", out.state().final_text());
 //! # Ok(()) }
 //! ```
@@ -210,30 +210,35 @@ impl ModerationMiddleware {
     }
 
     /// The moderation model (default `omni-moderation-latest`).
+    #[must_use]
     pub fn model(mut self, model: impl Into<String>) -> Self {
         self.model = model.into();
         self
     }
 
     /// Check the user's input (default on).
+    #[must_use]
     pub fn check_input(mut self, on: bool) -> Self {
         self.check_input = on;
         self
     }
 
     /// Check the model's answers (default on).
+    #[must_use]
     pub fn check_output(mut self, on: bool) -> Self {
         self.check_output = on;
         self
     }
 
     /// Check tool results (default off).
+    #[must_use]
     pub fn check_tool_results(mut self, on: bool) -> Self {
         self.check_tool_results = on;
         self
     }
 
     /// What happens when something is flagged (default [`ExitBehavior::End`]).
+    #[must_use]
     pub fn exit_behavior(mut self, behavior: ExitBehavior) -> Self {
         self.exit_behavior = behavior;
         self
@@ -241,6 +246,7 @@ impl ModerationMiddleware {
 
     /// The violation text template (placeholders `{categories}`, `{category_scores}`,
     /// `{original_content}`).
+    #[must_use]
     pub fn violation_message(mut self, template: impl Into<String>) -> Self {
         self.violation_message = Some(template.into());
         self
@@ -248,18 +254,21 @@ impl ModerationMiddleware {
 
     /// The API base URL, up to and including `/v1` (default from the configuration, else
     /// `https://api.openai.com/v1`).
+    #[must_use]
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into();
         self
     }
 
     /// The API key (default from the configuration).
+    #[must_use]
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = key.into();
         self
     }
 
     /// The timeout of one moderation request (default 30 s).
+    #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.http = self.http.timeout(timeout);
         self
@@ -267,6 +276,7 @@ impl ModerationMiddleware {
 
     /// The HTTP client (default: the shared pool, 30 s timeout, the default retry policy),
     /// e.g. to change retries or use your own `reqwest::Client`.
+    #[must_use]
     pub fn http_client(mut self, http: HttpClient) -> Self {
         self.http = http;
         self

@@ -19,7 +19,7 @@
 //!     .middleware(PiiMiddleware::regex("api_key", r"sk-[A-Za-z0-9]{16,}")?.strategy(PiiStrategy::Hash))
 //!     .build()?;
 //! agent
-//!     .invoke("I'm ann@example.com, card 4111-1111-1111-1111, key sk-0123456789abcdefXYZ", &RunOptions::new())
+//!     .invoke("I'm ann@example.com, card 4111-1111-1111-1111, key sk-0123456789abcdefXYZ")
 //!     .await?;
 //! assert_eq!(
 //!     model.requests()[0].messages[0].text(),
@@ -185,24 +185,28 @@ impl PiiMiddleware {
     }
 
     /// What to do with what is found (default [`PiiStrategy::Redact`]).
+    #[must_use]
     pub fn strategy(mut self, strategy: PiiStrategy) -> Self {
         self.strategy = strategy;
         self
     }
 
     /// Check the user's input (default on).
+    #[must_use]
     pub fn apply_to_input(mut self, on: bool) -> Self {
         self.input = on;
         self
     }
 
     /// Check the model's answers: text and tool-call arguments (default off).
+    #[must_use]
     pub fn apply_to_output(mut self, on: bool) -> Self {
         self.output = on;
         self
     }
 
     /// Check tool results (default off).
+    #[must_use]
     pub fn apply_to_tool_results(mut self, on: bool) -> Self {
         self.tool_results = on;
         self
@@ -212,6 +216,7 @@ impl PiiMiddleware {
     /// is still found (default 128, as in LangChain). Matters only with
     /// [`apply_to_output`](Self::apply_to_output); raise it for custom types with longer
     /// values.
+    #[must_use]
     pub fn stream_lookback(mut self, chars: usize) -> Self {
         self.lookback = chars;
         self
@@ -219,6 +224,7 @@ impl PiiMiddleware {
 
     /// Renames the middleware (default `PIIMiddleware[{type}]`), e.g. to use two instances for
     /// one type with different strategies.
+    #[must_use]
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self

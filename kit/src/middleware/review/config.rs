@@ -107,12 +107,14 @@ impl InterruptOnConfig {
 
     /// A fixed description for the reviewer, instead of the prefix with the tool and its
     /// arguments.
+    #[must_use]
     pub fn description(mut self, text: impl Into<String>) -> Self {
         self.description = Some(Description::Text(text.into()));
         self
     }
 
     /// A description written for each call from the call and the agent's state.
+    #[must_use]
     pub fn describe_with<F>(mut self, describe: F) -> Self
     where
         F: Fn(&ToolCall, &AgentState) -> String + Send + Sync + 'static,
@@ -124,6 +126,7 @@ impl InterruptOnConfig {
     /// Reviews only the calls for which `when` is true; the others run at once, like calls of
     /// a tool that is not reviewed. It runs again when the paused run resumes, so it must give
     /// the same answer for the same call and state (no clocks, no randomness).
+    #[must_use]
     pub fn when<F>(mut self, when: F) -> Self
     where
         F: Fn(&ToolCall, &AgentState) -> bool + Send + Sync + 'static,

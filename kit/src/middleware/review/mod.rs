@@ -29,13 +29,13 @@
 //!     .build()?;
 //! let opts = RunOptions::new().thread_id("t1");
 //!
-//! let Outcome::Interrupted(paused) = agent.invoke("Say hi to Ann", &opts).await? else {
+//! let Outcome::Interrupted(paused) = agent.invoke("Say hi to Ann").options(&opts).await? else {
 //!     return Err("expected a review".into());
 //! };
 //! let request = ReviewRequest::from_interrupt(&paused.interrupts[0])?;
 //! assert_eq!(request.action_requests[0].name, "send_email");
 //!
-//! let done = agent.resume(resume_review([Decision::approve()]), &opts).await?;
+//! let done = agent.resume(resume_review([Decision::approve()])).options(&opts).await?;
 //! assert_eq!(done.state().final_text(), "Sent.");
 //! # Ok(()) }
 //! ```
@@ -62,7 +62,7 @@
 //!
 //! Calls of tools that are not reviewed wait too, and run once the review is resumed.
 //!
-//! **Resuming.** `agent.resume(resume_review(decisions), &opts)` with one [`Decision`] per
+//! **Resuming.** `agent.resume(resume_review(decisions)).options(&opts)` with one [`Decision`] per
 //! action request, in order:
 //!
 //! | decision | the tool | the model sees |
@@ -215,6 +215,7 @@ impl HumanReviewMiddleware {
     ///     .interrupt_mode(InterruptMode::PerCall);
     /// # let _ = review;
     /// ```
+    #[must_use]
     pub fn interrupt_mode(mut self, mode: InterruptMode) -> Self {
         self.mode = mode;
         self
@@ -222,6 +223,7 @@ impl HumanReviewMiddleware {
 
     /// How calls of `tool` are reviewed: `true` (all decisions), `false` (no review) or an
     /// [`InterruptOnConfig`].
+    #[must_use]
     pub fn interrupt_on(mut self, tool: impl Into<String>, on: impl Into<InterruptOn>) -> Self {
         self.interrupt_on.insert(tool.into(), on.into());
         self
@@ -229,12 +231,14 @@ impl HumanReviewMiddleware {
 
     /// Adds tools to the agent, reviewed with all four decisions unless
     /// [`interrupt_on`](Self::interrupt_on) configures them otherwise.
+    #[must_use]
     pub fn tools(mut self, tools: impl IntoIterator<Item = Tool>) -> Self {
         self.tools.extend(tools);
         self
     }
 
     /// The start of each description (default "Tool execution requires approval").
+    #[must_use]
     pub fn description_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.description_prefix = prefix.into();
         self

@@ -105,36 +105,42 @@ impl AnthropicModel {
     }
 
     /// Sets the base URL (the part before `/v1/messages`).
+    #[must_use]
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into().trim_end_matches('/').to_string();
         self
     }
 
     /// Sets the `anthropic-version` header.
+    #[must_use]
     pub fn version(mut self, version: impl Into<String>) -> Self {
         self.version = version.into();
         self
     }
 
     /// Adds a header to every request (e.g. `anthropic-beta`).
+    #[must_use]
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into()));
         self
     }
 
     /// Default options, used where a request leaves them unset.
+    #[must_use]
     pub fn options(mut self, options: ModelOptions) -> Self {
         self.defaults = options;
         self
     }
 
     /// Uses this HTTP client (its timeout and retry policy are the defaults of every call).
+    #[must_use]
     pub fn http_client(mut self, http: HttpClient) -> Self {
         self.http = http;
         self
     }
 
     /// Sets the capabilities.
+    #[must_use]
     pub fn profile(mut self, profile: ModelProfile) -> Self {
         self.profile = profile;
         self

@@ -163,48 +163,56 @@ impl OpenAiModel {
     }
 
     /// Sets the base URL (the part before `/chat/completions`).
+    #[must_use]
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into().trim_end_matches('/').to_string();
         self
     }
 
     /// Sends `Authorization: Bearer <key>`.
+    #[must_use]
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
         self.auth = Auth::Bearer(key.into());
         self
     }
 
     /// Adds a header to every request (OpenRouter's `HTTP-Referer`, an organisation id, ...).
+    #[must_use]
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into()));
         self
     }
 
     /// Adds a query parameter to every request.
+    #[must_use]
     pub fn query(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.query.push((key.into(), value.into()));
         self
     }
 
     /// Chooses the body field of the output-token cap.
+    #[must_use]
     pub fn max_tokens_param(mut self, param: MaxTokensParam) -> Self {
         self.max_tokens_param = param;
         self
     }
 
     /// Default options, used where a request leaves them unset.
+    #[must_use]
     pub fn options(mut self, options: ModelOptions) -> Self {
         self.defaults = options;
         self
     }
 
     /// Uses this HTTP client (its timeout and retry policy are the defaults of every call).
+    #[must_use]
     pub fn http_client(mut self, http: HttpClient) -> Self {
         self.http = http;
         self
     }
 
     /// Sets the capabilities.
+    #[must_use]
     pub fn profile(mut self, profile: ModelProfile) -> Self {
         self.profile = profile;
         self
