@@ -1,0 +1,448 @@
+//! The superstep executor: the step loop of one run.
+
+mod codec;
+mod persist;
+mod resume;
+mod route;
+mod step;
+mod tasks;
+mod thread;
+
+use codec::{Body, BodyOut, TaskRecord};
+use persist::ChannelStats;
+use route::merge_tasks;
+pub(crate) use thread::{
+    emit_failure, fork, get_state, restore_state, state_history, update_state,
+};
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::error::GraphError;
+use super::interrupt::{Interrupt, Outcome, Resume};
+use super::node::{NodeError, NodeErrorKind, NodeOutput, RunContext, SendArg};
+use super::options::{DEFAULT_RECURSION_LIMIT, RunOptions};
+use super::{Graph, GraphInner};
+use crate::checkpoint::{
+    CheckpointError, CheckpointSource, CheckpointWrite, Checkpointer, LoadedCheckpoint, pending,
+};
+use crate::event::{Event, EventKind, EventMetadata};
+use crate::ids;
+use crate::state::{ChannelChange, State};
+
+pub(crate) enum RunInput<S: State> {
+    Input(S::Update),
+    Resume(Resume),
+}
+
+/// A task due in the next superstep.
+#[derive(Clone)]
+struct TaskSpec {
+    node: usize,
+    send_index: Option<usize>,
+    arg: Option<SendArg>,
+}
+
+pub(crate) struct Exec<S: State> {
+    graph: Graph<S>,
+    opts: RunOptions,
+    /// Set when the run persists: a checkpointer and a thread id.
+    persist: Option<(Arc<dyn Checkpointer>, String)>,
+    ns: String,
+    state: Arc<S>,
+    step: i64,
+    next: Vec<TaskSpec>,
+    joins: Vec<u64>,
+    versions: BTreeMap<String, String>,
+    stats: Vec<ChannelStats>,
+    /// The thread's head, expected by the next write.
+    head: Option<String>,
+    /// The checkpoint the next one follows (differs from `head` when running from an older
+    /// checkpoint).
+    parent: Option<String>,
+    loaded: bool,
+    /// Pending writes of the current checkpoint, by task id.
+    pending: HashMap<String, TaskPending>,
+    changes: Vec<ChannelChange>,
+    /// Run ids of the current step's tasks (when streaming), so start and end events match.
+    task_run_ids: Vec<String>,
+    /// A checkpoint write of the async durability mode, polled while the next step runs.
+    inflight: Option<futures::future::BoxFuture<'static, Result<(), CheckpointError>>>,
+    /// This invocation's run in the trace tree.
+    trace: crate::trace::Run,
+    exit_buffer: Option<CheckpointWrite>,
+    run: Arc<RunContext>,
+}
+
+#[derive(Default)]
+struct TaskPending {
+    output: Option<Value>,
+    interrupts: Vec<Interrupt>,
+    resume: HashMap<String, Value>,
+    error: Option<String>,
+}
+
+impl<S: State> Exec<S> {
+    /// Prepares a run: resolves the checkpointer and loads the thread.
+    pub(crate) async fn start(graph: &Graph<S>, opts: &RunOptions) -> Result<Self, GraphError> {
+        let checkpointer = opts
+            .checkpointer
+            .clone()
+            .or_else(|| graph.checkpointer.clone());
+        let persist = match (checkpointer, &opts.thread_id) {
+            (Some(cp), Some(thread)) => Some((cp, thread.clone())),
+            _ => None,
+        };
+        let ns = opts.namespace.clone();
+        // Nodes see the checkpointer actually in use, so subgraphs they run inherit it.
+        let mut node_options = opts.clone();
+        if let Some((cp, _)) = &persist {
+            node_options.checkpointer = Some(cp.clone());
+        }
+        let run = Arc::new(RunContext {
+            graph_name: graph.inner.name.clone(),
+            options: node_options,
+            ns: ns.clone(),
+            run_id: ids::random(),
+        });
+        let mut exec = Exec {
+            graph: graph.clone(),
+            opts: opts.clone(),
+            persist,
+            ns,
+            state: Arc::new(S::default()),
+            // The input of a new thread is step -1, its first superstep step 0.
+            step: -2,
+            next: Vec::new(),
+            joins: vec![0; graph.inner.joins.len()],
+            versions: BTreeMap::new(),
+            stats: vec![ChannelStats::default(); S::channels().len()],
+            head: None,
+            parent: None,
+            loaded: false,
+            pending: HashMap::new(),
+            changes: Vec::new(),
+            task_run_ids: Vec::new(),
+            inflight: None,
+            trace: crate::trace::Run::disabled(),
+            exit_buffer: None,
+            run,
+        };
+        if let Some((cp, thread)) = exec.persist.clone() {
+            let loaded = cp
+                .load(&thread, &exec.ns, opts.checkpoint_id.as_deref())
+                .await?;
+            if let Some(loaded) = loaded {
+                exec.restore(loaded)?;
+            }
+        }
+        Ok(exec)
+    }
+
+    pub(super) fn inner(&self) -> &GraphInner<S> {
+        &self.graph.inner
+    }
+
+    pub(super) fn restore(&mut self, loaded: LoadedCheckpoint) -> Result<(), GraphError> {
+        self.state = Arc::new(restore_state::<S>(&self.graph.inner.schema, &loaded)?);
+        let body: Body = if loaded.body.is_empty() {
+            Body::default()
+        } else {
+            serde_json::from_slice(&loaded.body).map_err(|e| {
+                CheckpointError::Corrupt(format!("checkpoint {}: {e}", loaded.meta.id))
+            })?
+        };
+        self.next = Vec::with_capacity(body.next.len());
+        for record in body.next {
+            let node = self.node_index(&record.node, "checkpoint")?;
+            self.next.push(TaskSpec {
+                node,
+                send_index: record.send,
+                arg: record.arg.map(SendArg::Json),
+            });
+        }
+        if body.joins.len() == self.joins.len() {
+            self.joins = body.joins;
+        }
+        // Snapshot statistics follow from the chains just loaded.
+        for channel in &loaded.channels {
+            if let Some(i) = crate::state::channel_index::<S>(&channel.name) {
+                self.stats[i] = ChannelStats {
+                    full_bytes: channel.full.as_ref().map_or(0, |f| f.len() as u64),
+                    delta_bytes: channel.deltas.iter().map(|d| d.len() as u64).sum(),
+                };
+            }
+        }
+        self.step = loaded.meta.step;
+        self.versions = loaded.channel_versions;
+        self.head = Some(loaded.head.clone());
+        self.parent = Some(loaded.meta.id.clone());
+        for write in loaded.pending_writes {
+            let entry = self.pending.entry(write.task_id.clone()).or_default();
+            match write.channel.as_str() {
+                pending::OUTPUT => entry.output = Some(write.value),
+                pending::INTERRUPT => {
+                    entry.interrupts = serde_json::from_value(write.value).unwrap_or_default()
+                }
+                pending::RESUME => {
+                    entry.resume = serde_json::from_value(write.value).unwrap_or_default()
+                }
+                pending::ERROR => entry.error = write.value.as_str().map(String::from),
+                _ => {}
+            }
+        }
+        self.loaded = true;
+        Ok(())
+    }
+
+    pub(super) fn node_index(&self, name: &str, from: &str) -> Result<usize, GraphError> {
+        self.inner()
+            .index
+            .get(name)
+            .copied()
+            .ok_or_else(|| GraphError::UnknownNode {
+                from: from.to_string(),
+                target: name.to_string(),
+                known: self.known_nodes(),
+            })
+    }
+
+    pub(super) fn known_nodes(&self) -> String {
+        let mut names: Vec<&str> = self.inner().nodes.iter().map(|n| &*n.name).collect();
+        names.sort_unstable();
+        names.join(", ")
+    }
+
+    /// Runs to completion, an interrupt or an error, and reports the outcome on the stream.
+    pub(crate) async fn run(mut self, input: RunInput<S>) -> Result<Outcome<S>, GraphError> {
+        self.trace = self.start_trace(&input);
+        let trace = self.trace.clone();
+        let result = trace.clone().scope(self.run_inner(input)).await;
+        let result = match result {
+            // Nothing is reported as done before every checkpoint is durable.
+            Ok(outcome) => match self.flush().await {
+                Ok(()) => Ok(outcome),
+                Err(e) => Err(e),
+            },
+            Err(e) => {
+                let _ = self.flush().await;
+                Err(e)
+            }
+        };
+        match &result {
+            Ok(Outcome::Done(state)) if trace.is_recording() => {
+                trace.finish(serde_json::to_value(state).unwrap_or(Value::Null))
+            }
+            Ok(Outcome::Done(_)) => trace.finish(Value::Null),
+            Ok(Outcome::Interrupted(i)) => {
+                trace.finish(json!({"status": "interrupted", "interrupts": i.interrupts}))
+            }
+            Err(e) => trace.fail(&e.to_string()),
+        }
+        if let Some(sink) = self.opts.events.clone() {
+            match &result {
+                Ok(Outcome::Done(state)) => {
+                    sink.send(self.event(
+                        EventKind::RunEnd,
+                        self.inner().name.to_string(),
+                        json!({"status": "done", "output": state}),
+                        None,
+                    ))
+                    .await;
+                }
+                Ok(Outcome::Interrupted(i)) => {
+                    sink.send(self.event(
+                        EventKind::Interrupt,
+                        self.inner().name.to_string(),
+                        json!({"interrupts": i.interrupts}),
+                        None,
+                    ))
+                    .await;
+                    sink.send(self.event(
+                        EventKind::RunEnd,
+                        self.inner().name.to_string(),
+                        json!({"status": "interrupted", "interrupts": i.interrupts}),
+                        None,
+                    ))
+                    .await;
+                }
+                Err(e) => {
+                    sink.send(self.event(
+                        EventKind::Error,
+                        self.inner().name.to_string(),
+                        json!({"message": e.to_string(), "kind": (self.inner().error_kind)(e)}),
+                        None,
+                    ))
+                    .await;
+                }
+            }
+        }
+        result
+    }
+
+    /// Starts this invocation's trace run: a root run, or a child of the current one (a
+    /// subgraph inside a node or tool). `trace: false` options suppress it and its children.
+    pub(super) fn start_trace(&self, input: &RunInput<S>) -> crate::trace::Run {
+        let options = self.opts.trace.clone();
+        if options.as_ref().is_some_and(|o| !o.is_enabled()) {
+            return crate::trace::Run::disabled();
+        }
+        let tracer = self
+            .opts
+            .tracer
+            .clone()
+            .unwrap_or_else(crate::trace::global);
+        let mut options = options.unwrap_or_default();
+        if options.thread_id.is_none() {
+            options.thread_id = self.opts.thread_id.clone();
+        }
+        let kind = self.opts.trace_kind.unwrap_or(crate::trace::RunKind::Graph);
+        tracer.start(
+            &self.graph.inner.name,
+            kind,
+            || match input {
+                RunInput::Input(update) => serde_json::to_value(update).unwrap_or(Value::Null),
+                RunInput::Resume(resume) => json!({ "resume": format!("{resume:?}") }),
+            },
+            Some(&options),
+        )
+    }
+
+    pub(super) async fn run_inner(&mut self, input: RunInput<S>) -> Result<Outcome<S>, GraphError> {
+        if let Some(sink) = &self.opts.events {
+            let data = match &input {
+                RunInput::Input(u) => json!({"input": u}),
+                RunInput::Resume(_) => json!({"resume": true}),
+            };
+            sink.send(self.event(
+                EventKind::RunStart,
+                self.inner().name.to_string(),
+                data,
+                None,
+            ))
+            .await;
+        }
+        // Running from an older checkpoint forks the thread there.
+        if self.loaded && self.opts.checkpoint_id.is_some() && self.parent != self.head {
+            self.persist_all(CheckpointSource::Fork).await?;
+        }
+        let mut skip_before = false;
+        match input {
+            RunInput::Input(update) => {
+                self.pending.clear();
+                self.step += 1;
+                let mut updates = vec![update];
+                self.apply(&mut updates)?;
+                let (next, sends) = self.route_from(None, &[])?;
+                self.next = merge_tasks(next, sends, self.inner().nodes.len());
+                self.save(CheckpointSource::Input).await?;
+            }
+            RunInput::Resume(resume) => {
+                if !self.loaded {
+                    return Err(match &self.persist {
+                        None => GraphError::Resume(
+                            "resume needs the thread's checkpoint: give the graph a checkpointer \
+                             and pass the same thread id as the run that paused"
+                                .to_string(),
+                        ),
+                        Some((_, thread)) => GraphError::Resume(format!(
+                            "thread `{thread}` has no checkpoint to resume; start it with invoke"
+                        )),
+                    });
+                }
+                skip_before = self.pending.keys().any(|k| k.starts_with("before:"));
+                self.assign_resume(resume).await?;
+            }
+        }
+        let limit = self.opts.recursion_limit.unwrap_or(DEFAULT_RECURSION_LIMIT);
+        let mut steps_run = 0usize;
+        loop {
+            if self.next.is_empty() {
+                break;
+            }
+            if !skip_before && let Some(outcome) = self.static_interrupt_before().await? {
+                return Ok(outcome);
+            }
+            skip_before = false;
+            steps_run += 1;
+            if steps_run > limit {
+                return Err(GraphError::RecursionLimit { limit });
+            }
+            self.step += 1;
+            let tasks = std::mem::take(&mut self.next);
+            // With async durability the previous step's checkpoint is written while this step
+            // runs (both polled on this task; no spawn, no thread hop).
+            let results = match self.inflight.take() {
+                None => self.run_tasks(&tasks).await,
+                Some(put) => {
+                    let (written, results) = futures::join!(put, self.run_tasks(&tasks));
+                    written?;
+                    results
+                }
+            };
+
+            let mut outputs: Vec<NodeOutput<S>> = Vec::with_capacity(tasks.len());
+            let mut interrupts: Vec<(usize, Vec<Interrupt>)> = Vec::new();
+            let mut failure: Option<(usize, NodeError)> = None;
+            for (i, result) in results.into_iter().enumerate() {
+                match result {
+                    Ok(out) => outputs.push(out),
+                    Err(e) => {
+                        outputs.push(NodeOutput::new());
+                        match e.kind {
+                            NodeErrorKind::Interrupt(p) => {
+                                interrupts.push((i, p.into_interrupts()))
+                            }
+                            NodeErrorKind::Failed(_) => {
+                                if failure.is_none() {
+                                    failure = Some((i, e));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if failure.is_some() || !interrupts.is_empty() {
+                return self.stop_step(tasks, outputs, interrupts, failure).await;
+            }
+            self.finish_step(&tasks, outputs).await?;
+            if let Some(outcome) = self.static_interrupt_after(&tasks).await? {
+                return Ok(outcome);
+            }
+        }
+        let state = std::mem::replace(&mut self.state, Arc::new(S::default()));
+        Ok(Outcome::Done(
+            Arc::try_unwrap(state).unwrap_or_else(|s| (*s).clone()),
+        ))
+    }
+
+    pub(super) fn event(
+        &self,
+        kind: EventKind,
+        name: String,
+        data: Value,
+        node: Option<&str>,
+    ) -> Event {
+        let mut parent_ids = self.opts.parent_ids.clone();
+        let run_id = if node.is_some() {
+            parent_ids.push(self.run.run_id.clone());
+            ids::random()
+        } else {
+            self.run.run_id.clone()
+        };
+        Event {
+            event: kind,
+            name,
+            run_id,
+            parent_ids,
+            data,
+            metadata: EventMetadata {
+                node: node.map(String::from),
+                step: u64::try_from(self.step).ok(),
+                ..EventMetadata::default()
+            },
+        }
+    }
+}

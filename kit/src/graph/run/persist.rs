@@ -1,0 +1,216 @@
+//! Persisting a step: channel deltas or full values, and the durability modes.
+
+use serde_json::{Value, json};
+
+use super::super::error::GraphError;
+use super::super::node::SendArg;
+use super::super::options::Durability;
+use super::{BodyOut, Exec, TaskRecord};
+use crate::checkpoint::{
+    BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
+};
+use crate::event::EventKind;
+use crate::ids;
+use crate::state::{ChannelChange, State};
+
+/// Deltas are written until they outweigh the last full value or this many bytes, whichever is
+/// larger; then a full value is written. Keeps per-step writes amortised O(1) and reads short.
+const MIN_SNAPSHOT_BYTES: u64 = 16 * 1024;
+
+/// How much a channel's chain holds since its last full value: what decides between a delta
+/// and a new full value.
+#[derive(Clone, Copy, Default)]
+pub(super) struct ChannelStats {
+    /// The size of the last full value.
+    pub(super) full_bytes: u64,
+    /// The deltas written since.
+    pub(super) delta_bytes: u64,
+}
+
+impl<S: State> Exec<S> {
+    /// Builds the checkpoint for the current step from the recorded channel changes.
+    pub(super) fn build_write(
+        &mut self,
+        source: CheckpointSource,
+        full_all: bool,
+    ) -> Result<CheckpointWrite, GraphError> {
+        let id = ids::time_ordered();
+        let channels = S::channels();
+        let mut blobs = Vec::with_capacity(self.changes.len());
+        let mut changes = std::mem::take(&mut self.changes);
+        if full_all {
+            changes = (0..channels.len())
+                .map(|channel| ChannelChange {
+                    channel,
+                    delta: None,
+                })
+                .collect();
+        }
+        for change in changes.drain(..) {
+            let name = channels[change.channel].name;
+            let stats = &mut self.stats[change.channel];
+            let threshold = stats.full_bytes.max(MIN_SNAPSHOT_BYTES);
+            let blob = match change.delta {
+                Some(delta) if stats.delta_bytes + delta.len() as u64 <= threshold => {
+                    stats.delta_bytes += delta.len() as u64;
+                    ChannelBlob {
+                        channel: name.to_string(),
+                        version: id.clone(),
+                        prev_version: self.versions.get(name).cloned(),
+                        kind: BlobKind::Delta,
+                        data: delta,
+                    }
+                }
+                _ => {
+                    let data = self.state.save_channel(change.channel).map_err(|source| {
+                        GraphError::State {
+                            step: self.step,
+                            source,
+                        }
+                    })?;
+                    *stats = ChannelStats {
+                        full_bytes: data.len() as u64,
+                        delta_bytes: 0,
+                    };
+                    ChannelBlob {
+                        channel: name.to_string(),
+                        version: id.clone(),
+                        prev_version: None,
+                        kind: BlobKind::Full,
+                        data,
+                    }
+                }
+            };
+            self.versions.insert(name.to_string(), id.clone());
+            blobs.push(blob);
+        }
+        self.changes = changes;
+        let next: Vec<TaskRecord> = self
+            .next
+            .iter()
+            .map(|t| TaskRecord {
+                node: self.graph.inner.nodes[t.node].name.to_string(),
+                send: t.send_index,
+                arg: t.arg.as_ref().map(SendArg::to_json),
+            })
+            .collect();
+        let joins: &[u64] = if self.joins.iter().any(|j| *j != 0) {
+            &self.joins
+        } else {
+            &[]
+        };
+        let body = serde_json::to_vec(&BodyOut { next: &next, joins }).map_err(|e| {
+            GraphError::Checkpoint(CheckpointError::Corrupt(format!(
+                "checkpoint body could not be encoded: {e}"
+            )))
+        })?;
+        let meta = CheckpointMeta {
+            id: id.clone(),
+            parent_id: self.parent.clone(),
+            step: self.step,
+            source,
+            created_at: ids::now_rfc3339_millis(),
+            next: next.into_iter().map(|t| t.node).collect(),
+            metadata: Value::Object(self.opts.metadata.clone()),
+        };
+        let (thread_id, expected_head) = match &self.persist {
+            Some((_, t)) => (t.clone(), self.head.clone()),
+            None => (String::new(), None),
+        };
+        self.head = Some(id.clone());
+        self.parent = Some(id);
+        Ok(CheckpointWrite {
+            thread_id,
+            ns: self.ns.clone(),
+            meta,
+            channel_versions: self.versions.clone(),
+            blobs,
+            body,
+            expected_head,
+        })
+    }
+
+    /// Takes a checkpoint according to the durability mode.
+    pub(super) async fn save(&mut self, source: CheckpointSource) -> Result<(), GraphError> {
+        if self.persist.is_none() {
+            self.changes.clear();
+            return Ok(());
+        }
+        let write = self.build_write(source, false)?;
+        self.store(write).await
+    }
+
+    /// Writes a checkpoint holding every channel in full (forks).
+    pub(super) async fn persist_all(&mut self, source: CheckpointSource) -> Result<(), GraphError> {
+        if self.persist.is_none() {
+            return Ok(());
+        }
+        let write = self.build_write(source, true)?;
+        self.store(write).await?;
+        self.pending.clear();
+        Ok(())
+    }
+
+    pub(super) async fn store(&mut self, write: CheckpointWrite) -> Result<(), GraphError> {
+        let Some((cp, _)) = self.persist.clone() else {
+            return Ok(());
+        };
+        let checkpoint_event = self
+            .opts
+            .events
+            .as_ref()
+            .map(|_| json!({"checkpoint_id": write.meta.id, "step": write.meta.step}));
+        match self.opts.durability {
+            Durability::Sync => cp.put(write).await?,
+            Durability::Async => {
+                self.await_inflight().await?;
+                let mut put: futures::future::BoxFuture<'static, _> =
+                    Box::pin(async move { cp.put(write).await });
+                // In-memory writes finish at the first poll; only real I/O is left in flight.
+                match futures::poll!(&mut put) {
+                    std::task::Poll::Ready(result) => result?,
+                    std::task::Poll::Pending => self.inflight = Some(put),
+                }
+            }
+            Durability::Exit => match &mut self.exit_buffer {
+                None => self.exit_buffer = Some(write),
+                Some(buffer) => {
+                    buffer.blobs.extend(write.blobs);
+                    let parent = buffer.meta.parent_id.take();
+                    buffer.meta = write.meta;
+                    buffer.meta.parent_id = parent;
+                    buffer.channel_versions = write.channel_versions;
+                    buffer.body = write.body;
+                }
+            },
+        }
+        if let (Some(sink), Some(data)) = (&self.opts.events, checkpoint_event) {
+            sink.send(self.event(
+                EventKind::Checkpoint,
+                self.inner().name.to_string(),
+                data,
+                None,
+            ))
+            .await;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn await_inflight(&mut self) -> Result<(), GraphError> {
+        if let Some(put) = self.inflight.take() {
+            put.await?;
+        }
+        Ok(())
+    }
+
+    /// Makes every checkpoint taken so far durable.
+    pub(super) async fn flush(&mut self) -> Result<(), GraphError> {
+        self.await_inflight().await?;
+        if let Some(write) = self.exit_buffer.take()
+            && let Some((cp, _)) = &self.persist
+        {
+            cp.put(write).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,160 @@
+//! Resuming: answers to interrupts, and static interrupts before and after nodes.
+
+use serde_json::{Value, json};
+
+use super::super::error::GraphError;
+use super::super::interrupt::{Interrupt, Interrupted, Outcome, Resume};
+use super::super::node::{interrupt_id, split_namespace, task_id};
+use super::{Exec, TaskSpec};
+use crate::checkpoint::{PendingWrite, pending};
+use crate::state::State;
+
+impl<S: State> Exec<S> {
+    /// Maps a resume payload onto the pending interrupts and records it.
+    pub(super) async fn assign_resume(&mut self, resume: Resume) -> Result<(), GraphError> {
+        let mut open: Vec<(String, String)> = Vec::new(); // (task id, interrupt id)
+        for (task, p) in &self.pending {
+            for i in &p.interrupts {
+                if !p.resume.contains_key(&i.id) {
+                    open.push((task.clone(), i.id.clone()));
+                }
+            }
+        }
+        open.sort();
+        let mut assigned: Vec<(String, String, Value)> = Vec::new();
+        match resume {
+            Resume::Continue => {}
+            Resume::Value(v) => match open.len() {
+                0 => {}
+                1 => {
+                    let (task, id) = open.remove(0);
+                    assigned.push((task, id, v));
+                }
+                n => {
+                    let ids: Vec<&str> = open.iter().map(|(_, id)| id.as_str()).collect();
+                    return Err(GraphError::Resume(format!(
+                        "{n} interrupts are pending ({}); resume with values keyed by interrupt \
+                         id (Resume::ByIds)",
+                        ids.join(", ")
+                    )));
+                }
+            },
+            Resume::ByIds(map) => {
+                for (id, v) in map {
+                    if let Some((task, _)) = open.iter().find(|(_, i)| *i == id) {
+                        assigned.push((task.clone(), id, v));
+                    }
+                }
+                if assigned.is_empty() && !open.is_empty() {
+                    let ids: Vec<&str> = open.iter().map(|(_, id)| id.as_str()).collect();
+                    return Err(GraphError::Resume(format!(
+                        "none of the given ids matches a pending interrupt; pending: {}",
+                        ids.join(", ")
+                    )));
+                }
+            }
+        }
+        let mut touched = Vec::new();
+        for (task, id, v) in assigned {
+            let p = self.pending.entry(task.clone()).or_default();
+            p.resume.insert(id, v);
+            if !touched.contains(&task) {
+                touched.push(task);
+            }
+        }
+        if let (Some((cp, thread)), Some(head)) = (&self.persist, &self.head) {
+            let writes: Vec<PendingWrite> = touched
+                .iter()
+                .filter_map(|t| {
+                    self.pending.get(t).map(|p| PendingWrite {
+                        task_id: t.clone(),
+                        channel: pending::RESUME.to_string(),
+                        value: serde_json::to_value(&p.resume).unwrap_or(Value::Null),
+                    })
+                })
+                .collect();
+            if !writes.is_empty() {
+                cp.put_writes(thread, &self.ns, head, writes).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pauses before nodes marked `interrupt_before`.
+    pub(super) async fn static_interrupt_before(
+        &mut self,
+    ) -> Result<Option<Outcome<S>>, GraphError> {
+        let step = self.step + 1;
+        let hits: Vec<(String, String)> = self
+            .next
+            .iter()
+            .filter(|t| self.inner().nodes[t.node].interrupt_before)
+            .map(|t| {
+                let node = &self.inner().nodes[t.node].name;
+                (node.to_string(), task_id(step, node, t.send_index))
+            })
+            .collect();
+        if hits.is_empty() {
+            return Ok(None);
+        }
+        self.pause_static(hits, "before").await.map(Some)
+    }
+
+    /// Pauses after nodes marked `interrupt_after`.
+    pub(super) async fn static_interrupt_after(
+        &mut self,
+        tasks: &[TaskSpec],
+    ) -> Result<Option<Outcome<S>>, GraphError> {
+        let hits: Vec<(String, String)> = tasks
+            .iter()
+            .filter(|t| self.inner().nodes[t.node].interrupt_after)
+            .map(|t| {
+                let node = &self.inner().nodes[t.node].name;
+                (node.to_string(), task_id(self.step, node, t.send_index))
+            })
+            .collect();
+        if hits.is_empty() {
+            return Ok(None);
+        }
+        self.pause_static(hits, "after").await.map(Some)
+    }
+
+    pub(super) async fn pause_static(
+        &mut self,
+        hits: Vec<(String, String)>,
+        when: &str,
+    ) -> Result<Outcome<S>, GraphError> {
+        let Some((cp, thread)) = self.persist.clone() else {
+            return Err(GraphError::InterruptWithoutCheckpointer {
+                node: hits.first().map(|h| h.0.clone()).unwrap_or_default(),
+            });
+        };
+        self.flush().await?;
+        let interrupts: Vec<Interrupt> = hits
+            .iter()
+            .map(|(node, task)| Interrupt {
+                id: interrupt_id(&self.ns, &format!("{when}:{task}"), 0),
+                value: json!({ "interrupt": when, "node": node }),
+                node: node.clone(),
+                namespace: split_namespace(&self.ns),
+            })
+            .collect();
+        let writes = hits
+            .iter()
+            .zip(&interrupts)
+            .map(|((_, task), i)| PendingWrite {
+                task_id: format!("{when}:{task}"),
+                channel: pending::INTERRUPT.to_string(),
+                value: serde_json::to_value(vec![i]).unwrap_or(Value::Null),
+            })
+            .collect();
+        if let Some(head) = &self.head {
+            cp.put_writes(&thread, &self.ns, head, writes).await?;
+        }
+        Ok(Outcome::Interrupted(Interrupted {
+            interrupts,
+            state: (*self.state).clone(),
+            checkpoint_id: self.head.clone(),
+        }))
+    }
+}

@@ -1,0 +1,167 @@
+//! The end of a step: stop on failure or pause, or apply the updates in declaration order.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::super::error::GraphError;
+use super::super::interrupt::{Interrupt, Interrupted, Outcome};
+use super::super::node::{Goto, NodeError, NodeErrorKind, NodeOutput, task_id};
+use super::{Exec, TaskSpec, merge_tasks};
+use crate::checkpoint::{CheckpointSource, PendingWrite, pending};
+use crate::event::{Event, EventKind};
+use crate::state::State;
+
+impl<S: State> Exec<S> {
+    /// A step that failed or paused: keep the successful tasks' outputs as pending writes, so a
+    /// resume re-runs only the others.
+    pub(super) async fn stop_step(
+        &mut self,
+        tasks: Vec<TaskSpec>,
+        outputs: Vec<NodeOutput<S>>,
+        interrupts: Vec<(usize, Vec<Interrupt>)>,
+        failure: Option<(usize, NodeError)>,
+    ) -> Result<Outcome<S>, GraphError> {
+        let interrupted_at: Vec<usize> = interrupts.iter().map(|(i, _)| *i).collect();
+        let failed_at = failure.as_ref().map(|(i, _)| *i);
+        if self.persist.is_none() && failure.is_none() {
+            let node = interrupts
+                .first()
+                .map(|(i, _)| self.inner().nodes[tasks[*i].node].name.to_string())
+                .unwrap_or_default();
+            return Err(GraphError::InterruptWithoutCheckpointer { node });
+        }
+        let mut all_interrupts = Vec::new();
+        if self.persist.is_some() {
+            // The checkpoint the writes attach to must exist first.
+            self.flush().await?;
+            let mut writes = Vec::new();
+            for (i, task) in tasks.iter().enumerate() {
+                let node = &self.inner().nodes[task.node];
+                let id = task_id(self.step, &node.name, task.send_index);
+                if Some(i) == failed_at || interrupted_at.contains(&i) {
+                    continue;
+                }
+                writes.push(PendingWrite {
+                    task_id: id,
+                    channel: pending::OUTPUT.to_string(),
+                    value: Self::encode_output(&outputs[i]),
+                });
+            }
+            for (i, list) in &interrupts {
+                let task = &tasks[*i];
+                let node = &self.inner().nodes[task.node];
+                writes.push(PendingWrite {
+                    task_id: task_id(self.step, &node.name, task.send_index),
+                    channel: pending::INTERRUPT.to_string(),
+                    value: serde_json::to_value(list).unwrap_or(Value::Null),
+                });
+                all_interrupts.extend(list.iter().cloned());
+            }
+            if let Some((i, e)) = &failure {
+                let task = &tasks[*i];
+                let node = &self.inner().nodes[task.node];
+                writes.push(PendingWrite {
+                    task_id: task_id(self.step, &node.name, task.send_index),
+                    channel: pending::ERROR.to_string(),
+                    value: Value::String(e.to_string()),
+                });
+            }
+            if let (Some((cp, thread)), Some(head)) = (&self.persist, &self.head) {
+                cp.put_writes(thread, &self.ns, head, writes).await?;
+            }
+        }
+        if let Some((i, e)) = failure {
+            let node = self.inner().nodes[tasks[i].node].name.to_string();
+            let source = match e.kind {
+                NodeErrorKind::Failed(source) => source,
+                NodeErrorKind::Interrupt(_) => "interrupted".into(),
+            };
+            return Err(GraphError::NodeFailed {
+                node,
+                step: self.step,
+                source,
+            });
+        }
+        let state = (*self.state).clone();
+        Ok(Outcome::Interrupted(Interrupted {
+            interrupts: all_interrupts,
+            state,
+            checkpoint_id: self.head.clone(),
+        }))
+    }
+
+    /// Applies a completed step, routes, checkpoints and reports it.
+    pub(super) async fn finish_step(
+        &mut self,
+        tasks: &[TaskSpec],
+        outputs: Vec<NodeOutput<S>>,
+    ) -> Result<(), GraphError> {
+        let mut updates: Vec<S::Update> = Vec::with_capacity(outputs.len());
+        let mut gotos: Vec<Vec<Goto>> = Vec::with_capacity(outputs.len());
+        let mut node_end_events: Vec<Event> = Vec::new();
+        let streaming = self.opts.events.is_some();
+        for (i, (task, out)) in tasks.iter().zip(outputs).enumerate() {
+            if streaming {
+                let node = &self.inner().nodes[task.node];
+                let data = match out.updates.len() {
+                    0 => json!({"update": null}),
+                    1 => json!({"update": out.updates[0]}),
+                    _ => json!({"update": out.updates}),
+                };
+                let mut event = self.event(
+                    EventKind::NodeEnd,
+                    node.name.to_string(),
+                    data,
+                    Some(&node.name),
+                );
+                if let Some(id) = self.task_run_ids.get(i).filter(|id| !id.is_empty()) {
+                    event.run_id = id.clone();
+                }
+                node_end_events.push(event);
+            }
+            updates.extend(out.updates);
+            gotos.push(out.goto);
+        }
+        self.apply(&mut updates)?;
+        let mut next = Vec::new();
+        let mut sends = Vec::new();
+        for (task, goto) in tasks.iter().zip(&gotos) {
+            let (n, s) = self.route_from(Some(task.node), goto)?;
+            next.extend(n);
+            sends.extend(s);
+        }
+        self.next = merge_tasks(next, sends, self.inner().nodes.len());
+        self.save(CheckpointSource::Loop).await?;
+        if let Some(sink) = self.opts.events.clone() {
+            for event in node_end_events {
+                sink.send(event).await;
+            }
+            if self.opts.stream_values {
+                let event = self.event(
+                    EventKind::Values,
+                    self.inner().name.to_string(),
+                    serde_json::to_value(&*self.state).unwrap_or(Value::Null),
+                    None,
+                );
+                sink.send(event).await;
+            }
+            // Let the consumer see this step's events now rather than after the whole run
+            // (on a single-threaded runtime the run would otherwise never yield).
+            tokio::task::yield_now().await;
+        }
+        Ok(())
+    }
+
+    /// Applies updates to the state (copy-on-write only if a node kept a snapshot alive).
+    pub(super) fn apply(&mut self, updates: &mut Vec<S::Update>) -> Result<(), GraphError> {
+        let record = self.persist.is_some();
+        let state = Arc::make_mut(&mut self.state);
+        state
+            .apply(&self.graph.inner.schema, updates, &mut self.changes, record)
+            .map_err(|source| GraphError::State {
+                step: self.step,
+                source,
+            })
+    }
+}

@@ -1,0 +1,152 @@
+//! Launching the tasks of a step: one future per task, traced, panics caught.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+
+use futures::FutureExt;
+use serde_json::{Value, json};
+
+use super::super::node::{NodeContext, NodeError, NodeOutput, TaskContext, task_id};
+use super::{Exec, TaskSpec};
+use crate::event::EventKind;
+use crate::ids;
+use crate::state::State;
+
+impl<S: State> Exec<S> {
+    /// Runs the step's tasks concurrently; reuses stored outputs of tasks that already
+    /// succeeded (a resumed step). Results are in task order.
+    pub(super) async fn run_tasks(
+        &mut self,
+        tasks: &[TaskSpec],
+    ) -> Vec<Result<NodeOutput<S>, NodeError>> {
+        let mut results: Vec<Option<Result<NodeOutput<S>, NodeError>>> =
+            (0..tasks.len()).map(|_| None).collect();
+        let mut futures = Vec::with_capacity(tasks.len());
+        let streaming = self.opts.events.is_some();
+        self.task_run_ids.clear();
+        let graph = self.graph.inner.clone();
+        let traced = self.trace.is_recording() || !self.trace.span().is_disabled();
+        for (i, task) in tasks.iter().enumerate() {
+            let node = &graph.nodes[task.node];
+            let mut resume = HashMap::new();
+            if !self.pending.is_empty() {
+                let id = task_id(self.step, &node.name, task.send_index);
+                if let Some(p) = self.pending.get_mut(&id) {
+                    if let Some(stored) = p.output.take() {
+                        results[i] = Some(self.decode_output(stored));
+                        continue;
+                    }
+                    resume = std::mem::take(&mut p.resume);
+                }
+            }
+            let run_id = if streaming {
+                ids::random()
+            } else {
+                String::new()
+            };
+            if streaming {
+                self.task_run_ids.resize(i, String::new());
+                self.task_run_ids.push(run_id.clone());
+            }
+            let ctx = NodeContext {
+                task: Arc::new(TaskContext {
+                    node: node.name.clone(),
+                    step: self.step,
+                    send_index: task.send_index,
+                    run: self.run.clone(),
+                    resume,
+                    interrupts_raised: AtomicUsize::new(0),
+                    arg: task.arg.clone(),
+                    run_id,
+                }),
+            };
+            if let Some(sink) = &self.opts.events {
+                let data = json!({"task_id": ctx.task_id()});
+                let mut event = ctx.event(EventKind::NodeStart, node.name.to_string(), data);
+                event.run_id = ctx.run_id().to_string();
+                event.parent_ids.pop();
+                sink.send(event).await;
+            }
+            // A panic while creating the future is caught too, not only while polling it.
+            let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+                (node.func)(self.state.clone(), ctx)
+            })) {
+                Ok(fut) => fut,
+                Err(panic) => {
+                    let text = crate::text::panic_text(panic.as_ref());
+                    let message = format!(
+                        "node `{}` panicked: {}",
+                        node.name,
+                        text.unwrap_or("unknown panic payload")
+                    );
+                    Box::pin(std::future::ready(Err(NodeError::msg(message))))
+                }
+            };
+            let fut = if traced {
+                let node_run = self.trace.child(
+                    &node.name,
+                    crate::trace::RunKind::Node,
+                    || json!({ "task_id": task_id(self.step, &node.name, task.send_index) }),
+                );
+                traced_node(node_run, fut)
+            } else {
+                fut
+            };
+            futures.push((i, guarded(fut, node.name.clone())));
+        }
+        if futures.len() == 1 {
+            if let Some((i, fut)) = futures.pop() {
+                results[i] = Some(fut.await);
+            }
+        } else if !futures.is_empty() {
+            let (indices, futs): (Vec<usize>, Vec<_>) = futures.into_iter().unzip();
+            for (i, r) in indices
+                .into_iter()
+                .zip(futures::future::join_all(futs).await)
+            {
+                results[i] = Some(r);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(NodeError::msg("task produced no result"))))
+            .collect()
+    }
+}
+
+/// Runs a node future inside its trace run, recording its update or error.
+pub(super) fn traced_node<S: State>(
+    run: crate::trace::Run,
+    fut: super::super::node::NodeFuture<S>,
+) -> super::super::node::NodeFuture<S> {
+    Box::pin(async move {
+        let result = run.clone().scope(fut).await;
+        match &result {
+            Ok(out) if run.is_recording() => run.finish(match out.updates.len() {
+                0 => Value::Null,
+                1 => serde_json::to_value(&out.updates[0]).unwrap_or(Value::Null),
+                _ => serde_json::to_value(&out.updates).unwrap_or(Value::Null),
+            }),
+            Ok(_) => run.finish(Value::Null),
+            Err(e) if e.is_interrupt() => run.finish(json!({"interrupted": e.interrupts()})),
+            Err(e) => run.fail(&e.to_string()),
+        }
+        result
+    })
+}
+
+/// Runs a node future, turning a panic into a node error.
+pub(super) async fn guarded<S: State>(
+    fut: super::super::node::NodeFuture<S>,
+    name: Arc<str>,
+) -> Result<NodeOutput<S>, NodeError> {
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => Err(NodeError::msg(format!(
+            "node `{name}` panicked: {}",
+            crate::text::panic_text(panic.as_ref()).unwrap_or("unknown panic payload")
+        ))),
+    }
+}
