@@ -128,7 +128,7 @@ fn pending_calls(state: &AgentState, update: Option<&UpdatedMessages>) -> (Vec<T
         Some(UpdatedMessages::Appended(v)) => (&state.messages, v.as_slice()),
         Some(UpdatedMessages::Replaced(v)) => (v.as_slice(), &[]),
     };
-    let (calls, made_calls) = super::super::state::pending_calls(base, extra);
+    let (calls, made_calls) = crate::agent::state::pending_calls(base, extra);
     (calls.into_iter().cloned().collect(), made_calls)
 }
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::super::AgentState;
 use super::ToolError;
+use crate::agent::AgentState;
 use crate::graph::NodeContext;
 
 /// What a tool knows about the call: the call id, the agent's state at the model turn that made

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::super::AgentStateUpdate;
+use crate::agent::AgentStateUpdate;
 use crate::message::{Content, Message, ToolCall, ToolStatus};
 
 /// The outcome of running one tool call that did not pause.

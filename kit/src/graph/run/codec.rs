@@ -3,8 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::super::node::{Goto, NodeError, NodeOutput, SendArg};
 use super::Exec;
+use crate::graph::node::{Goto, NodeError, NodeOutput, SendArg};
 use crate::state::State;
 
 /// Executor data stored with each checkpoint: the tasks due and the join barriers. Written
@@ -62,7 +62,7 @@ impl<S: State> Exec<S> {
         for g in stored.goto {
             out.goto.push(match g {
                 StoredGoto::Node { node } => Goto::Node(node),
-                StoredGoto::Send { node, arg } => Goto::Send(super::super::node::Send {
+                StoredGoto::Send { node, arg } => Goto::Send(crate::graph::node::Send {
                     node,
                     arg: SendArg::Json(arg),
                 }),

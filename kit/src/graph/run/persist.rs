@@ -2,14 +2,14 @@
 
 use serde_json::{Value, json};
 
-use super::super::error::GraphError;
-use super::super::node::SendArg;
-use super::super::options::Durability;
 use super::{BodyOut, Exec, TaskRecord};
 use crate::checkpoint::{
     BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
 };
 use crate::event::EventKind;
+use crate::graph::error::GraphError;
+use crate::graph::node::SendArg;
+use crate::graph::options::Durability;
 use crate::ids;
 use crate::state::{ChannelChange, State};
 

@@ -2,11 +2,11 @@
 
 use serde_json::{Value, json};
 
-use super::super::error::GraphError;
-use super::super::interrupt::{Interrupt, Interrupted, Outcome, Resume};
-use super::super::node::{interrupt_id, split_namespace, task_id};
 use super::{Exec, TaskSpec};
 use crate::checkpoint::{PendingWrite, pending};
+use crate::graph::error::GraphError;
+use crate::graph::interrupt::{Interrupt, Interrupted, Outcome, Resume};
+use crate::graph::node::{interrupt_id, split_namespace, task_id};
 use crate::state::State;
 
 impl<S: State> Exec<S> {

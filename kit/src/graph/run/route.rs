@@ -1,9 +1,9 @@
 //! Choosing the next step: edges, conditions, routes, joins and `Send`s.
 
-use super::super::error::GraphError;
-use super::super::node::Goto;
-use super::super::{END, Outgoing, Target};
 use super::{Exec, TaskSpec};
+use crate::graph::error::GraphError;
+use crate::graph::node::Goto;
+use crate::graph::{END, Outgoing, Target};
 use crate::state::State;
 
 impl<S: State> Exec<S> {
@@ -16,7 +16,7 @@ impl<S: State> Exec<S> {
         let graph = self.graph.inner.clone();
         let (name, out): (&str, &Outgoing<S>) = match node {
             Some(i) => (&graph.nodes[i].name, &graph.nodes[i].out),
-            None => (super::super::START, &graph.start),
+            None => (crate::graph::START, &graph.start),
         };
         let mut next = Vec::new();
         let mut sends = Vec::new();
@@ -37,7 +37,7 @@ impl<S: State> Exec<S> {
         for r in &out.routes {
             fired = true;
             match (r.router)(&self.state) {
-                super::super::Route::To(names) => {
+                crate::graph::Route::To(names) => {
                     for target in names {
                         if target == END {
                             continue;
@@ -54,7 +54,7 @@ impl<S: State> Exec<S> {
                         next.push(i);
                     }
                 }
-                super::super::Route::Sends(list) => {
+                crate::graph::Route::Sends(list) => {
                     for s in list {
                         let i = self.node_index(&s.node, name)?;
                         sends.push(TaskSpec {

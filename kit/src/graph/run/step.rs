@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::super::error::GraphError;
-use super::super::interrupt::{Interrupt, Interrupted, Outcome};
-use super::super::node::{Goto, NodeError, NodeErrorKind, NodeOutput, task_id};
 use super::{Exec, TaskSpec, merge_tasks};
 use crate::checkpoint::{CheckpointSource, PendingWrite, pending};
 use crate::event::{Event, EventKind};
+use crate::graph::error::GraphError;
+use crate::graph::interrupt::{Interrupt, Interrupted, Outcome};
+use crate::graph::node::{Goto, NodeError, NodeErrorKind, NodeOutput, task_id};
 use crate::state::State;
 
 impl<S: State> Exec<S> {

@@ -8,9 +8,9 @@ use std::sync::atomic::AtomicUsize;
 use futures::FutureExt;
 use serde_json::{Value, json};
 
-use super::super::node::{NodeContext, NodeError, NodeOutput, TaskContext, task_id};
 use super::{Exec, TaskSpec};
 use crate::event::EventKind;
+use crate::graph::node::{NodeContext, NodeError, NodeOutput, TaskContext, task_id};
 use crate::ids;
 use crate::state::State;
 
@@ -119,8 +119,8 @@ impl<S: State> Exec<S> {
 /// Runs a node future inside its trace run, recording its update or error.
 pub(super) fn traced_node<S: State>(
     run: crate::trace::Run,
-    fut: super::super::node::NodeFuture<S>,
-) -> super::super::node::NodeFuture<S> {
+    fut: crate::graph::node::NodeFuture<S>,
+) -> crate::graph::node::NodeFuture<S> {
     Box::pin(async move {
         let result = run.clone().scope(fut).await;
         match &result {
@@ -139,7 +139,7 @@ pub(super) fn traced_node<S: State>(
 
 /// Runs a node future, turning a panic into a node error.
 pub(super) async fn guarded<S: State>(
-    fut: super::super::node::NodeFuture<S>,
+    fut: crate::graph::node::NodeFuture<S>,
     name: Arc<str>,
 ) -> Result<NodeOutput<S>, NodeError> {
     match AssertUnwindSafe(fut).catch_unwind().await {

@@ -4,13 +4,13 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use super::super::error::GraphError;
-use super::super::interrupt::Interrupt;
-use super::super::options::RunOptions;
-use super::super::{Graph, StateSnapshot};
 use super::{Exec, merge_tasks};
 use crate::checkpoint::{CheckpointSource, Checkpointer, LoadedCheckpoint, pending};
 use crate::event::{Event, EventKind, EventMetadata};
+use crate::graph::error::GraphError;
+use crate::graph::interrupt::Interrupt;
+use crate::graph::options::RunOptions;
+use crate::graph::{Graph, StateSnapshot};
 use crate::ids;
 use crate::state::State;
 

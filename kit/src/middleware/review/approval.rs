@@ -6,13 +6,12 @@ use serde_json::Value;
 use crate::graph::Interrupt;
 
 use super::error::clip;
-#[allow(unused_imports)]
-use super::{Decision, DecisionType, ReviewError, ReviewRequest};
+use super::{Decision, DecisionType, ReviewError};
 
 /// How a review is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum InterruptMode {
-    /// One interrupt per model turn listing every reviewed call ([`ReviewRequest`]); the
+    /// One interrupt per model turn listing every reviewed call ([`ReviewRequest`](super::ReviewRequest)); the
     /// anchor's default.
     #[default]
     Batched,

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use crate::agent::AgentState;
 use crate::message::ToolCall;
 
-#[allow(unused_imports)]
 use super::{DecisionType, ReviewError};
 
 /// Decides whether one call is reviewed; see [`InterruptOnConfig::when`].

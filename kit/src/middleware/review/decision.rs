@@ -5,7 +5,6 @@ use serde_json::{Map, Value};
 
 use crate::graph::Interrupt;
 
-#[allow(unused_imports)]
 use super::ReviewError;
 use super::error::clip;
 

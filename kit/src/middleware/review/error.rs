@@ -2,8 +2,7 @@
 
 use serde_json::Value;
 
-#[allow(unused_imports)]
-use super::{Action, Decision, DecisionType};
+use super::DecisionType;
 
 /// A review was configured or answered wrongly.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

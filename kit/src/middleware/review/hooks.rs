@@ -11,7 +11,6 @@ use crate::middleware::python::py_json;
 use crate::state::{DynReducer, DynUpdate};
 use crate::tool::{Tool, ToolContext, ToolError, ToolExecution};
 
-#[allow(unused_imports)]
 use super::{
     Action, ActionRequest, Decision, EDITS_KEY, HumanReviewMiddleware, InterruptMode,
     InterruptOnConfig, NAME, ReviewConfig, ReviewRequest, TOOL_APPROVAL, ToolApproval,

@@ -4,7 +4,6 @@ use serde_json::{Value, json};
 
 use crate::graph::Resume;
 
-#[allow(unused_imports)]
 use super::Decision;
 
 /// The resume payload of a review: `{"decisions": [...]}`, from typed decisions or raw JSON.

@@ -17,7 +17,7 @@
 //! only"); the profile reports no native support.
 //!
 //! **Usage.** Anthropic's `input_tokens` excludes cached tokens; kit's
-//! [`Usage::input_tokens`] includes them (`input_tokens + cache_read_input_tokens +
+//! [`Usage::input_tokens`](crate::message::Usage::input_tokens) includes them (`input_tokens + cache_read_input_tokens +
 //! cache_creation_input_tokens`), with the cache counts also reported separately.
 //!
 //! ```no_run

@@ -4,10 +4,10 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
-use super::super::common::{ProviderError, SseParser, classify, event_json};
-use super::super::{ModelChunk, ModelError};
 use super::{stop_reason, usage};
 use crate::http::SseEvent;
+use crate::model::common::{ProviderError, SseParser, classify, event_json};
+use crate::model::{ModelChunk, ModelError};
 
 /// Messages API stream events → model chunks.
 #[derive(Default)]

@@ -4,10 +4,10 @@ use std::collections::VecDeque;
 
 use serde_json::{Value, json};
 
-use super::super::common::{ProviderError, SseParser, classify, event_json};
-use super::super::{ModelChunk, ModelError};
 use super::{finish_reason, usage};
 use crate::http::SseEvent;
+use crate::model::common::{ProviderError, SseParser, classify, event_json};
+use crate::model::{ModelChunk, ModelError};
 
 /// Chat Completions chunks → model chunks.
 pub(super) struct ChunkParser {

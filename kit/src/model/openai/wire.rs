@@ -2,9 +2,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::super::FinishReason;
-use super::super::common::u64_at;
 use crate::message::{Content, ContentPart, ImageSource, Message, Role, Usage};
+use crate::model::FinishReason;
+use crate::model::common::u64_at;
 
 /// Context windows of OpenAI models kit knows (by name prefix, longest first).
 pub(super) fn openai_context_window(model: &str) -> Option<u64> {

@@ -2,8 +2,8 @@
 
 use serde_json::{Value, json};
 
-use super::super::FsTool;
 use super::DEFAULT_READ_LIMIT;
+use crate::middleware::filesystem::FsTool;
 
 pub(super) fn default_description(kind: FsTool) -> &'static str {
     match kind {
