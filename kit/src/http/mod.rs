@@ -52,7 +52,7 @@ pub use request::HttpRequest;
 pub use reqwest::Method;
 pub use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 pub use response::{HttpResponse, HttpStream};
-pub use retry::{RetryPolicy, parse_retry_after};
+pub use retry::{MAX_PEER_DELAY, RetryPolicy, parse_retry_after, retry_after_value};
 pub use sse::{SseDecoder, SseEvent, SseStream};
 
 #[cfg(test)]

@@ -88,21 +88,46 @@ pub fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
         .get("retry-after-ms")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|ms| ms.is_finite() && *ms >= 0.0)
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return seconds(ms / 1000.0);
     }
-    let value = headers
-        .get(reqwest::header::RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim();
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    retry_after_value(value, SystemTime::now())
+}
+
+/// The longest wait kit takes from a peer's header. A larger (or absurd: `1e300`, a 30-digit
+/// number) value is capped here; whether to wait that long is then the caller's choice
+/// ([`RetryPolicy::max_retry_after`]).
+pub const MAX_PEER_DELAY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// One `Retry-After` value: delta-seconds (whole or decimal) or an HTTP-date relative to `now`,
+/// capped at [`MAX_PEER_DELAY`]; `None` for anything else (negative, not a number, not a date).
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use kit::http::{MAX_PEER_DELAY, retry_after_value};
+///
+/// let now = SystemTime::now();
+/// assert_eq!(retry_after_value("3", now), Some(Duration::from_secs(3)));
+/// assert_eq!(retry_after_value("1e300", now), Some(MAX_PEER_DELAY));
+/// assert_eq!(retry_after_value("999999999999999999999999999999", now), Some(MAX_PEER_DELAY));
+/// assert_eq!(retry_after_value("-1", now), None);
+/// ```
+pub fn retry_after_value(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
     if let Ok(secs) = value.parse::<f64>() {
-        return ((0.0..1e9).contains(&secs)).then(|| Duration::from_secs_f64(secs));
+        return seconds(secs);
     }
-    let date = httpdate::parse_http_date(value).ok()?;
+    let at = httpdate::parse_http_date(value).ok()?;
     Some(
-        date.duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO),
+        at.duration_since(now)
+            .unwrap_or(Duration::ZERO)
+            .min(MAX_PEER_DELAY),
     )
+}
+
+/// A peer's number of seconds as a wait: non-negative and finite, capped.
+fn seconds(secs: f64) -> Option<Duration> {
+    (secs.is_finite() && secs >= 0.0)
+        .then(|| Duration::from_secs_f64(secs.min(MAX_PEER_DELAY.as_secs_f64())))
 }

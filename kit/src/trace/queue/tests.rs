@@ -1,0 +1,93 @@
+use std::time::SystemTime;
+
+use super::worker::body_excerpt;
+use super::*;
+
+#[test]
+fn retry_after_seconds_and_dates() {
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let parse_retry_after = crate::http::retry_after_value;
+    assert_eq!(parse_retry_after("3", now), Some(Duration::from_secs(3)));
+    assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
+    let later = httpdate::fmt_http_date(now + Duration::from_secs(7));
+    assert_eq!(parse_retry_after(&later, now), Some(Duration::from_secs(7)));
+    let earlier = httpdate::fmt_http_date(now - Duration::from_secs(7));
+    assert_eq!(parse_retry_after(&earlier, now), Some(Duration::ZERO));
+    assert_eq!(parse_retry_after("soon", now), None);
+    assert_eq!(parse_retry_after("-1", now), None);
+}
+
+#[test]
+fn backoff_doubles_with_jitter_and_caps() {
+    let cfg = QueueConfig {
+        initial_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_millis(1000),
+        ..Default::default()
+    };
+    let backoff =
+        |cfg: &QueueConfig, attempt: u32| cfg.retry_policy().backoff(attempt.saturating_add(1));
+    for _ in 0..50 {
+        let b0 = backoff(&cfg, 0);
+        assert!(b0 >= Duration::from_millis(50) && b0 <= Duration::from_millis(100));
+        let b2 = backoff(&cfg, 2);
+        assert!(b2 >= Duration::from_millis(200) && b2 <= Duration::from_millis(400));
+        let b9 = backoff(&cfg, 9);
+        assert!(b9 >= Duration::from_millis(500) && b9 <= Duration::from_millis(1000));
+        assert!(backoff(&cfg, u32::MAX) <= Duration::from_millis(1000));
+    }
+}
+
+#[test]
+fn errors_say_what_to_do_and_hide_secrets() {
+    let e = ExportError::Status {
+        status: 401,
+        body: body_excerpt(b"bad key: Bearer sk-live-ABCDEFGHIJKLMNOPQRST"),
+    };
+    let text = e.to_string();
+    assert!(text.contains("KIT_TRACE_API_KEY"), "{text}");
+    assert!(!text.contains("ABCDEFGHIJ"), "{text}");
+    let e = ExportError::Status {
+        status: 413,
+        body: String::new(),
+    };
+    assert!(e.to_string().contains("max_content_chars"));
+    let long = "x".repeat(1000);
+    assert!(body_excerpt(long.as_bytes()).chars().count() <= 301);
+}
+
+#[test]
+fn urls_must_be_http() {
+    assert!(parse_url("https://cloud.langfuse.com/api/public/otel").is_ok());
+    for bad in ["localhost:4318", "ftp://x/y", "http://", "not a url"] {
+        let e = parse_url(bad).unwrap_err();
+        assert!(matches!(e, ExportError::InvalidEndpoint { .. }), "{bad}");
+        assert!(e.to_string().contains("KIT_TRACE_ENDPOINT"));
+    }
+}
+
+#[test]
+fn headers_are_checked_without_showing_values() {
+    struct Empty;
+    impl BatchEncoder for Empty {
+        fn content_type(&self) -> &str {
+            "application/json"
+        }
+        fn encode(&self, _: &[RunRecord]) -> Result<Vec<u8>, String> {
+            Ok(b"[]".to_vec())
+        }
+    }
+    let e = QueuedExporter::new(
+        "http://127.0.0.1:9",
+        [("authorization", "Bearer secret\nvalue")],
+        Empty,
+        QueueConfig::default(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        ExportError::InvalidHeader {
+            name: "authorization".into()
+        }
+    );
+    assert!(!e.to_string().contains("secret"));
+}
