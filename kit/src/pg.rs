@@ -1,8 +1,103 @@
-//! What the PostgreSQL back-ends (the checkpointer and the worker's run store) share: opening a
-//! connection pool from a URL, with the tables in an optional schema of their own.
+//! What the PostgreSQL back-ends (the checkpointer and the worker's run store) share: a
+//! connection pool opened from a URL, the tables in an optional schema of their own, migrations
+//! one process at a time, and driver errors described.
 
-use deadpool_postgres::{Manager, Pool};
+use deadpool_postgres::{Manager, Object, Pool};
 use tokio_postgres::NoTls;
+
+/// The database a back-end keeps its tables in.
+#[derive(Clone)]
+pub(crate) struct Database {
+    /// The connection pool.
+    pub(crate) pool: Pool,
+    /// The server and database, without the password (for messages).
+    pub(crate) location: String,
+    /// The PostgreSQL schema holding the tables, if one was given.
+    pub(crate) schema: Option<String>,
+}
+
+impl Database {
+    /// A pool for `url`, with the tables in `schema` when given (see [`open_pool`]).
+    pub(crate) fn open(
+        url: &str,
+        schema: Option<&str>,
+        application_name: &str,
+    ) -> Result<Self, String> {
+        let (pool, location) = open_pool(url, schema, application_name)?;
+        Ok(Database {
+            pool,
+            location,
+            schema: schema.map(String::from),
+        })
+    }
+
+    /// A connection from the pool; the error says what to check.
+    pub(crate) async fn client(&self) -> Result<Object, String> {
+        self.pool.get().await.map_err(|e| {
+            let reason = match &e {
+                deadpool_postgres::PoolError::Backend(e) => describe(e),
+                other => other.to_string(),
+            };
+            format!(
+                "could not connect to {}: {reason}; check that the server is running, reachable, \
+                 and that the user, password and database are right",
+                self.location
+            )
+        })
+    }
+
+    /// Drops the schema with all its tables (tests clean up with it). Does nothing without a
+    /// schema.
+    pub(crate) async fn drop_schema(&self) -> Result<(), String> {
+        let Some(schema) = &self.schema else {
+            return Ok(());
+        };
+        let client = self.client().await?;
+        client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+            .await
+            .map_err(|e| describe(&e))
+    }
+
+    /// Starts a migration inside `tx`: waits for the advisory lock `lock`, so one process
+    /// migrates at a time, and creates the schema.
+    pub(crate) async fn begin_migration(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        lock: i64,
+    ) -> Result<(), tokio_postgres::Error> {
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&lock])
+            .await?;
+        if let Some(schema) = &self.schema {
+            tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Describes a driver error: the server's message and code when there is one, else the error
+/// and its sources.
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut text = format!("{} (SQLSTATE {})", db.message(), db.code().code());
+            if let Some(detail) = db.detail() {
+                text.push_str(&format!("; {detail}"));
+            }
+            text
+        }
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                text.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            text
+        }
+    }
+}
 
 /// Connections per pool.
 pub(crate) const POOL_SIZE: usize = 16;

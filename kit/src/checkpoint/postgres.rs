@@ -50,13 +50,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use deadpool_postgres::Pool;
 use tokio_postgres::Row;
 
+use super::sql::{self, corrupt, parse_json, to_text};
 use super::{
     BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
     Checkpointer, LoadedCheckpoint, PendingWrite, ThreadInfo, resolve_channels,
 };
+use crate::pg::{Database, describe};
 
 /// The newest schema version this build knows.
 pub const POSTGRES_SCHEMA_VERSION: i64 = 1;
@@ -186,67 +187,23 @@ const PUT_NEXT: &str = put_statement!(
 /// See the [module docs](self) for the design, schema and concurrency.
 #[derive(Clone)]
 pub struct PostgresCheckpointer {
-    pool: Pool,
-    /// The server and database, without the password (for messages).
-    location: String,
-    schema: Option<String>,
+    db: Database,
 }
 
 impl std::fmt::Debug for PostgresCheckpointer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresCheckpointer")
-            .field("location", &self.location)
-            .field("schema", &self.schema)
+            .field("location", &self.db.location)
+            .field("schema", &self.db.schema)
             .finish()
     }
 }
 
-/// An error inside an operation: a driver error (mapped with the operation's name at the
-/// boundary) or an already-typed checkpoint error.
-enum Fail {
-    Sql(tokio_postgres::Error),
-    Checkpoint(CheckpointError),
-}
+/// An error of a PostgreSQL operation.
+type Fail = sql::Fail<tokio_postgres::Error>;
+type R<T> = sql::R<T, tokio_postgres::Error>;
 
-impl From<tokio_postgres::Error> for Fail {
-    fn from(e: tokio_postgres::Error) -> Self {
-        Fail::Sql(e)
-    }
-}
-
-impl From<CheckpointError> for Fail {
-    fn from(e: CheckpointError) -> Self {
-        Fail::Checkpoint(e)
-    }
-}
-
-type R<T> = Result<T, Fail>;
-
-fn corrupt(what: impl std::fmt::Display) -> Fail {
-    Fail::Checkpoint(CheckpointError::Corrupt(what.to_string()))
-}
-
-/// Describes a driver error: the server's message and code when there is one.
-fn describe(e: &tokio_postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => {
-            let mut text = format!("{} (SQLSTATE {})", db.message(), db.code().code());
-            if let Some(detail) = db.detail() {
-                text.push_str(&format!("; {detail}"));
-            }
-            text
-        }
-        None => {
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(e);
-            while let Some(s) = source {
-                text.push_str(&format!(": {s}"));
-                source = s.source();
-            }
-            text
-        }
-    }
-}
+impl sql::DriverError for tokio_postgres::Error {}
 
 impl PostgresCheckpointer {
     /// Connects to the database at `url` (`postgres://user:password@host:port/db`), checks
@@ -263,33 +220,26 @@ impl PostgresCheckpointer {
     }
 
     async fn build(url: &str, schema: Option<&str>) -> Result<Self, CheckpointError> {
-        let (pool, location) =
-            crate::pg::open_pool(url, schema, "kit").map_err(CheckpointError::Backend)?;
-        let checkpointer = PostgresCheckpointer {
-            pool,
-            location,
-            schema: schema.map(String::from),
-        };
+        let db = Database::open(url, schema, "kit").map_err(CheckpointError::Backend)?;
+        let checkpointer = PostgresCheckpointer { db };
         checkpointer.migrate().await?;
         Ok(checkpointer)
     }
 
     /// The PostgreSQL schema holding the tables, if one was given.
     pub fn schema(&self) -> Option<&str> {
-        self.schema.as_deref()
+        self.db.schema.as_deref()
     }
 
     /// Drops the schema given to [`connect_in_schema`](Self::connect_in_schema) with all its
     /// tables (tests use it to clean up). Does nothing without a schema.
     pub async fn drop_schema(&self) -> Result<(), CheckpointError> {
-        let Some(schema) = &self.schema else {
-            return Ok(());
-        };
-        let client = self.client("dropping the schema").await?;
-        client
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-            .await
-            .map_err(|e| self.error("dropping the schema", Fail::Sql(e)))
+        self.db.drop_schema().await.map_err(|e| {
+            CheckpointError::Backend(format!(
+                "PostgreSQL dropping the schema on {} failed: {e}",
+                self.db.location
+            ))
+        })
     }
 
     fn error(&self, op: &str, fail: Fail) -> CheckpointError {
@@ -303,7 +253,7 @@ impl PostgresCheckpointer {
                 };
                 CheckpointError::Backend(format!(
                     "PostgreSQL {op} on {} failed: {}; {hint}",
-                    self.location,
+                    self.db.location,
                     describe(&e)
                 ))
             }
@@ -311,17 +261,10 @@ impl PostgresCheckpointer {
     }
 
     async fn client(&self, op: &str) -> Result<deadpool_postgres::Object, CheckpointError> {
-        self.pool.get().await.map_err(|e| {
-            let reason = match &e {
-                deadpool_postgres::PoolError::Backend(e) => describe(e),
-                other => other.to_string(),
-            };
-            CheckpointError::Backend(format!(
-                "PostgreSQL {op}: could not connect to {}: {reason}; check that the server is \
-                 running, reachable, and that the user, password and database are right",
-                self.location
-            ))
-        })
+        self.db
+            .client()
+            .await
+            .map_err(|e| CheckpointError::Backend(format!("PostgreSQL {op}: {e}")))
     }
 
     async fn migrate(&self) -> Result<(), CheckpointError> {
@@ -340,15 +283,9 @@ impl PostgresCheckpointer {
         if found == POSTGRES_SCHEMA_VERSION {
             return Ok(());
         }
-        let schema = self.schema.clone();
         let run = async {
             let tx = client.transaction().await?;
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-                .await?;
-            if let Some(schema) = &schema {
-                tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-                    .await?;
-            }
+            self.db.begin_migration(&tx, MIGRATION_LOCK).await?;
             tx.batch_execute(
                 "CREATE TABLE IF NOT EXISTS kit_schema_version (version BIGINT NOT NULL)",
             )
@@ -401,19 +338,6 @@ async fn stored_version(client: &tokio_postgres::Client) -> R<i64> {
         )
         .await?
         .try_get(0)?)
-}
-
-fn to_text<T: serde::Serialize>(value: &T) -> R<String> {
-    serde_json::to_string(value).map_err(|e| {
-        Fail::Checkpoint(CheckpointError::Backend(format!(
-            "could not serialise checkpoint data: {e}"
-        )))
-    })
-}
-
-fn parse_json<T: serde::de::DeserializeOwned>(text: &str, what: &str, id: &str) -> R<T> {
-    serde_json::from_str(text)
-        .map_err(|e| corrupt(format_args!("checkpoint {id}: unreadable {what}: {e}")))
 }
 
 const META_COLUMNS: &str =

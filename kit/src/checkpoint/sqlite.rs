@@ -90,6 +90,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
 
+use super::sql::{self, corrupt, parse_json, to_text};
 use super::{
     BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
     Checkpointer, LoadedCheckpoint, PendingWrite, ThreadInfo, resolve_channels,
@@ -238,26 +239,11 @@ impl std::fmt::Debug for SqliteCheckpointer {
     }
 }
 
-/// An error inside a blocking SQLite call: a driver error (mapped with the operation's name at
-/// the boundary) or an already-typed checkpoint error.
-enum Fail {
-    Sql(rusqlite::Error),
-    Checkpoint(CheckpointError),
-}
+/// An error of a SQLite operation.
+type Fail = sql::Fail<rusqlite::Error>;
+type R<T> = sql::R<T, rusqlite::Error>;
 
-impl From<rusqlite::Error> for Fail {
-    fn from(e: rusqlite::Error) -> Self {
-        Fail::Sql(e)
-    }
-}
-
-impl From<CheckpointError> for Fail {
-    fn from(e: CheckpointError) -> Self {
-        Fail::Checkpoint(e)
-    }
-}
-
-type R<T> = Result<T, Fail>;
+impl sql::DriverError for rusqlite::Error {}
 
 fn is_busy(e: &Fail) -> bool {
     matches!(e, Fail::Sql(e) if matches!(
@@ -300,10 +286,6 @@ fn sql_error(
         _ => "check the file and retry".to_string(),
     };
     CheckpointError::Backend(format!("SQLite {op} on {location} failed: {e}; {hint}"))
-}
-
-fn corrupt(what: impl std::fmt::Display) -> Fail {
-    Fail::Checkpoint(CheckpointError::Corrupt(what.to_string()))
 }
 
 impl SqliteCheckpointer {
@@ -743,14 +725,6 @@ fn metadata(value: &serde_json::Value) -> std::borrow::Cow<'_, serde_json::Value
     }
 }
 
-fn to_text<T: serde::Serialize>(value: &T) -> R<String> {
-    serde_json::to_string(value).map_err(|e| {
-        Fail::Checkpoint(CheckpointError::Backend(format!(
-            "could not serialise checkpoint data: {e}"
-        )))
-    })
-}
-
 struct WritesArgs {
     thread_id: String,
     ns: String,
@@ -794,11 +768,6 @@ fn delete_tx(tx: &rusqlite::Transaction<'_>, thread_id: &String) -> R<()> {
             .execute([thread_id])?;
     }
     Ok(())
-}
-
-fn parse_json<T: serde::de::DeserializeOwned>(text: &str, what: &str, id: &str) -> R<T> {
-    serde_json::from_str(text)
-        .map_err(|e| corrupt(format_args!("checkpoint {id}: unreadable {what}: {e}")))
 }
 
 fn meta_from_row(row: &rusqlite::Row<'_>) -> R<CheckpointMeta> {

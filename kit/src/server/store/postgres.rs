@@ -1,6 +1,5 @@
 //! The PostgreSQL run store: one queue shared by many worker processes.
 
-use deadpool_postgres::Pool;
 use serde_json::Value;
 use tokio_postgres::Row;
 
@@ -8,6 +7,7 @@ use super::{
     Finish, NewRun, RecoverAction, RunInput, RunRecord, RunStatus, RunStore, StoreError,
     ThreadRecord, abandoned_message,
 };
+use crate::pg::Database;
 
 /// Serialises table creation between processes starting together.
 const MIGRATION_LOCK: i64 = 0x6b69_7477_6f72_6b72; // "kitworkr"
@@ -59,16 +59,14 @@ const RUN_COLUMNS: &str = "run_id, thread_id, graph_id, status, input_kind, inpu
 /// terminating proxy.
 #[derive(Clone)]
 pub struct PostgresRunStore {
-    pool: Pool,
-    location: String,
-    schema: Option<String>,
+    db: Database,
 }
 
 impl std::fmt::Debug for PostgresRunStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresRunStore")
-            .field("location", &self.location)
-            .field("schema", &self.schema)
+            .field("location", &self.db.location)
+            .field("schema", &self.db.schema)
             .finish()
     }
 }
@@ -168,63 +166,51 @@ impl PostgresRunStore {
     }
 
     async fn build(url: &str, schema: Option<&str>) -> Result<Self, StoreError> {
-        let (pool, location) =
-            crate::pg::open_pool(url, schema, "kit-worker").map_err(|message| {
-                StoreError::Backend {
-                    op: "connecting".into(),
-                    message,
-                }
+        let db =
+            Database::open(url, schema, "kit-worker").map_err(|message| StoreError::Backend {
+                op: "connecting".into(),
+                message,
             })?;
-        let store = PostgresRunStore {
-            pool,
-            location,
-            schema: schema.map(String::from),
-        };
+        let store = PostgresRunStore { db };
         store.migrate().await?;
         Ok(store)
     }
 
     /// The PostgreSQL schema holding the tables, if one was given.
     pub fn schema(&self) -> Option<&str> {
-        self.schema.as_deref()
+        self.db.schema.as_deref()
     }
 
     /// Drops the schema given to [`connect_in_schema`](Self::connect_in_schema) with its
     /// tables (tests clean up with it). Does nothing without a schema.
     pub async fn drop_schema(&self) -> Result<(), StoreError> {
-        let Some(schema) = &self.schema else {
-            return Ok(());
-        };
-        let client = self.client("dropping the schema").await?;
-        client
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        self.db
+            .drop_schema()
             .await
-            .map_err(|e| sql_error("dropping the schema", e))
+            .map_err(|message| StoreError::Backend {
+                op: "dropping the schema".into(),
+                message,
+            })
     }
 
     async fn client(&self, op: &str) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool.get().await.map_err(|e| StoreError::Backend {
-            op: op.to_string(),
-            message: format!(
-                "could not connect to {}: {e}; check that the server is running, reachable, \
-                 and that the user, password and database are right",
-                self.location
-            ),
-        })
+        self.db
+            .client()
+            .await
+            .map_err(|message| StoreError::Backend {
+                op: op.to_string(),
+                message,
+            })
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
         let op = "creating the tables";
         let mut client = self.client(op).await?;
         let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        self.db
+            .begin_migration(&tx, MIGRATION_LOCK)
             .await
             .map_err(|e| sql_error(op, e))?;
-        if let Some(schema) = &self.schema {
-            tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-                .await
-                .map_err(|e| sql_error(op, e))?;
-        }
         tx.batch_execute(SCHEMA)
             .await
             .map_err(|e| sql_error(op, e))?;
