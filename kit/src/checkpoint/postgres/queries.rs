@@ -1,116 +1,15 @@
-//! The PostgreSQL checkpointer: threads shared by many processes on many machines.
-//!
-//! # Design
-//!
-//! A [`deadpool_postgres`] connection pool (16 connections by default) in front of one
-//! database. Every operation takes a connection, runs with cached prepared statements, and
-//! gives the connection back; writing a checkpoint is a single statement (one round trip). Several checkpointers (in one process or many)
-//! can share a database; [`PostgresCheckpointer::connect_in_schema`] puts the tables in a
-//! PostgreSQL schema of their own (tests use one schema each).
-//!
-//! # Schema (version 1)
-//!
-//! The same tables as the SQLite back-end (see [`super::sqlite`]): `kit_schema_version`,
-//! `kit_threads`, `kit_checkpoints`, `kit_blobs`, `kit_writes`. Ids are `TEXT COLLATE "C"` so
-//! they sort byte-wise, as UUIDv7 strings must for history order; channel data is `bytea`;
-//! the executor's body (opaque bytes) is `bytea` too; next nodes, metadata, channel versions
-//! and pending writes are `jsonb`.
-//!
-//! A step moves the thread's head, inserts one checkpoint row and one blob row per changed
-//! channel (from arrays), all in one statement of data-modifying CTEs: constant work per step,
-//! whatever the length of the conversation. Loading walks every channel's delta chain in one recursive query.
-//!
-//! Connecting migrates the schema forward inside a transaction holding a transaction-level
-//! advisory lock, so processes starting together do not race. A schema version newer than this
-//! build knows is refused with [`CheckpointError::SchemaTooNew`] before anything is changed.
-//!
-//! # Concurrency
-//!
-//! [`Checkpointer::put`] is one statement whose first CTE moves the head —
-//! `UPDATE kit_threads SET head = $new ... WHERE ... AND head = $expected RETURNING 1` — and
-//! whose checkpoint and blob inserts select `FROM` that CTE, so they write only if the head
-//! moved. The row lock serialises two writers on one thread, in any number of processes;
-//! under `READ COMMITTED` the second writer's `UPDATE` re-checks the row after the first
-//! commits, matches nothing, writes nothing, and the second gets
-//! [`CheckpointError::Conflict`]. A thread's first checkpoint creates the row with
-//! `INSERT ... ON CONFLICT DO UPDATE ... WHERE head IS NOT DISTINCT FROM $expected`, so two
-//! writers creating the same thread conflict the same way. The conflict error's `found` head
-//! is read afterwards, so it may be newer than the write that won. Writers on different
-//! threads lock different rows and never wait for each other.
-//!
-//! # Durability
-//!
-//! A checkpoint is durable when its statement commits (PostgreSQL's WAL, with the server's
-//! `synchronous_commit` setting).
-//!
-//! # Limits
-//!
-//! Connections are made without TLS (`NoTls`): use a local server, a private network or a TLS
-//! terminating proxy.
+//! The SQL of each operation: one statement per checkpoint write, and the reads.
 
 use std::collections::{BTreeMap, HashMap};
 
 use tokio_postgres::Row;
 
-use super::sql::{self, corrupt, parse_json, to_text};
-use super::{
+use super::{Fail, PostgresCheckpointer, R};
+use crate::checkpoint::sql::{corrupt, parse_json, to_text};
+use crate::checkpoint::{
     BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
-    Checkpointer, LoadedCheckpoint, PendingWrite, ThreadInfo, resolve_channels,
+    LoadedCheckpoint, PendingWrite, ThreadInfo, resolve_channels,
 };
-use crate::pg::{Database, describe};
-
-/// The newest schema version this build knows.
-pub const POSTGRES_SCHEMA_VERSION: i64 = 1;
-
-/// Key of the advisory lock held while migrating (any constant unlikely to collide).
-const MIGRATION_LOCK: i64 = 0x6b69_745f_6d69_6772; // "kit_migr"
-
-/// Forward migrations; entry `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
-    // 0 -> 1
-    r#"CREATE TABLE kit_threads (
-        thread_id TEXT COLLATE "C" NOT NULL,
-        ns TEXT COLLATE "C" NOT NULL,
-        head TEXT COLLATE "C",
-        updated_at TEXT COLLATE "C",
-        checkpoints BIGINT NOT NULL DEFAULT 0,
-        PRIMARY KEY (thread_id, ns)
-    );
-    CREATE TABLE kit_checkpoints (
-        thread_id TEXT COLLATE "C" NOT NULL,
-        ns TEXT COLLATE "C" NOT NULL,
-        checkpoint_id TEXT COLLATE "C" NOT NULL,
-        parent_id TEXT COLLATE "C",
-        step BIGINT NOT NULL,
-        source TEXT NOT NULL,
-        created_at TEXT COLLATE "C" NOT NULL,
-        next JSONB NOT NULL,
-        metadata JSONB NOT NULL,
-        channel_versions JSONB NOT NULL,
-        body BYTEA NOT NULL,
-        PRIMARY KEY (thread_id, ns, checkpoint_id)
-    );
-    CREATE TABLE kit_blobs (
-        thread_id TEXT COLLATE "C" NOT NULL,
-        ns TEXT COLLATE "C" NOT NULL,
-        channel TEXT COLLATE "C" NOT NULL,
-        version TEXT COLLATE "C" NOT NULL,
-        prev_version TEXT COLLATE "C",
-        kind TEXT NOT NULL,
-        data BYTEA NOT NULL,
-        PRIMARY KEY (thread_id, ns, channel, version)
-    );
-    CREATE TABLE kit_writes (
-        thread_id TEXT COLLATE "C" NOT NULL,
-        ns TEXT COLLATE "C" NOT NULL,
-        checkpoint_id TEXT COLLATE "C" NOT NULL,
-        task_id TEXT COLLATE "C" NOT NULL,
-        channel TEXT COLLATE "C" NOT NULL,
-        idx INTEGER NOT NULL,
-        value JSONB NOT NULL,
-        PRIMARY KEY (thread_id, ns, checkpoint_id, task_id, channel)
-    );"#,
-];
 
 /// Writes a checkpoint in one statement (so one round trip, atomic without a transaction):
 /// `moved` advances the thread's head only from the expected one and returns a row if it did;
@@ -153,7 +52,7 @@ macro_rules! put_statement {
 
 /// The first checkpoint of a thread: the thread row may not exist yet, or exist with no head
 /// (pending writes came first).
-const PUT_FIRST: &str = put_statement!(
+pub(super) const PUT_FIRST: &str = put_statement!(
     "INSERT INTO kit_threads AS t (thread_id, ns, head, updated_at, checkpoints)
      VALUES ($1, $2, $3, $4, 1)
      ON CONFLICT (thread_id, ns) DO UPDATE
@@ -164,186 +63,16 @@ const PUT_FIRST: &str = put_statement!(
 );
 
 /// A later checkpoint: the head must still be the one this writer read.
-const PUT_NEXT: &str = put_statement!(
+pub(super) const PUT_NEXT: &str = put_statement!(
     "UPDATE kit_threads SET head = $3, updated_at = $4, checkpoints = checkpoints + 1
       WHERE thread_id = $1 AND ns = $2 AND head = $5::text
      RETURNING 1"
 );
 
-/// Checkpoints in a PostgreSQL database, through a connection pool. Cheap to clone; clones
-/// share the pool.
-///
-/// ```no_run
-/// # async fn demo() -> Result<(), kit::checkpoint::CheckpointError> {
-/// use std::sync::Arc;
-/// use kit::checkpoint::PostgresCheckpointer;
-/// let checkpointer =
-///     Arc::new(PostgresCheckpointer::connect("postgres://kit:secret@db.internal/kit").await?);
-/// # let _ = checkpointer;
-/// # Ok(())
-/// # }
-/// ```
-///
-/// See the [module docs](self) for the design, schema and concurrency.
-#[derive(Clone)]
-pub struct PostgresCheckpointer {
-    db: Database,
-}
-
-impl std::fmt::Debug for PostgresCheckpointer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresCheckpointer")
-            .field("location", &self.db.location)
-            .field("schema", &self.db.schema)
-            .finish()
-    }
-}
-
-/// An error of a PostgreSQL operation.
-type Fail = sql::Fail<tokio_postgres::Error>;
-type R<T> = sql::R<T, tokio_postgres::Error>;
-
-impl sql::DriverError for tokio_postgres::Error {}
-
-impl PostgresCheckpointer {
-    /// Connects to the database at `url` (`postgres://user:password@host:port/db`), checks
-    /// that the server is reachable, and creates or migrates the tables in the connection's
-    /// default schema.
-    pub async fn connect(url: &str) -> Result<Self, CheckpointError> {
-        Self::build(url, None).await
-    }
-
-    /// [`connect`](Self::connect), with the tables in the PostgreSQL schema `schema` (created
-    /// if needed): a lower-case identifier such as `kit_test_42`.
-    pub async fn connect_in_schema(url: &str, schema: &str) -> Result<Self, CheckpointError> {
-        Self::build(url, Some(schema)).await
-    }
-
-    async fn build(url: &str, schema: Option<&str>) -> Result<Self, CheckpointError> {
-        let db = Database::open(url, schema, "kit").map_err(CheckpointError::Backend)?;
-        let checkpointer = PostgresCheckpointer { db };
-        checkpointer.migrate().await?;
-        Ok(checkpointer)
-    }
-
-    /// The PostgreSQL schema holding the tables, if one was given.
-    pub fn schema(&self) -> Option<&str> {
-        self.db.schema.as_deref()
-    }
-
-    /// Drops the schema given to [`connect_in_schema`](Self::connect_in_schema) with all its
-    /// tables (tests use it to clean up). Does nothing without a schema.
-    pub async fn drop_schema(&self) -> Result<(), CheckpointError> {
-        self.db.drop_schema().await.map_err(|e| {
-            CheckpointError::Backend(format!(
-                "PostgreSQL dropping the schema on {} failed: {e}",
-                self.db.location
-            ))
-        })
-    }
-
-    fn error(&self, op: &str, fail: Fail) -> CheckpointError {
-        match fail {
-            Fail::Checkpoint(e) => e,
-            Fail::Sql(e) => {
-                let hint = if e.is_closed() || e.as_db_error().is_none() {
-                    "check that the server is running and reachable, and retry"
-                } else {
-                    "check the database (permissions, disk space) and retry"
-                };
-                CheckpointError::Backend(format!(
-                    "PostgreSQL {op} on {} failed: {}; {hint}",
-                    self.db.location,
-                    describe(&e)
-                ))
-            }
-        }
-    }
-
-    async fn client(&self, op: &str) -> Result<deadpool_postgres::Object, CheckpointError> {
-        self.db
-            .client()
-            .await
-            .map_err(|e| CheckpointError::Backend(format!("PostgreSQL {op}: {e}")))
-    }
-
-    async fn migrate(&self) -> Result<(), CheckpointError> {
-        let op = "migrating the schema";
-        let mut client = self.client(op).await?;
-        // Read-only check first: a database from a newer kit is left untouched.
-        let found = stored_version(&client)
-            .await
-            .map_err(|e| self.error(op, e))?;
-        if found > POSTGRES_SCHEMA_VERSION {
-            return Err(CheckpointError::SchemaTooNew {
-                found,
-                supported: POSTGRES_SCHEMA_VERSION,
-            });
-        }
-        if found == POSTGRES_SCHEMA_VERSION {
-            return Ok(());
-        }
-        let run = async {
-            let tx = client.transaction().await?;
-            self.db.begin_migration(&tx, MIGRATION_LOCK).await?;
-            tx.batch_execute(
-                "CREATE TABLE IF NOT EXISTS kit_schema_version (version BIGINT NOT NULL)",
-            )
-            .await?;
-            // Another process may have migrated while we waited for the lock.
-            let found: i64 = tx
-                .query_one(
-                    "SELECT COALESCE(MAX(version), 0) FROM kit_schema_version",
-                    &[],
-                )
-                .await?
-                .try_get(0)?;
-            if found > POSTGRES_SCHEMA_VERSION {
-                return Err(Fail::Checkpoint(CheckpointError::SchemaTooNew {
-                    found,
-                    supported: POSTGRES_SCHEMA_VERSION,
-                }));
-            }
-            for sql in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
-                tx.batch_execute(sql).await?;
-            }
-            if found < POSTGRES_SCHEMA_VERSION {
-                tx.execute("DELETE FROM kit_schema_version", &[]).await?;
-                tx.execute(
-                    "INSERT INTO kit_schema_version (version) VALUES ($1)",
-                    &[&POSTGRES_SCHEMA_VERSION],
-                )
-                .await?;
-            }
-            tx.commit().await?;
-            Ok(())
-        };
-        run.await.map_err(|e| self.error(op, e))
-    }
-}
-
-/// The stored schema version (0 when the tables do not exist yet); reads only.
-async fn stored_version(client: &tokio_postgres::Client) -> R<i64> {
-    let exists: bool = client
-        .query_one("SELECT to_regclass('kit_schema_version') IS NOT NULL", &[])
-        .await?
-        .try_get(0)?;
-    if !exists {
-        return Ok(0);
-    }
-    Ok(client
-        .query_one(
-            "SELECT COALESCE(MAX(version), 0) FROM kit_schema_version",
-            &[],
-        )
-        .await?
-        .try_get(0)?)
-}
-
-const META_COLUMNS: &str =
+pub(super) const META_COLUMNS: &str =
     "checkpoint_id, parent_id, step, source, created_at, next::text, metadata::text";
 
-fn meta_from_row(row: &Row) -> R<CheckpointMeta> {
+pub(super) fn meta_from_row(row: &Row) -> R<CheckpointMeta> {
     let id: String = row.try_get(0)?;
     let source: String = row.try_get(3)?;
     let next: String = row.try_get(5)?;
@@ -360,7 +89,7 @@ fn meta_from_row(row: &Row) -> R<CheckpointMeta> {
     })
 }
 
-async fn head_of(
+pub(super) async fn head_of(
     client: &impl deadpool_postgres::GenericClient,
     thread_id: &str,
     ns: &str,
@@ -377,7 +106,7 @@ async fn head_of(
 impl PostgresCheckpointer {
     /// One statement, so one round trip: move the head (only from the expected one), and
     /// write the checkpoint and its blobs only if it moved.
-    async fn put_inner(&self, w: &CheckpointWrite) -> R<()> {
+    pub(super) async fn put_inner(&self, w: &CheckpointWrite) -> R<()> {
         let client = self.client("writing a checkpoint").await?;
         let sql = match w.expected_head {
             None => PUT_FIRST,
@@ -431,7 +160,7 @@ impl PostgresCheckpointer {
         Ok(())
     }
 
-    async fn put_writes_inner(
+    pub(super) async fn put_writes_inner(
         &self,
         thread_id: &str,
         ns: &str,
@@ -478,7 +207,7 @@ impl PostgresCheckpointer {
         Ok(())
     }
 
-    async fn load_inner(
+    pub(super) async fn load_inner(
         &self,
         thread_id: &str,
         ns: &str,
@@ -598,7 +327,7 @@ impl PostgresCheckpointer {
         }))
     }
 
-    async fn history_inner(
+    pub(super) async fn history_inner(
         &self,
         thread_id: &str,
         ns: &str,
@@ -620,7 +349,7 @@ impl PostgresCheckpointer {
             .collect()
     }
 
-    async fn delete_inner(&self, thread_id: &str) -> R<()> {
+    pub(super) async fn delete_inner(&self, thread_id: &str) -> R<()> {
         let mut client = self.client("deleting a thread").await?;
         let tx = client.transaction().await?;
         for table in ["kit_blobs", "kit_writes", "kit_checkpoints", "kit_threads"] {
@@ -633,7 +362,7 @@ impl PostgresCheckpointer {
         Ok(())
     }
 
-    async fn threads_inner(&self) -> R<Vec<ThreadInfo>> {
+    pub(super) async fn threads_inner(&self) -> R<Vec<ThreadInfo>> {
         let client = self.client("listing threads").await?;
         let stmt = client
             .prepare_cached(
@@ -653,60 +382,5 @@ impl PostgresCheckpointer {
             });
         }
         Ok(out)
-    }
-}
-
-#[async_trait::async_trait]
-impl Checkpointer for PostgresCheckpointer {
-    async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError> {
-        self.put_inner(&write)
-            .await
-            .map_err(|e| self.error("writing a checkpoint", e))
-    }
-
-    async fn put_writes(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        checkpoint_id: &str,
-        writes: Vec<PendingWrite>,
-    ) -> Result<(), CheckpointError> {
-        self.put_writes_inner(thread_id, ns, checkpoint_id, &writes)
-            .await
-            .map_err(|e| self.error("writing pending writes", e))
-    }
-
-    async fn load(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        checkpoint_id: Option<&str>,
-    ) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
-        self.load_inner(thread_id, ns, checkpoint_id)
-            .await
-            .map_err(|e| self.error("loading a checkpoint", e))
-    }
-
-    async fn history(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        limit: Option<usize>,
-    ) -> Result<Vec<CheckpointMeta>, CheckpointError> {
-        self.history_inner(thread_id, ns, limit)
-            .await
-            .map_err(|e| self.error("reading the history", e))
-    }
-
-    async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
-        self.delete_inner(thread_id)
-            .await
-            .map_err(|e| self.error("deleting a thread", e))
-    }
-
-    async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError> {
-        self.threads_inner()
-            .await
-            .map_err(|e| self.error("listing threads", e))
     }
 }

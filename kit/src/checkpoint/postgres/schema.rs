@@ -1,0 +1,131 @@
+//! The database's schema: its version, the forward migrations, and migrating one process at a time.
+
+use super::{Fail, PostgresCheckpointer, R};
+use crate::checkpoint::CheckpointError;
+
+/// The newest schema version this build knows.
+pub const POSTGRES_SCHEMA_VERSION: i64 = 1;
+
+/// Key of the advisory lock held while migrating (any constant unlikely to collide).
+pub(super) const MIGRATION_LOCK: i64 = 0x6b69_745f_6d69_6772; // "kit_migr"
+
+/// Forward migrations; entry `i` takes the schema from version `i` to `i + 1`.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 0 -> 1
+    r#"CREATE TABLE kit_threads (
+        thread_id TEXT COLLATE "C" NOT NULL,
+        ns TEXT COLLATE "C" NOT NULL,
+        head TEXT COLLATE "C",
+        updated_at TEXT COLLATE "C",
+        checkpoints BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (thread_id, ns)
+    );
+    CREATE TABLE kit_checkpoints (
+        thread_id TEXT COLLATE "C" NOT NULL,
+        ns TEXT COLLATE "C" NOT NULL,
+        checkpoint_id TEXT COLLATE "C" NOT NULL,
+        parent_id TEXT COLLATE "C",
+        step BIGINT NOT NULL,
+        source TEXT NOT NULL,
+        created_at TEXT COLLATE "C" NOT NULL,
+        next JSONB NOT NULL,
+        metadata JSONB NOT NULL,
+        channel_versions JSONB NOT NULL,
+        body BYTEA NOT NULL,
+        PRIMARY KEY (thread_id, ns, checkpoint_id)
+    );
+    CREATE TABLE kit_blobs (
+        thread_id TEXT COLLATE "C" NOT NULL,
+        ns TEXT COLLATE "C" NOT NULL,
+        channel TEXT COLLATE "C" NOT NULL,
+        version TEXT COLLATE "C" NOT NULL,
+        prev_version TEXT COLLATE "C",
+        kind TEXT NOT NULL,
+        data BYTEA NOT NULL,
+        PRIMARY KEY (thread_id, ns, channel, version)
+    );
+    CREATE TABLE kit_writes (
+        thread_id TEXT COLLATE "C" NOT NULL,
+        ns TEXT COLLATE "C" NOT NULL,
+        checkpoint_id TEXT COLLATE "C" NOT NULL,
+        task_id TEXT COLLATE "C" NOT NULL,
+        channel TEXT COLLATE "C" NOT NULL,
+        idx INTEGER NOT NULL,
+        value JSONB NOT NULL,
+        PRIMARY KEY (thread_id, ns, checkpoint_id, task_id, channel)
+    );"#,
+];
+
+impl PostgresCheckpointer {
+    pub(super) async fn migrate(&self) -> Result<(), CheckpointError> {
+        let op = "migrating the schema";
+        let mut client = self.client(op).await?;
+        // Read-only check first: a database from a newer kit is left untouched.
+        let found = stored_version(&client)
+            .await
+            .map_err(|e| self.error(op, e))?;
+        if found > POSTGRES_SCHEMA_VERSION {
+            return Err(CheckpointError::SchemaTooNew {
+                found,
+                supported: POSTGRES_SCHEMA_VERSION,
+            });
+        }
+        if found == POSTGRES_SCHEMA_VERSION {
+            return Ok(());
+        }
+        let run = async {
+            let tx = client.transaction().await?;
+            self.db.begin_migration(&tx, MIGRATION_LOCK).await?;
+            tx.batch_execute(
+                "CREATE TABLE IF NOT EXISTS kit_schema_version (version BIGINT NOT NULL)",
+            )
+            .await?;
+            // Another process may have migrated while we waited for the lock.
+            let found: i64 = tx
+                .query_one(
+                    "SELECT COALESCE(MAX(version), 0) FROM kit_schema_version",
+                    &[],
+                )
+                .await?
+                .try_get(0)?;
+            if found > POSTGRES_SCHEMA_VERSION {
+                return Err(Fail::Checkpoint(CheckpointError::SchemaTooNew {
+                    found,
+                    supported: POSTGRES_SCHEMA_VERSION,
+                }));
+            }
+            for sql in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+                tx.batch_execute(sql).await?;
+            }
+            if found < POSTGRES_SCHEMA_VERSION {
+                tx.execute("DELETE FROM kit_schema_version", &[]).await?;
+                tx.execute(
+                    "INSERT INTO kit_schema_version (version) VALUES ($1)",
+                    &[&POSTGRES_SCHEMA_VERSION],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        };
+        run.await.map_err(|e| self.error(op, e))
+    }
+}
+
+/// The stored schema version (0 when the tables do not exist yet); reads only.
+pub(super) async fn stored_version(client: &tokio_postgres::Client) -> R<i64> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('kit_schema_version') IS NOT NULL", &[])
+        .await?
+        .try_get(0)?;
+    if !exists {
+        return Ok(0);
+    }
+    Ok(client
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM kit_schema_version",
+            &[],
+        )
+        .await?
+        .try_get(0)?)
+}
