@@ -1,328 +1,18 @@
-//! Where the files live: the [`FsBackend`] trait, the agent state ([`StateBackend`], the
-//! default) and a real directory ([`DirectoryBackend`]). The module documentation of
-//! [`filesystem`](super) compares the two.
-//!
-//! Every path reaching a backend is already normalised (see
-//! [`normalize_path`](super::normalize_path)): absolute, no `.`/`..`, no repeated slashes.
+//! The directory backend: a real directory, confined to its root.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use base64::Engine;
 
-use super::path::{PathError, is_within, join, normalize_path, relative_to};
+use super::super::path::{join, normalize_path, relative_to};
+use super::{DirEntry, FileChanges, FsBackend, FsError, StateBackend};
 use crate::agent::FileData;
 use crate::tool::ToolContext;
 
-/// File changes for the `files` channel: `Some` writes a file, `None` deletes it.
-pub type FileChanges = BTreeMap<String, Option<FileData>>;
-
-/// One entry of a directory listing.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct DirEntry {
-    /// The absolute path.
-    pub path: String,
-    /// True for a directory.
-    pub is_dir: bool,
-}
-
-impl DirEntry {
-    /// The path as listings show it: directories end with `/`.
-    pub fn display(&self) -> String {
-        if self.is_dir && self.path != "/" {
-            format!("{}/", self.path)
-        } else {
-            self.path.clone()
-        }
-    }
-}
-
-/// A filesystem operation failed. The message says what was wrong and what to do; the tools
-/// show it to the model after `Error: `.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum FsError {
-    /// No file (or directory) at this path.
-    #[error("File '{path}' not found")]
-    NotFound {
-        /// The path.
-        path: String,
-    },
-    /// The path is invalid.
-    #[error(transparent)]
-    Path(#[from] PathError),
-    /// A file was expected, the path is a directory.
-    #[error(
-        "'{path}' is a directory, not a file; use ls to list it, or give the path of a file \
-         inside it"
-    )]
-    IsDirectory {
-        /// The path.
-        path: String,
-    },
-    /// A parent of the path is a file, so the path cannot exist.
-    #[error(
-        "'{path}' cannot be a file because '{parent}' is a file, not a directory; choose a path \
-         whose parent is a directory"
-    )]
-    ParentIsFile {
-        /// The path.
-        path: String,
-        /// The parent that is a file.
-        parent: String,
-    },
-    /// Deleting the root is refused.
-    #[error(
-        "refusing to delete the root directory '/'; delete the files and directories inside it \
-         instead"
-    )]
-    DeleteRoot,
-    /// A symbolic link leads outside the backend's root.
-    #[error(
-        "'{path}' leads outside the root directory through a symbolic link, which is not \
-         allowed; use a path whose files are inside the root"
-    )]
-    OutsideRoot {
-        /// The path.
-        path: String,
-    },
-    /// A symbolic link points to nothing.
-    #[error("'{path}' is a symbolic link whose target does not exist; use another path")]
-    BrokenLink {
-        /// The path.
-        path: String,
-    },
-    /// The root directory of a [`DirectoryBackend`] is unusable.
-    #[error(
-        "the root directory '{root}' cannot be used: {reason}; pass an existing directory (or \
-         create it with DirectoryBackend::create)"
-    )]
-    InvalidRoot {
-        /// The root as given.
-        root: String,
-        /// Why.
-        reason: String,
-    },
-    /// An I/O error.
-    #[error("could not {op} '{path}': {source}; check that it exists and is accessible")]
-    Io {
-        /// What was being done (`read`, `write`, ...).
-        op: &'static str,
-        /// The virtual path.
-        path: String,
-        /// The error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Any other failure (for custom backends); the text is shown as is.
-    #[error("{0}")]
-    Other(String),
-}
-
-impl FsError {
-    /// A failure with a message for the model (for custom backends).
-    pub fn other(message: impl std::fmt::Display) -> Self {
-        FsError::Other(message.to_string())
-    }
-}
-
-/// Storage for the filesystem tools. Object-safe: the middleware holds an
-/// `Arc<dyn FsBackend>`.
-///
-/// Paths are normalised absolute paths. Writes return the [`FileChanges`] to apply to the
-/// agent state's `files` channel (empty for backends that store files elsewhere).
-///
-/// A custom backend, e.g. a read-only view over a fixed set of files:
-///
-/// ```
-/// use kit::agent::FileData;
-/// use kit::middleware::filesystem::{DirEntry, FileChanges, FsBackend, FsError};
-/// use kit::tool::ToolContext;
-///
-/// struct Fixed;
-///
-/// #[kit::async_trait]
-/// impl FsBackend for Fixed {
-///     async fn ls(&self, _ctx: &ToolContext, _dir: &str) -> Result<Vec<DirEntry>, FsError> {
-///         Ok(vec![DirEntry { path: "/motd.txt".into(), is_dir: false }])
-///     }
-///     async fn read(&self, _ctx: &ToolContext, path: &str) -> Result<FileData, FsError> {
-///         match path {
-///             "/motd.txt" => Ok(FileData::text("hello")),
-///             _ => Err(FsError::NotFound { path: path.into() }),
-///         }
-///     }
-///     async fn write(&self, _ctx: &ToolContext, _path: &str, _content: String)
-///         -> Result<FileChanges, FsError> {
-///         Err(FsError::other("this filesystem is read-only"))
-///     }
-///     async fn delete(&self, _ctx: &ToolContext, _path: &str) -> Result<FileChanges, FsError> {
-///         Err(FsError::other("this filesystem is read-only"))
-///     }
-///     async fn files(&self, _ctx: &ToolContext, _dir: &str) -> Result<Vec<String>, FsError> {
-///         Ok(vec!["/motd.txt".into()])
-///     }
-/// }
-/// ```
-#[async_trait::async_trait]
-pub trait FsBackend: Send + Sync + 'static {
-    /// The entries directly inside `dir`, or the file itself when `dir` is a file. A missing
-    /// directory lists as empty.
-    async fn ls(&self, ctx: &ToolContext, dir: &str) -> Result<Vec<DirEntry>, FsError>;
-
-    /// The file at `path`.
-    async fn read(&self, ctx: &ToolContext, path: &str) -> Result<FileData, FsError>;
-
-    /// Creates or replaces the file at `path` (a replaced file keeps its `created_at`).
-    async fn write(
-        &self,
-        ctx: &ToolContext,
-        path: &str,
-        content: String,
-    ) -> Result<FileChanges, FsError>;
-
-    /// Deletes the file at `path`, or the directory and everything in it.
-    async fn delete(&self, ctx: &ToolContext, path: &str) -> Result<FileChanges, FsError>;
-
-    /// Every file under `dir` at any depth (or `dir` itself when it is a file), for `glob` and
-    /// `grep`. A missing directory has no files.
-    async fn files(&self, ctx: &ToolContext, dir: &str) -> Result<Vec<String>, FsError>;
-}
-
-/// The default backend: files live in the agent state's `files` channel.
-///
-/// Reads see the state of the model turn that made the call; writes return the changes, which
-/// the agent applies at the end of the turn (parallel writes to different paths all land;
-/// `None` deletes). The files are checkpointed with the thread, so a later invocation on the
-/// same thread — or a resumed run — sees them. Directories are implicit: a directory exists
-/// while a file is inside it.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct StateBackend;
-
-impl StateBackend {
-    /// A state backend.
-    pub fn new() -> Self {
-        StateBackend
-    }
-}
-
-fn has_files_inside(files: &BTreeMap<String, FileData>, dir: &str) -> bool {
-    files.keys().any(|k| k != dir && is_within(k, dir))
-}
-
-/// The first ancestor of `path` (excluding the root) that is a file in `files`.
-fn file_ancestor(files: &BTreeMap<String, FileData>, path: &str) -> Option<String> {
-    let mut ancestor = String::new();
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    for segment in segments.iter().take(segments.len().saturating_sub(1)) {
-        ancestor.push('/');
-        ancestor.push_str(segment);
-        if files.contains_key(&ancestor) {
-            return Some(ancestor);
-        }
-    }
-    None
-}
-
-#[async_trait::async_trait]
-impl FsBackend for StateBackend {
-    async fn ls(&self, ctx: &ToolContext, dir: &str) -> Result<Vec<DirEntry>, FsError> {
-        let files = &ctx.state().files;
-        if files.contains_key(dir) {
-            return Ok(vec![DirEntry {
-                path: dir.to_string(),
-                is_dir: false,
-            }]);
-        }
-        let mut entries = BTreeSet::new();
-        for key in files.keys().filter(|k| *k != dir && is_within(k, dir)) {
-            let rest = relative_to(key, dir);
-            match rest.split_once('/') {
-                Some((first, _)) => entries.insert(DirEntry {
-                    path: join(dir, first),
-                    is_dir: true,
-                }),
-                None => entries.insert(DirEntry {
-                    path: key.clone(),
-                    is_dir: false,
-                }),
-            };
-        }
-        Ok(entries.into_iter().collect())
-    }
-
-    async fn read(&self, ctx: &ToolContext, path: &str) -> Result<FileData, FsError> {
-        let files = &ctx.state().files;
-        match files.get(path) {
-            Some(file) => Ok(file.clone()),
-            None if path == "/" || has_files_inside(files, path) => Err(FsError::IsDirectory {
-                path: path.to_string(),
-            }),
-            None => Err(FsError::NotFound {
-                path: path.to_string(),
-            }),
-        }
-    }
-
-    async fn write(
-        &self,
-        ctx: &ToolContext,
-        path: &str,
-        content: String,
-    ) -> Result<FileChanges, FsError> {
-        let files = &ctx.state().files;
-        if path == "/" || has_files_inside(files, path) {
-            return Err(FsError::IsDirectory {
-                path: path.to_string(),
-            });
-        }
-        if let Some(parent) = file_ancestor(files, path) {
-            return Err(FsError::ParentIsFile {
-                path: path.to_string(),
-                parent,
-            });
-        }
-        let mut file = FileData::text(content);
-        if let Some(created) = files.get(path).and_then(|f| f.created_at.clone()) {
-            file.created_at = Some(created);
-        }
-        Ok(BTreeMap::from([(path.to_string(), Some(file))]))
-    }
-
-    async fn delete(&self, ctx: &ToolContext, path: &str) -> Result<FileChanges, FsError> {
-        if path == "/" {
-            return Err(FsError::DeleteRoot);
-        }
-        let changes: FileChanges = ctx
-            .state()
-            .files
-            .keys()
-            .filter(|k| is_within(k, path))
-            .map(|k| (k.clone(), None))
-            .collect();
-        if changes.is_empty() {
-            return Err(FsError::NotFound {
-                path: path.to_string(),
-            });
-        }
-        Ok(changes)
-    }
-
-    async fn files(&self, ctx: &ToolContext, dir: &str) -> Result<Vec<String>, FsError> {
-        Ok(ctx
-            .state()
-            .files
-            .keys()
-            .filter(|k| is_within(k, dir))
-            .cloned()
-            .collect())
-    }
-}
-
 /// Most files [`DirectoryBackend`] lists for one `glob` or `grep`.
-const MAX_WALK_FILES: usize = 100_000;
+pub(super) const MAX_WALK_FILES: usize = 100_000;
 
 /// A real directory, confined to its root.
 ///
@@ -348,7 +38,7 @@ const MAX_WALK_FILES: usize = 100_000;
 /// ```
 #[derive(Debug, Clone)]
 pub struct DirectoryBackend {
-    root: PathBuf,
+    pub(super) root: PathBuf,
 }
 
 impl DirectoryBackend {
@@ -381,7 +71,7 @@ impl DirectoryBackend {
         &self.root
     }
 
-    async fn blocking<T, F>(&self, f: F) -> Result<T, FsError>
+    pub(super) async fn blocking<T, F>(&self, f: F) -> Result<T, FsError>
     where
         T: Send + 'static,
         F: FnOnce(&DirectoryBackend) -> Result<T, FsError> + Send + 'static,
@@ -393,7 +83,7 @@ impl DirectoryBackend {
     }
 
     /// The canonical target of `host` (a link), when inside the root.
-    fn confine(&self, host: &Path, vpath: &str) -> Result<PathBuf, FsError> {
+    pub(super) fn confine(&self, host: &Path, vpath: &str) -> Result<PathBuf, FsError> {
         match std::fs::canonicalize(host) {
             Ok(real) if real.starts_with(&self.root) => Ok(real),
             Ok(_) => Err(FsError::OutsideRoot {
@@ -407,7 +97,7 @@ impl DirectoryBackend {
     }
 
     /// The real path of an existing entry, inside the root.
-    fn existing(&self, vpath: &str) -> Result<PathBuf, FsError> {
+    pub(super) fn existing(&self, vpath: &str) -> Result<PathBuf, FsError> {
         let vpath = normalize_path(vpath)?;
         let host = self.root.join(relative_to(&vpath, "/"));
         match std::fs::canonicalize(&host) {
@@ -422,7 +112,11 @@ impl DirectoryBackend {
 
     /// The real directory that holds `vpath`, checked segment by segment (links must stay
     /// inside the root), creating missing directories when `create`; and the last segment.
-    fn parent_dir(&self, vpath: &str, create: bool) -> Result<(PathBuf, String), FsError> {
+    pub(super) fn parent_dir(
+        &self,
+        vpath: &str,
+        create: bool,
+    ) -> Result<(PathBuf, String), FsError> {
         let segments: Vec<&str> = vpath.split('/').filter(|s| !s.is_empty()).collect();
         let Some((last, parents)) = segments.split_last() else {
             return Err(FsError::IsDirectory {
@@ -471,7 +165,7 @@ impl DirectoryBackend {
         Ok((real, (*last).to_string()))
     }
 
-    fn ls_sync(&self, dir: &str) -> Result<Vec<DirEntry>, FsError> {
+    pub(super) fn ls_sync(&self, dir: &str) -> Result<Vec<DirEntry>, FsError> {
         let real = match self.existing(dir) {
             Ok(real) => real,
             Err(FsError::NotFound { .. }) => return Ok(Vec::new()),
@@ -507,7 +201,7 @@ impl DirectoryBackend {
         Ok(entries)
     }
 
-    fn read_sync(&self, path: &str) -> Result<FileData, FsError> {
+    pub(super) fn read_sync(&self, path: &str) -> Result<FileData, FsError> {
         let real = self.existing(path)?;
         let meta = std::fs::metadata(&real).map_err(|e| io("read", path, e))?;
         if meta.is_dir() {
@@ -536,7 +230,7 @@ impl DirectoryBackend {
         })
     }
 
-    fn write_sync(&self, path: &str, content: &str) -> Result<(), FsError> {
+    pub(super) fn write_sync(&self, path: &str, content: &str) -> Result<(), FsError> {
         let path = normalize_path(path)?;
         let (dir, name) = self.parent_dir(&path, true)?;
         let mut target = dir.join(&name);
@@ -555,7 +249,7 @@ impl DirectoryBackend {
         std::fs::write(&target, content).map_err(|e| io("write", &path, e))
     }
 
-    fn delete_sync(&self, path: &str) -> Result<(), FsError> {
+    pub(super) fn delete_sync(&self, path: &str) -> Result<(), FsError> {
         let path = normalize_path(path)?;
         if path == "/" {
             return Err(FsError::DeleteRoot);
@@ -577,7 +271,7 @@ impl DirectoryBackend {
         result.map_err(|e| io("delete", &path, e))
     }
 
-    fn files_sync(&self, dir: &str) -> Result<Vec<String>, FsError> {
+    pub(super) fn files_sync(&self, dir: &str) -> Result<Vec<String>, FsError> {
         let real = match self.existing(dir) {
             Ok(real) => real,
             Err(FsError::NotFound { .. }) => return Ok(Vec::new()),
@@ -622,7 +316,7 @@ impl DirectoryBackend {
     }
 }
 
-fn io(op: &'static str, path: &str, source: std::io::Error) -> FsError {
+pub(super) fn io(op: &'static str, path: &str, source: std::io::Error) -> FsError {
     FsError::Io {
         op,
         path: path.to_string(),

@@ -1,0 +1,92 @@
+//! A filesystem operation failed: what was wrong and what to do.
+
+use super::super::path::PathError;
+
+/// A filesystem operation failed. The message says what was wrong and what to do; the tools
+/// show it to the model after `Error: `.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FsError {
+    /// No file (or directory) at this path.
+    #[error("File '{path}' not found")]
+    NotFound {
+        /// The path.
+        path: String,
+    },
+    /// The path is invalid.
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// A file was expected, the path is a directory.
+    #[error(
+        "'{path}' is a directory, not a file; use ls to list it, or give the path of a file \
+         inside it"
+    )]
+    IsDirectory {
+        /// The path.
+        path: String,
+    },
+    /// A parent of the path is a file, so the path cannot exist.
+    #[error(
+        "'{path}' cannot be a file because '{parent}' is a file, not a directory; choose a path \
+         whose parent is a directory"
+    )]
+    ParentIsFile {
+        /// The path.
+        path: String,
+        /// The parent that is a file.
+        parent: String,
+    },
+    /// Deleting the root is refused.
+    #[error(
+        "refusing to delete the root directory '/'; delete the files and directories inside it \
+         instead"
+    )]
+    DeleteRoot,
+    /// A symbolic link leads outside the backend's root.
+    #[error(
+        "'{path}' leads outside the root directory through a symbolic link, which is not \
+         allowed; use a path whose files are inside the root"
+    )]
+    OutsideRoot {
+        /// The path.
+        path: String,
+    },
+    /// A symbolic link points to nothing.
+    #[error("'{path}' is a symbolic link whose target does not exist; use another path")]
+    BrokenLink {
+        /// The path.
+        path: String,
+    },
+    /// The root directory of a [`DirectoryBackend`](super::DirectoryBackend) is unusable.
+    #[error(
+        "the root directory '{root}' cannot be used: {reason}; pass an existing directory (or \
+         create it with DirectoryBackend::create)"
+    )]
+    InvalidRoot {
+        /// The root as given.
+        root: String,
+        /// Why.
+        reason: String,
+    },
+    /// An I/O error.
+    #[error("could not {op} '{path}': {source}; check that it exists and is accessible")]
+    Io {
+        /// What was being done (`read`, `write`, ...).
+        op: &'static str,
+        /// The virtual path.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Any other failure (for custom backends); the text is shown as is.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl FsError {
+    /// A failure with a message for the model (for custom backends).
+    pub fn other(message: impl std::fmt::Display) -> Self {
+        FsError::Other(message.to_string())
+    }
+}

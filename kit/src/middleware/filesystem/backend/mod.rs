@@ -1,0 +1,104 @@
+//! Where the files live: the [`FsBackend`] trait, the agent state ([`StateBackend`], the
+//! default) and a real directory ([`DirectoryBackend`]). The module documentation of
+//! [`filesystem`](super) compares the two.
+//!
+//! Every path reaching a backend is already normalised (see
+//! [`normalize_path`](super::normalize_path)): absolute, no `.`/`..`, no repeated slashes.
+
+mod disk;
+mod error;
+mod state;
+pub use disk::DirectoryBackend;
+pub use error::FsError;
+pub use state::StateBackend;
+
+use std::collections::BTreeMap;
+
+use crate::agent::FileData;
+use crate::tool::ToolContext;
+
+/// File changes for the `files` channel: `Some` writes a file, `None` deletes it.
+pub type FileChanges = BTreeMap<String, Option<FileData>>;
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DirEntry {
+    /// The absolute path.
+    pub path: String,
+    /// True for a directory.
+    pub is_dir: bool,
+}
+
+impl DirEntry {
+    /// The path as listings show it: directories end with `/`.
+    pub fn display(&self) -> String {
+        if self.is_dir && self.path != "/" {
+            format!("{}/", self.path)
+        } else {
+            self.path.clone()
+        }
+    }
+}
+
+/// Storage for the filesystem tools. Object-safe: the middleware holds an
+/// `Arc<dyn FsBackend>`.
+///
+/// Paths are normalised absolute paths. Writes return the [`FileChanges`] to apply to the
+/// agent state's `files` channel (empty for backends that store files elsewhere).
+///
+/// A custom backend, e.g. a read-only view over a fixed set of files:
+///
+/// ```
+/// use kit::agent::FileData;
+/// use kit::middleware::filesystem::{DirEntry, FileChanges, FsBackend, FsError};
+/// use kit::tool::ToolContext;
+///
+/// struct Fixed;
+///
+/// #[kit::async_trait]
+/// impl FsBackend for Fixed {
+///     async fn ls(&self, _ctx: &ToolContext, _dir: &str) -> Result<Vec<DirEntry>, FsError> {
+///         Ok(vec![DirEntry { path: "/motd.txt".into(), is_dir: false }])
+///     }
+///     async fn read(&self, _ctx: &ToolContext, path: &str) -> Result<FileData, FsError> {
+///         match path {
+///             "/motd.txt" => Ok(FileData::text("hello")),
+///             _ => Err(FsError::NotFound { path: path.into() }),
+///         }
+///     }
+///     async fn write(&self, _ctx: &ToolContext, _path: &str, _content: String)
+///         -> Result<FileChanges, FsError> {
+///         Err(FsError::other("this filesystem is read-only"))
+///     }
+///     async fn delete(&self, _ctx: &ToolContext, _path: &str) -> Result<FileChanges, FsError> {
+///         Err(FsError::other("this filesystem is read-only"))
+///     }
+///     async fn files(&self, _ctx: &ToolContext, _dir: &str) -> Result<Vec<String>, FsError> {
+///         Ok(vec!["/motd.txt".into()])
+///     }
+/// }
+/// ```
+#[async_trait::async_trait]
+pub trait FsBackend: Send + Sync + 'static {
+    /// The entries directly inside `dir`, or the file itself when `dir` is a file. A missing
+    /// directory lists as empty.
+    async fn ls(&self, ctx: &ToolContext, dir: &str) -> Result<Vec<DirEntry>, FsError>;
+
+    /// The file at `path`.
+    async fn read(&self, ctx: &ToolContext, path: &str) -> Result<FileData, FsError>;
+
+    /// Creates or replaces the file at `path` (a replaced file keeps its `created_at`).
+    async fn write(
+        &self,
+        ctx: &ToolContext,
+        path: &str,
+        content: String,
+    ) -> Result<FileChanges, FsError>;
+
+    /// Deletes the file at `path`, or the directory and everything in it.
+    async fn delete(&self, ctx: &ToolContext, path: &str) -> Result<FileChanges, FsError>;
+
+    /// Every file under `dir` at any depth (or `dir` itself when it is a file), for `glob` and
+    /// `grep`. A missing directory has no files.
+    async fn files(&self, ctx: &ToolContext, dir: &str) -> Result<Vec<String>, FsError>;
+}
