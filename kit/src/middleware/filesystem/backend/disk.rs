@@ -7,7 +7,7 @@ use std::time::UNIX_EPOCH;
 use base64::Engine;
 
 use super::super::path::{join, normalize_path, relative_to};
-use super::{DirEntry, FileChanges, FsBackend, FsError, StateBackend};
+use super::{DirEntry, FileChanges, FsBackend, FsError};
 use crate::agent::FileData;
 use crate::tool::ToolContext;
 
@@ -365,6 +365,7 @@ impl FsBackend for DirectoryBackend {
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests {
     use super::*;
+    use crate::middleware::filesystem::StateBackend;
     use std::sync::Arc;
 
     use crate::agent::AgentState;

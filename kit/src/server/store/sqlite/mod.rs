@@ -1,14 +1,17 @@
 //! The SQLite run store: one worker process, runs kept in a file (or in memory).
 
+mod rows;
+use rows::{get_run, get_thread, runs_where};
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use rusqlite::{Connection, OptionalExtension, Row, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
 
 use super::{
-    Finish, NewRun, RecoverAction, RunInput, RunRecord, RunStatus, RunStore, StoreError,
-    ThreadRecord, abandoned_message,
+    Finish, NewRun, RecoverAction, RunRecord, RunStatus, RunStore, StoreError, ThreadRecord,
+    abandoned_message,
 };
 
 const SCHEMA: &str = "
@@ -162,143 +165,6 @@ impl SqliteRunStore {
         .await
         .map_err(|e| backend(op, format!("the database task failed: {e}")))?
     }
-}
-
-fn read_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
-    Ok(RawRun {
-        run_id: row.get(0)?,
-        thread_id: row.get(1)?,
-        graph_id: row.get(2)?,
-        status: row.get(3)?,
-        input_kind: row.get(4)?,
-        input: row.get(5)?,
-        output: row.get(6)?,
-        error: row.get(7)?,
-        metadata: row.get(8)?,
-        multitask_strategy: row.get(9)?,
-        attempts: row.get(10)?,
-        cancel_requested: row.get(11)?,
-        worker_id: row.get(12)?,
-        created_at: row.get(13)?,
-        updated_at: row.get(14)?,
-        started_at: row.get(15)?,
-        finished_at: row.get(16)?,
-    })
-}
-
-/// A run row before its JSON columns are parsed.
-struct RawRun {
-    run_id: String,
-    thread_id: String,
-    graph_id: String,
-    status: String,
-    input_kind: String,
-    input: String,
-    output: Option<String>,
-    error: Option<String>,
-    metadata: String,
-    multitask_strategy: Option<String>,
-    attempts: i64,
-    cancel_requested: i64,
-    worker_id: Option<String>,
-    created_at: i64,
-    updated_at: i64,
-    started_at: Option<i64>,
-    finished_at: Option<i64>,
-}
-
-impl RawRun {
-    fn parse(self) -> Result<RunRecord, StoreError> {
-        let status = RunStatus::parse(&self.status).ok_or_else(|| {
-            StoreError::Corrupt(format!(
-                "run `{}` has status `{}`",
-                self.run_id, self.status
-            ))
-        })?;
-        Ok(RunRecord {
-            status,
-            input: RunInput::from_parts(&self.input_kind, parse_json("input", &self.input)?),
-            output: self
-                .output
-                .as_deref()
-                .map(|o| parse_json("output", o))
-                .transpose()?,
-            error: self.error,
-            metadata: parse_json("metadata", &self.metadata)?,
-            multitask_strategy: self.multitask_strategy,
-            attempts: u32::try_from(self.attempts).unwrap_or(0),
-            cancel_requested: self.cancel_requested != 0,
-            worker_id: self.worker_id,
-            created_at: unms(self.created_at),
-            updated_at: unms(self.updated_at),
-            started_at: self.started_at.map(unms),
-            finished_at: self.finished_at.map(unms),
-            run_id: self.run_id,
-            thread_id: self.thread_id,
-            graph_id: self.graph_id,
-        })
-    }
-}
-
-fn get_run(conn: &Connection, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
-    let sql = format!("SELECT {RUN_COLUMNS} FROM kit_worker_runs WHERE run_id = ?1");
-    let raw = conn
-        .prepare_cached(&sql)
-        .and_then(|mut s| s.query_row(params![run_id], read_run).optional())
-        .map_err(|e| backend("reading a run", e))?;
-    raw.map(RawRun::parse).transpose()
-}
-
-fn get_thread(conn: &Connection, thread_id: &str) -> Result<Option<ThreadRecord>, StoreError> {
-    let raw = conn
-        .prepare_cached(
-            "SELECT thread_id, graph_id, metadata, values_json, created_at, updated_at
-             FROM kit_worker_threads WHERE thread_id = ?1",
-        )
-        .and_then(|mut s| {
-            s.query_row(params![thread_id], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, Option<String>>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, i64>(5)?,
-                ))
-            })
-            .optional()
-        })
-        .map_err(|e| backend("reading a thread", e))?;
-    let Some((thread_id, graph_id, metadata, values, created_at, updated_at)) = raw else {
-        return Ok(None);
-    };
-    Ok(Some(ThreadRecord {
-        thread_id,
-        graph_id,
-        metadata: parse_json("metadata", &metadata)?,
-        values: values
-            .as_deref()
-            .map(|v| parse_json("values", v))
-            .transpose()?,
-        created_at: unms(created_at),
-        updated_at: unms(updated_at),
-    }))
-}
-
-fn runs_where(
-    conn: &Connection,
-    clause: &str,
-    args: impl rusqlite::Params,
-) -> Result<Vec<RunRecord>, StoreError> {
-    let sql = format!("SELECT {RUN_COLUMNS} FROM kit_worker_runs WHERE {clause}");
-    let raws = conn
-        .prepare_cached(&sql)
-        .and_then(|mut s| {
-            s.query_map(args, read_run)?
-                .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(|e| backend("reading runs", e))?;
-    raws.into_iter().map(RawRun::parse).collect()
 }
 
 #[crate::async_trait]
