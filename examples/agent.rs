@@ -98,16 +98,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opts = RunOptions::new().thread_id("desk-1");
     let mut events = agent.stream_events("Convert 100 EUR and 50 GBP to USD.", &opts);
     while let Some(event) = events.next().await {
-        match event.event {
+        match event.kind() {
             EventKind::ModelDelta => {
-                if let Some(text) = event.data["text"].as_str() {
+                if let Some(text) = event.data.to_json()["text"].as_str() {
                     print!("{text}");
                 }
             }
             EventKind::ModelEnd => println!(),
-            EventKind::ToolStart => println!("  → {}({})", event.name, event.data["args"]),
-            EventKind::ToolEnd => println!("  ← {}: {}", event.name, event.data["result"]),
-            EventKind::RunEnd => println!("run ended: {}", event.data["status"]),
+            EventKind::ToolStart => {
+                println!("  → {}({})", event.name, event.data.to_json()["args"])
+            }
+            EventKind::ToolEnd => {
+                println!("  ← {}: {}", event.name, event.data.to_json()["result"])
+            }
+            EventKind::RunEnd => println!("run ended: {}", event.data.to_json()["status"]),
             _ => {}
         }
     }

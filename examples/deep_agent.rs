@@ -4,11 +4,12 @@
 //! Run it with `cargo run --example deep_agent` (offline: the scripted model plays the model).
 
 use futures::StreamExt;
+use kit::event::EventData;
 use kit::middleware::filesystem::FilesystemMiddleware;
 use kit::middleware::subagents::SubagentSpec;
 use kit::middleware::todos::TodoMiddleware;
 use kit::testing::ScriptedModel;
-use kit::{Agent, EventKind, Message, RunOptions, ToolCall};
+use kit::{Agent, Message, RunOptions, ToolCall};
 use serde_json::json;
 
 fn calls(list: &[(&str, &str, serde_json::Value)]) -> Message {
@@ -88,26 +89,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(ns) => format!("  [{ns}]"),
             None => String::new(),
         };
-        match event.event {
-            EventKind::ToolStart => println!("{who} → {}({})", event.name, event.data["args"]),
-            EventKind::ToolEnd => {
-                let result = event.data["result"].as_str().unwrap_or_default();
+        match &event.data {
+            EventData::ToolStart { args, .. } => println!("{who} → {}({args})", event.name),
+            EventData::ToolEnd { result, .. } => {
+                let result = result.text();
                 println!(
                     "{who} ← {}: {}",
                     event.name,
                     result.lines().next().unwrap_or("")
                 );
             }
-            EventKind::ModelEnd => {
-                let text = event.data["message"]["content"]
-                    .as_str()
-                    .unwrap_or_default();
+            EventData::ModelEnd { message, .. } => {
+                let text = message.text();
                 if !text.is_empty() {
                     println!("{who} {}: {}", event.name, text.replace('\n', " / "));
                 }
             }
-            EventKind::RunEnd if event.metadata.namespace.is_empty() => {
-                final_state = Some(event.data["output"].clone());
+            EventData::RunEnd { output, .. } if event.metadata.namespace.is_empty() => {
+                final_state = output.clone();
             }
             _ => {}
         }

@@ -279,8 +279,8 @@ async fn stream_masked() -> Result<(), Box<dyn std::error::Error>> {
     let mut events = agent.stream_events("Where did my refund go?", &RunOptions::new());
     print!("streamed: ");
     while let Some(event) = events.next().await {
-        if event.event == kit::EventKind::ModelDelta
-            && let Some(text) = event.data["text"].as_str()
+        if event.kind() == kit::EventKind::ModelDelta
+            && let Some(text) = event.data.to_json()["text"].as_str()
         {
             print!("{text}");
             std::io::stdout().flush()?;

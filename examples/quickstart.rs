@@ -275,9 +275,9 @@ fn show(event: &Event) {
         Some(_) => "  [subagent]",
         None => "[supervisor]",
     };
-    match event.event {
+    match event.kind() {
         EventKind::ToolStart => {
-            let args = event.data["args"].to_string();
+            let args = event.data.to_json()["args"].to_string();
             let args = if args.len() > 110 {
                 format!("{}…", &args[..110])
             } else {
@@ -286,7 +286,7 @@ fn show(event: &Event) {
             println!("{who} → {}({args})", event.name);
         }
         EventKind::ToolEnd => {
-            let result = match &event.data["result"] {
+            let result = match &event.data.to_json()["result"] {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
@@ -299,9 +299,8 @@ fn show(event: &Event) {
             println!("{who} ← {}: {first}", event.name);
         }
         EventKind::ModelEnd => {
-            let text = event.data["message"]["content"]
-                .as_str()
-                .unwrap_or_default();
+            let data = event.data.to_json();
+            let text = data["message"]["content"].as_str().unwrap_or_default();
             if !text.is_empty() {
                 println!("{who} says: {}", text.replace('\n', " "));
             }
@@ -404,9 +403,11 @@ async fn main() -> Result<(), Error> {
         while let Some(event) = stream.next().await {
             show(&event);
             if event.metadata.namespace.is_empty() {
-                match event.event {
-                    EventKind::Interrupt => paused = Some(event.data["interrupts"].clone()),
-                    EventKind::Error => failed = Some(event.data["message"].to_string()),
+                match event.kind() {
+                    EventKind::Interrupt => {
+                        paused = Some(event.data.to_json()["interrupts"].clone())
+                    }
+                    EventKind::Error => failed = Some(event.data.to_json()["message"].to_string()),
                     _ => {}
                 }
             }

@@ -564,8 +564,8 @@ async fn streamed_event_sequence() {
         .await;
     let kinds: Vec<String> = events
         .iter()
-        .filter(|e| e.event != EventKind::ModelDelta)
-        .map(|e| format!("{}:{}", e.event, e.name))
+        .filter(|e| e.kind() != EventKind::ModelDelta)
+        .map(|e| format!("{}:{}", e.kind(), e.name))
         .collect();
     assert_eq!(
         kinds,
@@ -588,24 +588,26 @@ async fn streamed_event_sequence() {
     );
     let deltas: String = events
         .iter()
-        .filter(|e| e.event == EventKind::ModelDelta)
-        .filter_map(|e| e.data["text"].as_str().map(String::from))
+        .filter(|e| e.kind() == EventKind::ModelDelta)
+        .filter_map(|e| e.data.to_json()["text"].as_str().map(String::from))
         .collect::<Vec<_>>()
         .join("");
     assert_eq!(deltas, "Let me add.The answer is 42");
     let tool_end = events
         .iter()
-        .find(|e| e.event == EventKind::ToolEnd)
+        .find(|e| e.kind() == EventKind::ToolEnd)
         .unwrap();
-    assert_eq!(tool_end.data["result"], "42");
+    assert_eq!(tool_end.data.to_json()["result"], "42");
     assert_eq!(tool_end.metadata.tool_call_id.as_deref(), Some("c1"));
     let arg_deltas: Vec<&kit::Event> = events
         .iter()
-        .filter(|e| e.event == EventKind::ModelDelta && e.data.get("tool_call").is_some())
+        .filter(|e| {
+            e.kind() == EventKind::ModelDelta && e.data.to_json().get("tool_call").is_some()
+        })
         .collect();
     assert_eq!(arg_deltas.len(), 2, "tool-call arguments arrive in chunks");
     let end = events.last().unwrap();
-    assert_eq!(end.data["status"], "done");
+    assert_eq!(end.data.to_json()["status"], "done");
 }
 
 #[tokio::test]

@@ -176,8 +176,8 @@ async fn task_runs_a_subagent_with_a_fresh_context_and_streams_under_its_namespa
         .collect()
         .await;
     let end = events.last().unwrap();
-    assert_eq!(end.event, EventKind::RunEnd);
-    let output = &end.data["output"];
+    assert_eq!(end.kind(), EventKind::RunEnd);
+    let output = &end.data.to_json()["output"];
     // The child's final answer is the task tool's result.
     let task_result = output["messages"]
         .as_array()
@@ -206,20 +206,24 @@ async fn task_runs_a_subagent_with_a_fresh_context_and_streams_under_its_namespa
     assert!(
         child_events
             .iter()
-            .any(|e| e.event == EventKind::ToolEnd && e.name == "save_note")
+            .any(|e| e.kind() == EventKind::ToolEnd && e.name == "save_note")
     );
     // Everything the child emits is attributed to the parent's call (its own tool events carry
     // their own call id, under the same namespace).
     assert!(
         child_events
             .iter()
-            .filter(|e| !matches!(e.event, EventKind::ToolStart | EventKind::ToolEnd))
+            .filter(|e| !matches!(e.kind(), EventKind::ToolStart | EventKind::ToolEnd))
             .all(|e| e.metadata.tool_call_id.as_deref() == Some("job-1"))
     );
     let child_text: String = child_events
         .iter()
-        .filter(|e| e.event == EventKind::ModelDelta)
-        .filter_map(|e| e.data["text"].as_str())
+        .filter_map(|e| match &e.data {
+            kit::event::EventData::ModelDelta(kit::event::ModelDelta::Text { text }) => {
+                Some(text.as_str())
+            }
+            _ => None,
+        })
         .collect();
     assert_eq!(child_text, "The capital of France is Paris.");
 }

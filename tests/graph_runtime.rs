@@ -324,18 +324,18 @@ async fn interrupt_and_resume_with_two_interrupts_in_one_node() {
     // `run_end` whose status says the run is interrupted, not done.
     let opts = RunOptions::new().thread_id("t2");
     let events: Vec<kit::Event> = graph.stream_events(SUpdate::new(), &opts).collect().await;
-    let kinds: Vec<EventKind> = events.iter().map(|e| e.event).collect();
+    let kinds: Vec<EventKind> = events.iter().map(|e| e.kind()).collect();
     let at = kinds
         .iter()
         .position(|k| *k == EventKind::Interrupt)
         .expect("an interrupt event");
     assert_eq!(&kinds[at..], [EventKind::Interrupt, EventKind::RunEnd]);
-    let pending = &events[at].data["interrupts"][0];
+    let pending = &events[at].data.to_json()["interrupts"][0];
     assert_eq!(pending["value"]["question"], "name?");
     assert_eq!(pending["node"], "ask");
     let state = graph.get_state(&opts).await.unwrap().unwrap();
     assert_eq!(pending["id"], json!(state.interrupts[0].id));
-    assert_eq!(events[at + 1].data["status"], "interrupted");
+    assert_eq!(events[at + 1].data.to_json()["status"], "interrupted");
 }
 
 #[tokio::test]
@@ -544,7 +544,7 @@ async fn streaming_emits_envelopes_in_order() {
         .await;
     let kinds: Vec<String> = events
         .iter()
-        .map(|e| format!("{}:{}", e.event, e.name))
+        .map(|e| format!("{}:{}", e.kind(), e.name))
         .collect();
     assert_eq!(
         kinds,
@@ -562,19 +562,94 @@ async fn streaming_emits_envelopes_in_order() {
             "run_end:chain",
         ]
     );
-    assert_eq!(events[2].data["update"]["count"], 1);
-    assert_eq!(events[2].data["update"]["items"], json!(["n0"]));
+    assert_eq!(events[2].data.to_json()["update"]["count"], 1);
+    assert_eq!(events[2].data.to_json()["update"]["items"], json!(["n0"]));
     assert_eq!(events[2].metadata.node.as_deref(), Some("n0"));
     assert_eq!(
         events[1].run_id, events[2].run_id,
         "start and end share the task run id"
     );
     assert_eq!(events[2].parent_ids, [events[0].run_id.clone()]);
-    assert_eq!(events.last().unwrap().data["status"], "done");
+    assert_eq!(events.last().unwrap().data.to_json()["status"], "done");
     let json = events[2].to_json();
     for key in ["event", "name", "run_id", "parent_ids", "data", "metadata"] {
         assert!(json.get(key).is_some());
     }
+}
+
+#[tokio::test]
+async fn checkpoint_events_come_once_durable_after_their_steps_node_end() {
+    // Sync and Async (memory writes finish at once): one event per step, each after the
+    // step's node_end, each naming a checkpoint the checkpointer already holds.
+    for durability in [Durability::Sync, Durability::Async] {
+        let cp = Arc::new(MemoryCheckpointer::new());
+        let graph = chain(3).with_checkpointer(cp.clone());
+        let opts = RunOptions::new().thread_id("t").durability(durability);
+        let events: Vec<kit::Event> = graph.stream_events(SUpdate::new(), &opts).collect().await;
+        let kinds: Vec<String> = events
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.kind(),
+                    kit::EventKind::NodeEnd | kit::EventKind::Checkpoint
+                )
+            })
+            .map(|e| format!("{}:{}", e.kind(), e.metadata.node.as_deref().unwrap_or("-")))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "checkpoint:-",
+                "node_end:n0",
+                "checkpoint:-",
+                "node_end:n1",
+                "checkpoint:-",
+                "node_end:n2",
+                "checkpoint:-",
+            ],
+            "{durability:?}"
+        );
+        let history = graph.state_history(&opts, None).await.unwrap();
+        for e in events
+            .iter()
+            .filter(|e| e.kind() == kit::EventKind::Checkpoint)
+        {
+            let id = e.data.to_json()["checkpoint_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            assert!(
+                history.iter().any(|h| h.checkpoint.id == id),
+                "{durability:?}: reported checkpoint {id} is not stored"
+            );
+        }
+    }
+    // Exit: the run writes one checkpoint, at the end, and reports exactly that one.
+    let cp = Arc::new(MemoryCheckpointer::new());
+    let graph = chain(3).with_checkpointer(cp.clone());
+    let opts = RunOptions::new()
+        .thread_id("t")
+        .durability(Durability::Exit);
+    let events: Vec<kit::Event> = graph.stream_events(SUpdate::new(), &opts).collect().await;
+    let checkpoints: Vec<&kit::Event> = events
+        .iter()
+        .filter(|e| e.kind() == kit::EventKind::Checkpoint)
+        .collect();
+    assert_eq!(checkpoints.len(), 1);
+    let last_node_end = events
+        .iter()
+        .rposition(|e| e.kind() == kit::EventKind::NodeEnd)
+        .unwrap();
+    let position = events
+        .iter()
+        .position(|e| e.kind() == kit::EventKind::Checkpoint)
+        .unwrap();
+    assert!(position > last_node_end);
+    let head = graph.get_state(&opts).await.unwrap().unwrap();
+    assert_eq!(
+        checkpoints[0].data.to_json()["checkpoint_id"].as_str(),
+        Some(head.checkpoint.id.as_str())
+    );
 }
 
 #[tokio::test]
@@ -594,13 +669,18 @@ async fn custom_events_and_errors_are_streamed() {
         .await;
     let custom = events
         .iter()
-        .find(|e| e.event == kit::EventKind::Custom)
+        .find(|e| e.kind() == kit::EventKind::Custom)
         .unwrap();
     assert_eq!(custom.name, "progress");
-    assert_eq!(custom.data["pct"], 50);
+    assert_eq!(custom.data.to_json()["pct"], 50);
     let last = events.last().unwrap();
-    assert_eq!(last.event, kit::EventKind::Error);
-    assert!(last.data["message"].as_str().unwrap().contains("broken"));
+    assert_eq!(last.kind(), kit::EventKind::Error);
+    assert!(
+        last.data.to_json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("broken")
+    );
 }
 
 #[tokio::test]

@@ -248,11 +248,15 @@ async fn pii_block_fails_the_run_with_a_typed_error() {
 fn delta_pieces(events: &[kit::Event], namespace: &[&str], index: Option<u64>) -> Vec<String> {
     events
         .iter()
-        .filter(|e| e.event == kit::EventKind::ModelDelta && e.metadata.namespace == namespace)
+        .filter(|e| e.kind() == kit::EventKind::ModelDelta && e.metadata.namespace == namespace)
         .filter_map(|e| match index {
-            None => e.data["text"].as_str().map(String::from),
-            Some(i) => (e.data["tool_call"]["index"] == i)
-                .then(|| e.data["tool_call"]["args"].as_str().map(String::from))
+            None => e.data.to_json()["text"].as_str().map(String::from),
+            Some(i) => (e.data.to_json()["tool_call"]["index"] == i)
+                .then(|| {
+                    e.data.to_json()["tool_call"]["args"]
+                        .as_str()
+                        .map(String::from)
+                })
                 .flatten(),
         })
         .collect()
@@ -261,9 +265,9 @@ fn delta_pieces(events: &[kit::Event], namespace: &[&str], index: Option<u64>) -
 fn model_end_text(events: &[kit::Event]) -> Vec<String> {
     events
         .iter()
-        .filter(|e| e.event == kit::EventKind::ModelEnd)
+        .filter(|e| e.kind() == kit::EventKind::ModelEnd)
         .map(|e| {
-            e.data["message"]["content"]
+            e.data.to_json()["message"]["content"]
                 .as_str()
                 .unwrap_or("")
                 .to_string()
@@ -320,8 +324,11 @@ async fn pii_output_scrubs_streamed_tokens_split_across_deltas() {
     // The deltas add up to what model_end, the state and the checkpoint-free output hold.
     assert_eq!(model_end_text(&events), std::slice::from_ref(&expected));
     let end = events.last().unwrap();
-    assert_eq!(end.event, kit::EventKind::RunEnd);
-    assert_eq!(end.data["output"]["messages"][1]["content"], expected);
+    assert_eq!(end.kind(), kit::EventKind::RunEnd);
+    assert_eq!(
+        end.data.to_json()["output"]["messages"][1]["content"],
+        expected
+    );
     // No event of the run carries the raw data, and tokens still streamed before the answer
     // was complete (more than one delta, the first well before the end).
     let raw = serde_json::to_string(&events).unwrap();
@@ -358,8 +365,9 @@ async fn overlapping_pii_middleware_stream_what_the_state_stores() {
         .await;
     let streamed = delta_pieces(&events, &[], None).concat();
     let end = events.last().unwrap();
-    assert_eq!(end.event, kit::EventKind::RunEnd);
-    let stored = end.data["output"]["messages"][1]["content"]
+    assert_eq!(end.kind(), kit::EventKind::RunEnd);
+    let end_data = end.data.to_json();
+    let stored = end_data["output"]["messages"][1]["content"]
         .as_str()
         .unwrap_or_default();
     assert_eq!(streamed, stored);
@@ -416,10 +424,10 @@ async fn pii_output_scrubs_streamed_tool_call_arguments() {
     // The call's first delta still names it; the tool got the scrubbed arguments too.
     let start = events
         .iter()
-        .find(|e| e.event == kit::EventKind::ModelDelta)
+        .find(|e| e.kind() == kit::EventKind::ModelDelta)
         .unwrap();
-    assert_eq!(start.data["tool_call"]["id"], "call_1");
-    assert_eq!(start.data["tool_call"]["name"], "send_email");
+    assert_eq!(start.data.to_json()["tool_call"]["id"], "call_1");
+    assert_eq!(start.data.to_json()["tool_call"]["name"], "send_email");
     assert_eq!(*log.lock().unwrap(), [("send_email".to_string(), scrubbed)]);
     let raw = serde_json::to_string(&events).unwrap();
     assert!(!raw.contains("bob@") && !raw.contains("carol@"), "{raw}");
@@ -464,21 +472,24 @@ async fn pii_output_scrubs_a_subagents_streamed_tokens() {
     // The child's model_end agrees with its deltas.
     let child_end: Vec<&kit::Event> = events
         .iter()
-        .filter(|e| e.event == kit::EventKind::ModelEnd && e.metadata.namespace == ["task:job-1"])
+        .filter(|e| e.kind() == kit::EventKind::ModelEnd && e.metadata.namespace == ["task:job-1"])
         .collect();
     assert_eq!(child_end.len(), 1);
-    assert_eq!(child_end[0].data["message"]["content"], child_text);
+    assert_eq!(
+        child_end[0].data.to_json()["message"]["content"],
+        child_text
+    );
     // The subagent has no PII middleware of its own, so its result (the task tool's output)
     // still holds the address; its token stream does not.
     let leaked = events
         .iter()
         .filter(|e| {
             matches!(
-                e.event,
+                e.kind(),
                 kit::EventKind::ModelDelta | kit::EventKind::ModelEnd
             )
         })
-        .any(|e| e.data.to_string().contains("dana@"));
+        .any(|e| e.data.to_json().to_string().contains("dana@"));
     assert!(!leaked, "{events:#?}");
 }
 
@@ -511,8 +522,8 @@ async fn pii_block_redacts_the_stream_then_fails_the_run() {
     assert!(redacted.starts_with(&streamed), "{streamed}");
     assert!(streamed.len() < redacted.len(), "{streamed}");
     let end = events.last().unwrap();
-    assert_eq!(end.event, kit::EventKind::Error);
-    assert_eq!(end.data["kind"], "pii_detected");
+    assert_eq!(end.kind(), kit::EventKind::Error);
+    assert_eq!(end.data.to_json()["kind"], "pii_detected");
     assert!(!serde_json::to_string(&events).unwrap().contains("erin@"));
 }
 

@@ -209,14 +209,14 @@ pub(crate) async fn w6(reps: usize) {
     // Check once: 100 per-node update events, first and last as specified.
     let updates: Vec<kit::Event> = graph
         .stream_events(linear_input(), &opts)
-        .filter(|e| std::future::ready(e.event == kit::EventKind::NodeEnd))
+        .filter(|e| std::future::ready(e.kind() == kit::EventKind::NodeEnd))
         .collect()
         .await;
     if updates.len() != N_LINEAR
         || updates[0].name != "n0"
-        || updates[0].data["update"]["counter"] != 1
+        || updates[0].data.to_json()["update"]["counter"] != 1
         || updates[99].name != "n99"
-        || updates[99].data["update"]["log"] != serde_json::json!(["n99"])
+        || updates[99].data.to_json()["update"]["log"] != serde_json::json!(["n99"])
     {
         fail(&format!("W6 check failed: {} events", updates.len()));
     }
@@ -228,7 +228,7 @@ pub(crate) async fn w6(reps: usize) {
         let mut seen = 0;
         let mut first_at = 0.0;
         while let Some(event) = stream.next().await {
-            if event.event == kit::EventKind::NodeEnd {
+            if event.kind() == kit::EventKind::NodeEnd {
                 if seen == 0 {
                     first_at = t.elapsed().as_secs_f64() * 1e6;
                 }

@@ -417,17 +417,9 @@ impl Runnable for Agent {
                 ),
                 Err(e) => {
                     // A refused input: the stream reports it and ends.
-                    let event = crate::event::Event {
-                        event: crate::event::EventKind::Error,
-                        name: self.inner.name.to_string(),
-                        run_id: crate::ids::random(),
-                        parent_ids: Vec::new(),
-                        data: serde_json::json!({"message": e.to_string(), "kind": e.kind()}),
-                        metadata: crate::event::EventMetadata {
-                            thread_id: opts.thread_id.clone(),
-                            ..Default::default()
-                        },
-                    };
+                    let mut event =
+                        crate::event::Event::error(&*self.inner.name, e.to_string(), e.kind());
+                    event.metadata.thread_id = opts.thread_id.clone();
                     Box::pin(futures::stream::once(async move { event }))
                 }
             },

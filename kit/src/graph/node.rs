@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::error::BoxError;
 use super::interrupt::{Interrupt, Pause, Resume};
 use super::options::RunOptions;
-use crate::event::{Event, EventKind, EventMetadata, EventSink};
+use crate::event::{Event, EventData, EventMetadata, EventSink};
 use crate::ids;
 use crate::state::State;
 
@@ -457,19 +457,19 @@ impl NodeContext {
     /// Emits a custom event (`event: "custom"`) on the run's stream, if anyone listens.
     pub async fn emit(&self, name: impl Into<String>, data: impl Serialize) {
         if let Some(sink) = self.events() {
-            sink.send(self.event(EventKind::Custom, name.into(), data))
+            let payload = serde_json::to_value(data).unwrap_or(Value::Null);
+            sink.send(self.event(name, EventData::Custom(payload)))
                 .await;
         }
     }
 
     /// Builds an event stamped with this task's node, step and run ids.
-    pub fn event(&self, kind: EventKind, name: String, data: impl Serialize) -> Event {
+    pub fn event(&self, name: impl Into<String>, data: EventData) -> Event {
         Event {
-            event: kind,
-            name,
+            data,
+            name: name.into(),
             run_id: ids::random(),
             parent_ids: self.parent_ids(),
-            data: serde_json::to_value(data).unwrap_or(Value::Null),
             metadata: EventMetadata {
                 node: Some(self.task.node.to_string()),
                 step: u64::try_from(self.task.step).ok(),

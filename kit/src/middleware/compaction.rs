@@ -256,12 +256,11 @@ impl Middleware for CompactionMiddleware {
                 kept.extend_from_slice(&state.messages[cut..]);
                 if let Some(sink) = rt.node().events() {
                     let data = json!({"summarized": cut, "kept": state.messages.len() - cut});
-                    sink.send(rt.node().event(
-                        crate::EventKind::Middleware,
-                        "Compaction.summary".into(),
-                        data,
-                    ))
-                    .await;
+                    let event = rt.node().event(
+                        "Compaction.summary",
+                        crate::event::EventData::Middleware(data),
+                    );
+                    sink.send(event).await;
                 }
                 Ok(Some(HookUpdate::new(
                     crate::agent::AgentStateUpdate::new().messages(Overwrite(kept)),

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::agent::middleware::{Hook, JumpTo, Runtime, run_hook};
 use crate::agent::{AgentError, AgentState, AgentStateUpdate};
-use crate::event::EventKind;
+use crate::event::EventData;
 use crate::graph::{END, NodeContext, NodeError, NodeOutput, Send};
 use crate::message::{Message, ToolCall};
 use crate::state::Write;
@@ -67,7 +67,7 @@ impl HookNode {
                 "update": &hook_update.update,
                 "jump_to": hook_update.jump_to.map(JumpTo::as_str),
             });
-            sink.send(ctx.event(EventKind::Middleware, self.name.to_string(), data))
+            sink.send(ctx.event(self.name.to_string(), EventData::Middleware(data)))
                 .await;
         }
         let update_messages = updated_messages(&hook_update.update);

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::agent::middleware::{Middleware, ModelExecution, ModelNext, Runtime};
 use crate::agent::{AgentError, AgentState};
-use crate::event::EventKind;
+use crate::event::{EventData, ModelDelta, ToolCallDelta};
 use crate::graph::{NodeContext, NodeError, NodeOutput};
 use crate::model::{ModelChunk, ModelRequest, ModelResponse, StreamAssembler, ToolChoice};
 use crate::state::{Overwrite, Write};
@@ -177,13 +177,11 @@ where
         }
     }
     if let (Some(sink), Ok(execution)) = (ctx.events(), &result) {
-        let end = json!({"message": execution.response.message, "usage": execution.response.message.usage});
-        sink.send(ctx.event(
-            EventKind::ModelEnd,
-            core.model.model_name().to_string(),
-            end,
-        ))
-        .await;
+        let end = EventData::ModelEnd {
+            message: execution.response.message.clone(),
+            usage: execution.response.message.usage,
+        };
+        sink.send(ctx.event(core.model.model_name(), end)).await;
     }
     result
 }
@@ -198,30 +196,36 @@ async fn call_model(
         return Ok(core.model.generate(request).await?);
     };
     let model_name = core.model.model_name().to_string();
-    let start = json!({
-        "provider": core.model.provider(),
-        "model": model_name,
-        "messages": request.messages.len(),
-        "tools": request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-    });
-    sink.send(ctx.event(EventKind::ModelStart, model_name.clone(), start))
-        .await;
+    let start = EventData::ModelStart {
+        provider: core.model.provider().to_string(),
+        model: model_name.clone(),
+        messages: request.messages.len(),
+        tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+    };
+    sink.send(ctx.event(model_name.clone(), start)).await;
     let mut stream = core.model.stream(request).await?;
     let mut assembler = StreamAssembler::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
-        let data = match &chunk {
-            ModelChunk::Text { text } => Some(json!({ "text": text })),
+        let delta = match &chunk {
+            ModelChunk::Text { text } => Some(ModelDelta::Text { text: text.clone() }),
             ModelChunk::ToolCall {
                 index,
                 id,
                 name,
                 args,
-            } => Some(json!({"tool_call": {"index": index, "id": id, "name": name, "args": args}})),
+            } => Some(ModelDelta::ToolCall {
+                tool_call: ToolCallDelta {
+                    index: *index,
+                    id: id.clone(),
+                    name: name.clone(),
+                    args: args.clone(),
+                },
+            }),
             _ => None,
         };
-        if let Some(data) = data {
-            sink.send(ctx.event(EventKind::ModelDelta, model_name.clone(), data))
+        if let Some(delta) = delta {
+            sink.send(ctx.event(model_name.clone(), EventData::ModelDelta(delta)))
                 .await;
         }
         assembler.push(&chunk);

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::agent::middleware::{Middleware, Runtime, ToolNext};
 use crate::agent::{AgentState, AgentStateUpdate};
-use crate::event::EventKind;
+use crate::event::EventData;
 use crate::graph::{NodeContext, NodeError, NodeOutput, Pause};
 use crate::message::ToolCall;
 use crate::tool::{Tool, ToolContext, ToolExecution};
@@ -27,11 +27,11 @@ pub(super) async fn tools_node(
     };
     let tool_ctx = ToolContext::new(call.id.clone(), state.clone(), Some(ctx.clone()));
     if let Some(sink) = ctx.events() {
-        let mut event = ctx.event(
-            EventKind::ToolStart,
-            call.name.clone(),
-            json!({"args": call.args, "tool_call_id": call.id}),
-        );
+        let data = EventData::ToolStart {
+            args: call.args.clone(),
+            tool_call_id: call.id.clone(),
+        };
+        let mut event = ctx.event(call.name.clone(), data);
         event.metadata.tool_call_id = Some(call.id.clone());
         sink.send(event).await;
     }
@@ -75,15 +75,12 @@ pub(super) async fn tools_node(
     }
     let execution = execution?;
     if let Some(sink) = ctx.events() {
-        let mut event = ctx.event(
-            EventKind::ToolEnd,
-            call.name.clone(),
-            json!({
-                "result": execution.message.content,
-                "status": execution.message.status,
-                "tool_call_id": call.id,
-            }),
-        );
+        let data = EventData::ToolEnd {
+            result: execution.message.content.clone(),
+            status: execution.message.status,
+            tool_call_id: call.id.clone(),
+        };
+        let mut event = ctx.event(call.name.clone(), data);
         event.metadata.tool_call_id = Some(call.id.clone());
         sink.send(event).await;
     }

@@ -28,7 +28,7 @@ use super::{Graph, GraphInner};
 use crate::checkpoint::{
     CheckpointError, CheckpointSource, CheckpointWrite, Checkpointer, LoadedCheckpoint, pending,
 };
-use crate::event::{Event, EventKind, EventMetadata};
+use crate::event::{Event, EventData, EventMetadata, RunEndStatus};
 use crate::ids;
 use crate::state::{ChannelChange, State};
 
@@ -73,6 +73,12 @@ pub(crate) struct Exec<S: State> {
     /// This invocation's run in the trace tree.
     trace: crate::trace::Run,
     exit_buffer: Option<CheckpointWrite>,
+    /// Checkpoints (id, step) that became durable and were not reported yet (streamed runs).
+    durable: Vec<(String, i64)>,
+    /// The checkpoint of the write in flight (`Durability::Async`).
+    inflight_checkpoint: Option<(String, i64)>,
+    /// The checkpoint the exit buffer becomes (`Durability::Exit`).
+    exit_checkpoint: Option<(String, i64)>,
     run: Arc<RunContext>,
 }
 
@@ -128,6 +134,9 @@ impl<S: State> Exec<S> {
             inflight: None,
             trace: crate::trace::Run::disabled(),
             exit_buffer: None,
+            durable: Vec::new(),
+            inflight_checkpoint: None,
+            exit_checkpoint: None,
             run,
         };
         if let Some((cp, thread)) = exec.persist.clone() {
@@ -231,6 +240,7 @@ impl<S: State> Exec<S> {
                 Err(e)
             }
         };
+        self.send_checkpoint_events().await;
         match &result {
             Ok(Outcome::Done(state)) if trace.is_recording() => {
                 trace.finish(serde_json::to_value(state).unwrap_or(Value::Null))
@@ -244,38 +254,37 @@ impl<S: State> Exec<S> {
         if let Some(sink) = self.opts.events.clone() {
             match &result {
                 Ok(Outcome::Done(state)) => {
-                    sink.send(self.event(
-                        EventKind::RunEnd,
-                        self.inner().name.to_string(),
-                        json!({"status": "done", "output": state}),
-                        None,
-                    ))
-                    .await;
+                    let output = serde_json::to_value(state).unwrap_or(Value::Null);
+                    let data = EventData::RunEnd {
+                        status: RunEndStatus::Done,
+                        output: Some(output),
+                        interrupts: None,
+                    };
+                    sink.send(self.event(data, self.inner().name.to_string(), None))
+                        .await;
                 }
                 Ok(Outcome::Interrupted(i)) => {
-                    sink.send(self.event(
-                        EventKind::Interrupt,
-                        self.inner().name.to_string(),
-                        json!({"interrupts": i.interrupts}),
-                        None,
-                    ))
-                    .await;
-                    sink.send(self.event(
-                        EventKind::RunEnd,
-                        self.inner().name.to_string(),
-                        json!({"status": "interrupted", "interrupts": i.interrupts}),
-                        None,
-                    ))
-                    .await;
+                    let interrupts = serde_json::to_value(&i.interrupts).unwrap_or(Value::Null);
+                    let data = EventData::Interrupt {
+                        interrupts: interrupts.clone(),
+                    };
+                    sink.send(self.event(data, self.inner().name.to_string(), None))
+                        .await;
+                    let data = EventData::RunEnd {
+                        status: RunEndStatus::Interrupted,
+                        output: None,
+                        interrupts: Some(interrupts),
+                    };
+                    sink.send(self.event(data, self.inner().name.to_string(), None))
+                        .await;
                 }
                 Err(e) => {
-                    sink.send(self.event(
-                        EventKind::Error,
-                        self.inner().name.to_string(),
-                        json!({"message": e.to_string(), "kind": (self.inner().error_kind)(e)}),
-                        None,
-                    ))
-                    .await;
+                    let data = EventData::Error {
+                        message: e.to_string(),
+                        kind: (self.inner().error_kind)(e).to_string(),
+                    };
+                    sink.send(self.event(data, self.inner().name.to_string(), None))
+                        .await;
                 }
             }
         }
@@ -313,16 +322,17 @@ impl<S: State> Exec<S> {
     pub(super) async fn run_inner(&mut self, input: RunInput<S>) -> Result<Outcome<S>, GraphError> {
         if let Some(sink) = &self.opts.events {
             let data = match &input {
-                RunInput::Input(u) => json!({"input": u}),
-                RunInput::Resume(_) => json!({"resume": true}),
+                RunInput::Input(u) => EventData::RunStart {
+                    input: Some(serde_json::to_value(u).unwrap_or(Value::Null)),
+                    resume: false,
+                },
+                RunInput::Resume(_) => EventData::RunStart {
+                    input: None,
+                    resume: true,
+                },
             };
-            sink.send(self.event(
-                EventKind::RunStart,
-                self.inner().name.to_string(),
-                data,
-                None,
-            ))
-            .await;
+            sink.send(self.event(data, self.inner().name.to_string(), None))
+                .await;
         }
         // Running from an older checkpoint forks the thread there.
         if self.loaded && self.opts.checkpoint_id.is_some() && self.parent != self.head {
@@ -338,6 +348,7 @@ impl<S: State> Exec<S> {
                 let (next, sends) = self.route_from(None, &[])?;
                 self.next = merge_tasks(next, sends, self.inner().nodes.len());
                 self.save(CheckpointSource::Input).await?;
+                self.send_checkpoint_events().await;
             }
             RunInput::Resume(resume) => {
                 if !self.loaded {
@@ -418,13 +429,7 @@ impl<S: State> Exec<S> {
         ))
     }
 
-    pub(super) fn event(
-        &self,
-        kind: EventKind,
-        name: String,
-        data: Value,
-        node: Option<&str>,
-    ) -> Event {
+    pub(super) fn event(&self, data: EventData, name: String, node: Option<&str>) -> Event {
         let mut parent_ids = self.opts.parent_ids.clone();
         let run_id = if node.is_some() {
             parent_ids.push(self.run.run_id.clone());
@@ -433,11 +438,10 @@ impl<S: State> Exec<S> {
             self.run.run_id.clone()
         };
         Event {
-            event: kind,
+            data,
             name,
             run_id,
             parent_ids,
-            data,
             metadata: EventMetadata {
                 node: node.map(String::from),
                 step: u64::try_from(self.step).ok(),

@@ -1,12 +1,12 @@
 //! Persisting a step: channel deltas or full values, and the durability modes.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{BodyOut, Exec, TaskRecord};
 use crate::checkpoint::{
     BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
 };
-use crate::event::EventKind;
+use crate::event::EventData;
 use crate::graph::error::GraphError;
 use crate::graph::node::SendArg;
 use crate::graph::options::Durability;
@@ -155,43 +155,50 @@ impl<S: State> Exec<S> {
         let Some((cp, _)) = self.persist.clone() else {
             return Ok(());
         };
-        let checkpoint_event = self
+        // Streamed runs report each checkpoint once it is durable.
+        let written = self
             .opts
             .events
             .as_ref()
-            .map(|_| json!({"checkpoint_id": write.meta.id, "step": write.meta.step}));
+            .map(|_| (write.meta.id.clone(), write.meta.step));
         match self.opts.durability {
-            Durability::Sync => cp.put(write).await?,
+            Durability::Sync => {
+                cp.put(write).await?;
+                self.durable.extend(written);
+            }
             Durability::Async => {
                 self.await_inflight().await?;
                 let mut put: futures::future::BoxFuture<'static, _> =
                     Box::pin(async move { cp.put(write).await });
                 // In-memory writes finish at the first poll; only real I/O is left in flight.
                 match futures::poll!(&mut put) {
-                    std::task::Poll::Ready(result) => result?,
-                    std::task::Poll::Pending => self.inflight = Some(put),
+                    std::task::Poll::Ready(result) => {
+                        result?;
+                        self.durable.extend(written);
+                    }
+                    std::task::Poll::Pending => {
+                        self.inflight = Some(put);
+                        self.inflight_checkpoint = written;
+                    }
                 }
             }
-            Durability::Exit => match &mut self.exit_buffer {
-                None => self.exit_buffer = Some(write),
-                Some(buffer) => {
-                    buffer.blobs.extend(write.blobs);
-                    let parent = buffer.meta.parent_id.take();
-                    buffer.meta = write.meta;
-                    buffer.meta.parent_id = parent;
-                    buffer.channel_versions = write.channel_versions;
-                    buffer.body = write.body;
+            Durability::Exit => {
+                match &mut self.exit_buffer {
+                    None => self.exit_buffer = Some(write),
+                    Some(buffer) => {
+                        buffer.blobs.extend(write.blobs);
+                        let parent = buffer.meta.parent_id.take();
+                        buffer.meta = write.meta;
+                        buffer.meta.parent_id = parent;
+                        buffer.channel_versions = write.channel_versions;
+                        buffer.body = write.body;
+                    }
                 }
-            },
-        }
-        if let (Some(sink), Some(data)) = (&self.opts.events, checkpoint_event) {
-            sink.send(self.event(
-                EventKind::Checkpoint,
-                self.inner().name.to_string(),
-                data,
-                None,
-            ))
-            .await;
+                // The buffer becomes one checkpoint, under the last id, when the run ends.
+                if written.is_some() {
+                    self.exit_checkpoint = written;
+                }
+            }
         }
         Ok(())
     }
@@ -199,8 +206,24 @@ impl<S: State> Exec<S> {
     pub(super) async fn await_inflight(&mut self) -> Result<(), GraphError> {
         if let Some(put) = self.inflight.take() {
             put.await?;
+            self.durable.extend(self.inflight_checkpoint.take());
         }
         Ok(())
+    }
+
+    /// Sends a `checkpoint` event for each checkpoint that became durable since the last call.
+    pub(super) async fn send_checkpoint_events(&mut self) {
+        let Some(sink) = self.opts.events.clone() else {
+            return;
+        };
+        for (checkpoint_id, step) in std::mem::take(&mut self.durable) {
+            let data = EventData::Checkpoint {
+                checkpoint_id,
+                step,
+            };
+            let event = self.event(data, self.inner().name.to_string(), None);
+            sink.send(event).await;
+        }
     }
 
     /// Makes every checkpoint taken so far durable.
@@ -210,6 +233,7 @@ impl<S: State> Exec<S> {
             && let Some((cp, _)) = &self.persist
         {
             cp.put(write).await?;
+            self.durable.extend(self.exit_checkpoint.take());
         }
         Ok(())
     }

@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Exec, TaskSpec, merge_tasks};
 use crate::checkpoint::{CheckpointSource, PendingWrite, pending};
-use crate::event::{Event, EventKind};
+use crate::event::{Event, EventData};
 use crate::graph::error::GraphError;
 use crate::graph::interrupt::{Interrupt, Interrupted, Outcome};
 use crate::graph::node::{Goto, NodeError, NodeErrorKind, NodeOutput, task_id};
@@ -104,15 +104,14 @@ impl<S: State> Exec<S> {
         for (i, (task, out)) in tasks.iter().zip(outputs).enumerate() {
             if streaming {
                 let node = &self.inner().nodes[task.node];
-                let data = match out.updates.len() {
-                    0 => json!({"update": null}),
-                    1 => json!({"update": out.updates[0]}),
-                    _ => json!({"update": out.updates}),
+                let update = match out.updates.len() {
+                    0 => Value::Null,
+                    1 => serde_json::to_value(&out.updates[0]).unwrap_or(Value::Null),
+                    _ => serde_json::to_value(&out.updates).unwrap_or(Value::Null),
                 };
                 let mut event = self.event(
-                    EventKind::NodeEnd,
+                    EventData::NodeEnd { update },
                     node.name.to_string(),
-                    data,
                     Some(&node.name),
                 );
                 if let Some(id) = self.task_run_ids.get(i).filter(|id| !id.is_empty()) {
@@ -137,11 +136,12 @@ impl<S: State> Exec<S> {
             for event in node_end_events {
                 sink.send(event).await;
             }
+            self.send_checkpoint_events().await;
             if self.opts.stream_values {
+                let state = serde_json::to_value(&*self.state).unwrap_or(Value::Null);
                 let event = self.event(
-                    EventKind::Values,
+                    EventData::Values(state),
                     self.inner().name.to_string(),
-                    serde_json::to_value(&*self.state).unwrap_or(Value::Null),
                     None,
                 );
                 sink.send(event).await;

@@ -9,7 +9,7 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 
 use super::{Exec, TaskSpec};
-use crate::event::EventKind;
+use crate::event::EventData;
 use crate::graph::node::{NodeContext, NodeError, NodeOutput, TaskContext, task_id};
 use crate::ids;
 use crate::state::State;
@@ -63,8 +63,10 @@ impl<S: State> Exec<S> {
                 }),
             };
             if let Some(sink) = &self.opts.events {
-                let data = json!({"task_id": ctx.task_id()});
-                let mut event = ctx.event(EventKind::NodeStart, node.name.to_string(), data);
+                let data = EventData::NodeStart {
+                    task_id: ctx.task_id(),
+                };
+                let mut event = ctx.event(node.name.to_string(), data);
                 event.run_id = ctx.run_id().to_string();
                 event.parent_ids.pop();
                 sink.send(event).await;

@@ -2,16 +2,13 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
-
 use super::{Exec, merge_tasks};
 use crate::checkpoint::{CheckpointSource, Checkpointer, LoadedCheckpoint, pending};
-use crate::event::{Event, EventKind, EventMetadata};
+use crate::event::Event;
 use crate::graph::error::GraphError;
 use crate::graph::interrupt::Interrupt;
 use crate::graph::options::RunOptions;
 use crate::graph::{Graph, StateSnapshot};
-use crate::ids;
 use crate::state::State;
 
 /// Rebuilds a state from a loaded checkpoint.
@@ -164,14 +161,8 @@ pub(crate) async fn fork<S: State>(
 /// Reports a run that could not start on its event stream.
 pub(crate) async fn emit_failure(graph: &str, opts: &RunOptions, error: &GraphError) {
     if let Some(sink) = &opts.events {
-        sink.send(Event {
-            event: EventKind::Error,
-            name: graph.to_string(),
-            run_id: ids::random(),
-            parent_ids: opts.parent_ids.clone(),
-            data: json!({"message": error.to_string(), "kind": error.kind()}),
-            metadata: EventMetadata::default(),
-        })
-        .await;
+        let mut event = Event::error(graph, error.to_string(), error.kind());
+        event.parent_ids = opts.parent_ids.clone();
+        sink.send(event).await;
     }
 }

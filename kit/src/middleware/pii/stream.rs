@@ -18,11 +18,12 @@
 
 use std::sync::Mutex;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::detect::{Detector, PiiMatch};
 use super::strategy::PiiStrategy;
-use crate::event::{Event, EventFilter, EventKind};
+use crate::event::{Event, EventData, EventFilter, EventKind, ModelDelta, ToolCallDelta};
+use crate::message::{Content, ContentPart, Message};
 
 /// What the anchor holds back too: enough for every built-in type.
 pub(super) const DEFAULT_LOOKBACK: usize = 128;
@@ -140,15 +141,13 @@ impl StreamScrubber {
     /// Buffers a delta's text; returns the event carrying what can be released, if any.
     fn delta(&self, mut event: Event) -> Option<Event> {
         let (key, piece) = match &event.data {
-            Value::Object(data) => match (data.get("text"), data.get("tool_call")) {
-                (Some(Value::String(text)), _) => (Key::of(&event, None), text.clone()),
-                (_, Some(call)) => {
-                    let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
-                    let args = call.get("args").and_then(Value::as_str).unwrap_or("");
-                    (Key::of(&event, Some(index)), args.to_string())
-                }
-                _ => return Some(event),
-            },
+            EventData::ModelDelta(ModelDelta::Text { text }) => {
+                (Key::of(&event, None), text.clone())
+            }
+            EventData::ModelDelta(ModelDelta::ToolCall { tool_call }) => (
+                Key::of(&event, Some(tool_call.index as u64)),
+                tool_call.args.clone(),
+            ),
             _ => return Some(event),
         };
         let mut state = self.lock();
@@ -172,17 +171,19 @@ impl StreamScrubber {
         match buffer.key.tool_call {
             None if released.is_empty() => None,
             None => {
-                event.data = json!({ "text": released });
+                event.data = EventData::text(released);
                 Some(event)
             }
             Some(_) => {
                 // The chunk that starts a call (id and name) goes out even with no arguments.
-                let call = event.data.get_mut("tool_call")?;
-                let starts = call.get("id").is_some_and(|id| !id.is_null());
-                if released.is_empty() && !starts {
+                let EventData::ModelDelta(ModelDelta::ToolCall { tool_call }) = &mut event.data
+                else {
+                    return None;
+                };
+                if released.is_empty() && tool_call.id.is_none() {
                     return None;
                 }
-                call["args"] = Value::String(released);
+                tool_call.args = released;
                 Some(event)
             }
         }
@@ -210,10 +211,15 @@ impl StreamScrubber {
             let mut event = buffer.last;
             event.run_id = crate::ids::random();
             event.data = match buffer.key.tool_call {
-                None => json!({ "text": rest }),
-                Some(index) => {
-                    json!({"tool_call": {"index": index, "id": null, "name": null, "args": rest}})
-                }
+                None => EventData::text(rest),
+                Some(index) => EventData::ModelDelta(ModelDelta::ToolCall {
+                    tool_call: ToolCallDelta {
+                        index: usize::try_from(index).unwrap_or(usize::MAX),
+                        id: None,
+                        name: None,
+                        args: rest,
+                    },
+                }),
             };
             out.push(event);
         }
@@ -238,25 +244,20 @@ impl StreamScrubber {
         self.scrub(text, &self.detector.find(text))
     }
 
-    /// Scrubs a serialised message's text and tool-call arguments in place.
-    fn scrub_message(&self, message: &mut Value) {
-        match message.get_mut("content") {
-            Some(Value::String(text)) => *text = self.scrub_all(text),
-            Some(Value::Array(parts)) => {
+    /// Scrubs a message's text and tool-call arguments in place.
+    fn scrub_message(&self, message: &mut Message) {
+        match &mut message.content {
+            Content::Text(text) => *text = self.scrub_all(text),
+            Content::Parts(parts) => {
                 for part in parts {
-                    if let Some(Value::String(text)) = part.get_mut("text") {
+                    if let ContentPart::Text { text } = part {
                         *text = self.scrub_all(text);
                     }
                 }
             }
-            _ => {}
         }
-        if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
-            for call in calls {
-                if let Some(args) = call.get_mut("args") {
-                    self.scrub_strings(args);
-                }
-            }
+        for call in &mut message.tool_calls {
+            self.scrub_strings(&mut call.args);
         }
     }
 
@@ -273,7 +274,7 @@ impl StreamScrubber {
 impl EventFilter for StreamScrubber {
     fn filter(&self, mut event: Event, out: &mut Vec<Event>) {
         let nested = self.is_subagents(&event);
-        match event.event {
+        match event.kind() {
             EventKind::ModelDelta => out.extend(self.delta(event)),
             EventKind::ModelStart => {
                 let call = Key::of(&event, None);
@@ -283,7 +284,7 @@ impl EventFilter for StreamScrubber {
             EventKind::ModelEnd => {
                 let call = Key::of(&event, None);
                 self.flush(|k| k.same_call(&call), out);
-                if nested && let Some(message) = event.data.get_mut("message") {
+                if nested && let EventData::ModelEnd { message, .. } = &mut event.data {
                     self.scrub_message(message);
                 }
                 out.push(event);
@@ -334,6 +335,8 @@ fn blank_json_escapes(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::event::EventMetadata;
     use crate::middleware::pii::PiiType;
@@ -348,11 +351,10 @@ mod tests {
 
     fn event(kind: EventKind, task: &str, ns: &[&str], data: Value) -> Event {
         Event {
-            event: kind,
+            data: EventData::from_json(kind, data).unwrap(),
             name: "m".into(),
             run_id: crate::ids::random(),
             parent_ids: vec!["root".into(), task.into()],
-            data,
             metadata: EventMetadata {
                 namespace: ns.iter().map(|s| s.to_string()).collect(),
                 ..EventMetadata::default()
@@ -375,8 +377,8 @@ mod tests {
     fn texts(events: &[Event]) -> Vec<String> {
         events
             .iter()
-            .filter(|e| e.event == EventKind::ModelDelta)
-            .map(|e| e.data["text"].as_str().unwrap_or("").to_string())
+            .filter(|e| e.kind() == EventKind::ModelDelta)
+            .map(|e| e.data.to_json()["text"].as_str().unwrap_or("").to_string())
             .collect()
     }
 
@@ -396,10 +398,15 @@ mod tests {
         let out = feed(&s, vec![text("t", " fine")]);
         assert_eq!(texts(&out), ["[REDACTED_EMAIL] ok "]);
         // The call's end releases the rest before model_end itself.
-        let end = event(EventKind::ModelEnd, "t", &[], json!({"message": {}}));
+        let end = event(
+            EventKind::ModelEnd,
+            "t",
+            &[],
+            json!({"message": Message::assistant("")}),
+        );
         let out = feed(&s, vec![end]);
         assert_eq!(texts(&out), ["fine"]);
-        assert_eq!(out.last().map(|e| e.event), Some(EventKind::ModelEnd));
+        assert_eq!(out.last().map(|e| e.kind()), Some(EventKind::ModelEnd));
     }
 
     #[test]
@@ -418,19 +425,45 @@ mod tests {
             vec![
                 text("a", "first try alice@exa"),
                 text("b", "other task"),
-                event(EventKind::ModelStart, "a", &[], json!({})),
+                event(
+                    EventKind::ModelStart,
+                    "a",
+                    &[],
+                    json!({"provider": "p", "model": "m", "messages": 1, "tools": []}),
+                ),
                 text("a", "second"),
             ],
         );
         assert!(texts(&out).is_empty(), "{:?}", texts(&out));
         // A subagent's end does not release the parent's streams.
-        let ns_end = event(EventKind::RunEnd, "x", &["task:1"], json!({}));
+        let ns_end = event(
+            EventKind::RunEnd,
+            "x",
+            &["task:1"],
+            json!({"status": "done"}),
+        );
         assert!(texts(&feed(&s, vec![ns_end])).is_empty());
         // Task b's answer ends: its text goes out, task a's stays held.
-        let out = feed(&s, vec![event(EventKind::ModelEnd, "b", &[], json!({}))]);
+        let out = feed(
+            &s,
+            vec![event(
+                EventKind::ModelEnd,
+                "b",
+                &[],
+                json!({"message": Message::assistant("")}),
+            )],
+        );
         assert_eq!(texts(&out), ["other task"]);
         // The run fails: what task a held is dropped, the error goes out.
-        let out = feed(&s, vec![event(EventKind::Error, "x", &[], json!({}))]);
+        let out = feed(
+            &s,
+            vec![event(
+                EventKind::Error,
+                "x",
+                &[],
+                json!({"message": "m", "kind": "k"}),
+            )],
+        );
         assert!(texts(&out).is_empty());
         assert_eq!(out.len(), 1);
         assert!(s.lock().buffers.is_empty());
@@ -453,11 +486,17 @@ mod tests {
                 json!({ "tool_call": call }),
             ));
         }
-        events.push(event(EventKind::ModelEnd, "t", &[], json!({})));
+        events.push(event(
+            EventKind::ModelEnd,
+            "t",
+            &[],
+            json!({"message": Message::assistant("")}),
+        ));
         let joined: String = feed(s, events)
             .iter()
             .filter_map(|e| {
                 e.data
+                    .to_json()
                     .get("tool_call")?
                     .get("args")?
                     .as_str()
@@ -502,8 +541,15 @@ mod tests {
     #[test]
     fn a_subagents_model_end_is_scrubbed_like_its_deltas() {
         let s = scrubber(8);
-        let message = json!({"content": [{"type": "text", "text": "to c@d.io"}],
-            "tool_calls": [{"id": "1", "name": "mail", "args": {"to": ["e@f.io"]}}]});
+        let message = Message {
+            content: Content::Parts(vec![ContentPart::text("to c@d.io")]),
+            tool_calls: vec![crate::ToolCall::with_id(
+                "1",
+                "mail",
+                json!({"to": ["e@f.io"]}),
+            )],
+            ..Message::assistant("")
+        };
         let out = feed(
             &s,
             vec![
@@ -517,11 +563,11 @@ mod tests {
             ],
         );
         assert_eq!(
-            out[1].data["message"]["content"][0]["text"],
+            out[1].data.to_json()["message"]["content"][0]["text"],
             "to [REDACTED_EMAIL]"
         );
         assert_eq!(
-            out[1].data["message"]["tool_calls"][0]["args"]["to"][0],
+            out[1].data.to_json()["message"]["tool_calls"][0]["args"]["to"][0],
             "[REDACTED_EMAIL]"
         );
     }

@@ -1,0 +1,204 @@
+//! Where events go: the sink a run sends through, the filters on the way, the consumer's stream.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::Event;
+
+/// Rewrites events on their way to the consumer: drops, edits, holds back or adds events.
+///
+/// A middleware offers one with
+/// [`Middleware::event_filter`](crate::agent::Middleware::event_filter); the agent puts it on
+/// the sink of every run, so it also sees the events of subagents. The PII middleware uses one
+/// to scrub streamed tokens, holding back a short lookback so a match split across two deltas
+/// is still found. A filter keeps its own state behind a lock; it must not block.
+///
+/// ```
+/// use kit::event::{Event, EventFilter, EventKind};
+///
+/// /// Hides the tokens of the model, keeps everything else.
+/// struct NoTokens;
+///
+/// impl EventFilter for NoTokens {
+///     fn filter(&self, event: Event, out: &mut Vec<Event>) {
+///         if event.kind() != EventKind::ModelDelta {
+///             out.push(event);
+///         }
+///     }
+/// }
+/// ```
+pub trait EventFilter: Send + Sync + 'static {
+    /// Sees one event (already stamped with namespace, thread and tool call id) and pushes what
+    /// should reach the consumer, in order, to `out`.
+    fn filter(&self, event: Event, out: &mut Vec<Event>);
+}
+
+/// Two filters, the first one's output fed to the second.
+struct Chain(Arc<dyn EventFilter>, Arc<dyn EventFilter>);
+
+impl EventFilter for Chain {
+    fn filter(&self, event: Event, out: &mut Vec<Event>) {
+        let mut first = Vec::new();
+        self.0.filter(event, &mut first);
+        for event in first {
+            self.1.filter(event, out);
+        }
+    }
+}
+
+/// One filter applying `filters` in order; `None` when there are none.
+pub(crate) fn chain(filters: Vec<Arc<dyn EventFilter>>) -> Option<Arc<dyn EventFilter>> {
+    filters
+        .into_iter()
+        .rev()
+        .reduce(|later, earlier| Arc::new(Chain(earlier, later)))
+}
+
+/// The sending side of an event stream, cheap to clone.
+///
+/// Carries the namespace and parent ids that every event sent through it gets, so nested runs
+/// (nodes, tool calls, subagents) stamp their events without threading parameters.
+#[derive(Clone)]
+pub struct EventSink {
+    tx: mpsc::Sender<Event>,
+    namespace: Vec<String>,
+    tool_call_id: Option<String>,
+    thread_id: Option<String>,
+    filter: Option<Arc<dyn EventFilter>>,
+}
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventSink")
+            .field("namespace", &self.namespace)
+            .field("tool_call_id", &self.tool_call_id)
+            .field("thread_id", &self.thread_id)
+            .field("filtered", &self.filter.is_some())
+            .finish()
+    }
+}
+
+impl EventSink {
+    /// A sink and the receiving end, with room for `capacity` events before the run waits for
+    /// the consumer (back-pressure instead of unbounded memory).
+    pub fn channel(capacity: usize) -> (EventSink, mpsc::Receiver<Event>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        (
+            EventSink {
+                tx,
+                namespace: Vec::new(),
+                tool_call_id: None,
+                thread_id: None,
+                filter: None,
+            },
+            rx,
+        )
+    }
+
+    /// A sink for a nested run: events get `segment` appended to their namespace and, when
+    /// given, the tool call id.
+    #[must_use]
+    pub fn nested(&self, segment: impl Into<String>, tool_call_id: Option<String>) -> EventSink {
+        let mut namespace = self.namespace.clone();
+        namespace.push(segment.into());
+        EventSink {
+            tx: self.tx.clone(),
+            namespace,
+            tool_call_id: tool_call_id.or_else(|| self.tool_call_id.clone()),
+            thread_id: self.thread_id.clone(),
+            filter: self.filter.clone(),
+        }
+    }
+
+    /// Passes every event sent through this sink (and the sinks nested in it) through `filter`
+    /// first, then through the filters the sink already had.
+    #[must_use]
+    pub fn with_filter(mut self, filter: Arc<dyn EventFilter>) -> EventSink {
+        self.filter = Some(match self.filter.take() {
+            Some(outer) => Arc::new(Chain(filter, outer)),
+            None => filter,
+        });
+        self
+    }
+
+    /// Sets the thread id stamped on events.
+    #[must_use]
+    pub fn with_thread_id(mut self, thread_id: Option<String>) -> EventSink {
+        self.thread_id = thread_id;
+        self
+    }
+
+    /// The namespace of this sink.
+    pub fn namespace(&self) -> &[String] {
+        &self.namespace
+    }
+
+    /// Sends an event, filling in the namespace, thread id and tool call id. A closed stream
+    /// (the consumer went away) is ignored: the run goes on.
+    pub async fn send(&self, mut event: Event) {
+        self.stamp(&mut event);
+        match &self.filter {
+            None => {
+                let _ = self.tx.send(event).await;
+            }
+            Some(filter) => {
+                let mut out = Vec::new();
+                filter.filter(event, &mut out);
+                for event in out {
+                    let _ = self.tx.send(event).await;
+                }
+            }
+        }
+    }
+
+    /// Sends without waiting; drops the event if the consumer is `capacity` events behind.
+    pub fn try_send(&self, mut event: Event) {
+        self.stamp(&mut event);
+        match &self.filter {
+            None => {
+                let _ = self.tx.try_send(event);
+            }
+            Some(filter) => {
+                let mut out = Vec::new();
+                filter.filter(event, &mut out);
+                for event in out {
+                    let _ = self.tx.try_send(event);
+                }
+            }
+        }
+    }
+
+    fn stamp(&self, event: &mut Event) {
+        if event.metadata.namespace.is_empty() && !self.namespace.is_empty() {
+            event.metadata.namespace = self.namespace.clone();
+        }
+        if event.metadata.thread_id.is_none() {
+            event.metadata.thread_id = self.thread_id.clone();
+        }
+        if event.metadata.tool_call_id.is_none() {
+            event.metadata.tool_call_id = self.tool_call_id.clone();
+        }
+    }
+}
+
+/// A stream of events from a running graph or agent.
+pub type EventStream = futures::stream::BoxStream<'static, Event>;
+
+/// Turns the receiving end of a run's events into a stream that cancels the run when dropped.
+pub(crate) fn stream_from(
+    rx: mpsc::Receiver<Event>,
+    run: tokio::task::JoinHandle<()>,
+) -> EventStream {
+    struct Guard(tokio::task::JoinHandle<()>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let guard = Guard(run);
+    Box::pin(futures::stream::unfold(
+        (rx, guard),
+        |(mut rx, guard)| async move { rx.recv().await.map(|event| (event, (rx, guard))) },
+    ))
+}

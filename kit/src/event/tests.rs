@@ -1,0 +1,199 @@
+//! Unit tests of events, sinks and filters.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::*;
+
+#[test]
+fn envelope_serialises_with_required_fields() {
+    let e = Event {
+        data: EventData::NodeEnd {
+            update: serde_json::json!({"counter": 1}),
+        },
+        name: "n0".into(),
+        run_id: "r".into(),
+        parent_ids: vec!["root".into()],
+        metadata: EventMetadata {
+            node: Some("n0".into()),
+            step: Some(1),
+            thread_id: Some("t".into()),
+            ..Default::default()
+        },
+    };
+    let json = e.to_json();
+    for key in ["event", "name", "run_id", "parent_ids", "data", "metadata"] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(json["event"], "node_end");
+    assert_eq!(json["metadata"]["step"], 1);
+}
+
+/// Appends its tag to the event's name.
+struct Tag(&'static str);
+
+impl EventFilter for Tag {
+    fn filter(&self, mut event: Event, out: &mut Vec<Event>) {
+        event.name.push_str(self.0);
+        out.push(event);
+    }
+}
+
+#[tokio::test]
+async fn filters_apply_inner_first_and_nested_sinks_keep_them() {
+    let (sink, mut rx) = EventSink::channel(8);
+    let outer = sink.with_filter(Arc::new(Tag("+outer")));
+    let inner = outer
+        .nested("task:1", None)
+        .with_filter(chain(vec![Arc::new(Tag("+a")), Arc::new(Tag("+b"))]).unwrap());
+    let event = Event {
+        data: EventData::Custom(Value::Null),
+        name: "e".into(),
+        run_id: "r".into(),
+        parent_ids: Vec::new(),
+        metadata: EventMetadata::default(),
+    };
+    inner.send(event.clone()).await;
+    outer.send(event).await;
+    let first = rx.recv().await.unwrap();
+    assert_eq!(first.name, "e+a+b+outer");
+    assert_eq!(first.metadata.namespace, ["task:1"]);
+    assert_eq!(rx.recv().await.unwrap().name, "e+outer");
+    assert!(chain(Vec::new()).is_none());
+}
+
+/// One payload of every kind, with every optional field present.
+fn one_of_each() -> Vec<EventData> {
+    use crate::message::{Content, Message, ToolStatus, Usage};
+    vec![
+        EventData::RunStart {
+            input: Some(json!({"n": 1})),
+            resume: false,
+        },
+        EventData::RunStart {
+            input: None,
+            resume: true,
+        },
+        EventData::NodeStart {
+            task_id: "t1".into(),
+        },
+        EventData::NodeEnd {
+            update: json!({"n": 2}),
+        },
+        EventData::Values(json!({"n": 2})),
+        EventData::Custom(json!({"progress": 0.5})),
+        EventData::Checkpoint {
+            checkpoint_id: "c1".into(),
+            step: 3,
+        },
+        EventData::ModelStart {
+            provider: "openai".into(),
+            model: "gpt".into(),
+            messages: 2,
+            tools: vec!["add".into()],
+        },
+        EventData::text("Hel"),
+        EventData::ModelDelta(ModelDelta::ToolCall {
+            tool_call: ToolCallDelta {
+                index: 0,
+                id: Some("c1".into()),
+                name: Some("add".into()),
+                args: "{\"a\"".into(),
+            },
+        }),
+        EventData::ModelEnd {
+            message: Message::assistant("Hello"),
+            usage: Some(Usage::default()),
+        },
+        EventData::ToolStart {
+            args: json!({"a": 1}),
+            tool_call_id: "c1".into(),
+        },
+        EventData::ToolEnd {
+            result: Content::Text("2".into()),
+            status: Some(ToolStatus::Success),
+            tool_call_id: "c1".into(),
+        },
+        EventData::Middleware(
+            json!({"middleware": "M", "hook": "before_model", "update": {}, "jump_to": null}),
+        ),
+        EventData::Interrupt {
+            interrupts: json!([{"id": "i1", "value": "ok?", "node": "review"}]),
+        },
+        EventData::Error {
+            message: "boom".into(),
+            kind: "node_failed".into(),
+        },
+        EventData::RunEnd {
+            status: RunEndStatus::Done,
+            output: Some(json!({"n": 2})),
+            interrupts: None,
+        },
+        EventData::RunEnd {
+            status: RunEndStatus::Interrupted,
+            output: None,
+            interrupts: Some(json!([])),
+        },
+    ]
+}
+
+#[test]
+fn every_payload_round_trips_through_the_envelope() {
+    for data in one_of_each() {
+        let event = Event::new(data.clone(), "x", "r");
+        let json = event.to_json();
+        assert_eq!(json["event"], data.kind().as_str());
+        assert_eq!(json["data"], data.to_json());
+        let back: Event = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, event, "{json}");
+        assert_eq!(
+            EventData::from_json(data.kind(), data.to_json()).unwrap(),
+            data
+        );
+    }
+}
+
+#[test]
+fn the_catalog_lists_every_kind_with_the_fields_its_payload_has() {
+    // The catalog in this module's docs is checked against the typed payloads: every kind has
+    // one row, and every field a payload serialises is named in its row's `data` column.
+    let docs = include_str!("mod.rs");
+    let rows: Vec<(&str, &str)> = docs
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! | `"))
+        .filter_map(|l| {
+            let (kind, rest) = l.split_once('`')?;
+            let data = rest.split('|').nth(2)?;
+            Some((kind, data))
+        })
+        .filter(|(kind, _)| *kind != "event")
+        .collect();
+    let payloads = one_of_each();
+    let kinds: std::collections::BTreeSet<&str> =
+        payloads.iter().map(|d| d.kind().as_str()).collect();
+    let listed: std::collections::BTreeSet<&str> = rows.iter().map(|(k, _)| *k).collect();
+    assert_eq!(kinds, listed, "the catalog and the payload kinds differ");
+    for data in &payloads {
+        let (_, column) = rows
+            .iter()
+            .find(|(k, _)| *k == data.kind().as_str())
+            .unwrap();
+        if let serde_json::Value::Object(fields) = data.to_json() {
+            // Free-form payloads (values, custom, middleware) are not described field by field.
+            if matches!(
+                data,
+                EventData::Values(_) | EventData::Custom(_) | EventData::Middleware(_)
+            ) {
+                continue;
+            }
+            for key in fields.keys() {
+                assert!(
+                    column.contains(key.as_str()),
+                    "catalog row `{}` does not name the field `{key}`: {column}",
+                    data.kind()
+                );
+            }
+        }
+    }
+}
