@@ -1,10 +1,9 @@
-//! The Anthropic provider against a mock server speaking the Messages API wire format: request
+//! The Anthropic provider against a mock server (what only Anthropic has; the behaviour both
+//! providers share is in `provider_conformance.rs`) speaking the Messages API wire format: request
 //! bodies field by field, JSON and SSE answers, usage with cache tokens, the API's error bodies
 //! and error events, broken streams, and `model::init`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-use std::time::Duration;
 
 use futures::StreamExt;
 use kit::model::{
@@ -12,8 +11,8 @@ use kit::model::{
     ResponseFormat, StreamAssembler, ToolChoice, ToolSpec,
 };
 use kit::{Config, ContentPart, Message, ToolCall};
+use kit_testing::mock::MockResponse;
 use kit_testing::mock::anthropic::{self, MockAnthropic, TEST_KEY};
-use kit_testing::mock::{MockResponse, StreamEnd};
 use serde_json::json;
 
 fn weather_tool() -> ToolSpec {
@@ -294,88 +293,6 @@ async fn a_stream_with_input_json_deltas_split_across_chunks() {
 }
 
 #[tokio::test]
-async fn a_plain_text_stream() {
-    let server = MockAnthropic::start().await.unwrap();
-    server.enqueue(anthropic::text_stream(&["Hel", "lo"]));
-    let (chunks, error) = collect(
-        &server.model("claude-haiku-4-5"),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await;
-    assert!(error.is_none());
-    let mut a = StreamAssembler::new();
-    chunks.iter().for_each(|c| a.push(c));
-    let answer = a.finish();
-    assert_eq!(answer.message.text(), "Hello");
-    assert_eq!(answer.finish_reason, FinishReason::Stop);
-}
-
-#[tokio::test]
-async fn unauthorized_is_an_authentication_error_and_not_retried() {
-    let server = MockAnthropic::start().await.unwrap();
-    server.enqueue_all([
-        anthropic::unauthorized(),
-        anthropic::json(anthropic::text_message("no")),
-    ]);
-    let err = server
-        .model("claude-haiku-4-5")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, ModelError::Authentication { ref message, .. } if message.contains("invalid x-api-key")),
-        "{err:?}"
-    );
-    assert_eq!(server.request_count(), 1);
-}
-
-#[tokio::test]
-async fn rate_limits_honour_retry_after() {
-    let server = MockAnthropic::start().await.unwrap();
-    server.enqueue_all([
-        anthropic::rate_limited(1),
-        anthropic::json(anthropic::text_message("finally")),
-    ]);
-    let answer = server
-        .model("claude-haiku-4-5")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
-        .await
-        .unwrap();
-    assert_eq!(answer.message.text(), "finally");
-    assert_eq!(server.request_count(), 2);
-
-    server.enqueue(anthropic::rate_limited(30));
-    let mut request = ModelRequest::new(vec![Message::user("hi")]);
-    request.options = ModelOptions::default().retries(0);
-    let err = server
-        .model("claude-haiku-4-5")
-        .generate(request)
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, ModelError::RateLimited { retry_after: Some(d), .. } if d == Duration::from_secs(30)),
-        "{err:?}"
-    );
-}
-
-#[tokio::test]
-async fn prompt_too_long_is_a_context_overflow() {
-    let server = MockAnthropic::start().await.unwrap();
-    server.enqueue_all([
-        anthropic::prompt_too_long(),
-        anthropic::json(anthropic::text_message("no")),
-    ]);
-    let err = server
-        .model("claude-sonnet-4-5")
-        .generate(ModelRequest::new(vec![Message::user("long")]))
-        .await
-        .unwrap_err();
-    assert!(err.is_context_overflow(), "{err:?}");
-    assert!(err.to_string().contains("prompt is too long"), "{err}");
-    assert_eq!(server.request_count(), 1);
-}
-
-#[tokio::test]
 async fn overloaded_and_api_errors_are_retried_then_server_errors() {
     let server = MockAnthropic::start().await.unwrap();
     server.enqueue_all([
@@ -410,82 +327,6 @@ async fn overloaded_and_api_errors_are_retried_then_server_errors() {
         "{err}"
     );
     assert_eq!(server.request_count(), 6);
-}
-
-#[tokio::test]
-async fn an_error_event_mid_stream_is_typed() {
-    let server = MockAnthropic::start().await.unwrap();
-    server.enqueue(MockResponse::sse([
-        anthropic::message_start(10, 0, 0),
-        anthropic::text_start(0),
-        anthropic::text_delta(0, "Start"),
-        anthropic::error_event("overloaded_error", "Overloaded"),
-    ]));
-    let (chunks, error) = collect(
-        &server.model("claude-haiku-4-5"),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await;
-    assert_eq!(
-        chunks.last(),
-        Some(&ModelChunk::Text {
-            text: "Start".into()
-        })
-    );
-    let err = error.unwrap();
-    assert!(
-        matches!(err, ModelError::Server { status: 529, .. }),
-        "{err:?}"
-    );
-    assert!(err.is_transient());
-}
-
-#[tokio::test]
-async fn a_connection_dropped_mid_stream_is_a_connection_error() {
-    let server = MockAnthropic::start().await.unwrap();
-    server.enqueue(
-        MockResponse::sse([
-            anthropic::message_start(10, 0, 0),
-            anthropic::tool_use_start(0, "toolu_x", "get_weather"),
-            anthropic::input_json_delta(0, "{\"city\": \"Pa"),
-        ])
-        .then_drop(),
-    );
-    let (chunks, error) = collect(
-        &server.model("claude-haiku-4-5"),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await;
-    assert_eq!(chunks.len(), 3, "{chunks:?}");
-    assert!(
-        matches!(error, Some(ModelError::Connection { .. })),
-        "{error:?}"
-    );
-    assert_eq!(server.request_count(), 1);
-}
-
-#[tokio::test]
-async fn a_stream_without_message_stop_is_malformed() {
-    let server = MockAnthropic::start().await.unwrap();
-    server.enqueue(
-        MockResponse::sse([
-            anthropic::message_start(10, 0, 0),
-            anthropic::text_start(0),
-            anthropic::text_delta(0, "Hal"),
-        ])
-        .end(StreamEnd::Close),
-    );
-    let (_, error) = collect(
-        &server.model("claude-haiku-4-5"),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await;
-    let err = error.unwrap();
-    assert!(
-        matches!(err, ModelError::MalformedResponse { .. }),
-        "{err:?}"
-    );
-    assert!(err.to_string().contains("before `message_stop`"), "{err}");
 }
 
 #[tokio::test]

@@ -1,6 +1,7 @@
 //! The OpenAI-compatible provider against a mock server speaking the Chat Completions wire
-//! format: request bodies field by field, JSON and SSE answers, usage, the API's error bodies,
-//! broken streams, `model::init`, Ollama and Azure, and an agent calling a tool through it.
+//! format (what only this provider has; the behaviour both providers share is in
+//! `provider_conformance.rs`): request bodies field by field, tool calls in JSON and SSE, usage,
+//! `model::init`, Ollama and Azure, and an agent calling a tool through it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -15,8 +16,8 @@ use kit::model::{
 };
 use kit::tool::{ToolContext, ToolError, ToolHandler};
 use kit::{Config, ContentPart, Message, ToolCall};
+use kit_testing::mock::MockResponse;
 use kit_testing::mock::openai::{self, MockOpenAi, TEST_KEY};
-use kit_testing::mock::{MockResponse, StreamEnd};
 use serde_json::{Value, json};
 
 fn weather_tool() -> ToolSpec {
@@ -279,112 +280,6 @@ async fn a_stream_with_tool_call_deltas_split_across_chunks() {
 }
 
 #[tokio::test]
-async fn a_plain_text_stream() {
-    let server = MockOpenAi::start().await.unwrap();
-    server.enqueue(openai::text_stream(&["Hel", "lo", " world"]));
-    let (chunks, error) = collect(
-        &server.model("gpt-4o-mini"),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await;
-    assert!(error.is_none());
-    let text: String = chunks
-        .iter()
-        .filter_map(|c| match c {
-            ModelChunk::Text { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(text, "Hello world");
-    assert!(chunks.contains(&ModelChunk::Finish {
-        reason: FinishReason::Stop
-    }));
-}
-
-#[tokio::test]
-async fn unauthorized_is_an_authentication_error_and_not_retried() {
-    let server = MockOpenAi::start().await.unwrap();
-    server.enqueue_all([
-        openai::unauthorized(),
-        openai::json(openai::completion("no")),
-    ]);
-    let err = server
-        .model("gpt-4o-mini")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, ModelError::Authentication { .. }), "{err:?}");
-    let text = err.to_string();
-    assert!(text.contains("Incorrect API key provided"), "{text}");
-    assert!(text.contains("check the API key"), "{text}");
-    assert_eq!(server.request_count(), 1);
-}
-
-#[tokio::test]
-async fn rate_limits_wait_for_retry_after_then_succeed() {
-    let server = MockOpenAi::start().await.unwrap();
-    server.enqueue_all([
-        openai::rate_limited(1),
-        openai::json(openai::completion("finally")),
-    ]);
-    let answer = server
-        .model("gpt-4o-mini")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
-        .await
-        .unwrap();
-    assert_eq!(answer.message.text(), "finally");
-    assert_eq!(server.request_count(), 2);
-}
-
-#[tokio::test]
-async fn a_rate_limit_without_retries_left_carries_retry_after() {
-    let server = MockOpenAi::start().await.unwrap();
-    server.enqueue(openai::rate_limited(20));
-    let mut request = ModelRequest::new(vec![Message::user("hi")]);
-    request.options = ModelOptions::default().retries(0);
-    let err = server
-        .model("gpt-4o-mini")
-        .generate(request)
-        .await
-        .unwrap_err();
-    match &err {
-        ModelError::RateLimited {
-            retry_after,
-            message,
-            ..
-        } => {
-            assert_eq!(*retry_after, Some(Duration::from_secs(20)));
-            assert!(message.contains("rate_limit_exceeded"), "{message}");
-        }
-        other => panic!("expected RateLimited, got {other:?}"),
-    }
-    assert!(err.is_transient());
-    assert!(err.to_string().contains("retry after 20.0s"), "{err}");
-}
-
-#[tokio::test]
-async fn context_overflow_is_recognised_and_not_retried() {
-    let server = MockOpenAi::start().await.unwrap();
-    server.enqueue_all([
-        openai::context_length_exceeded(),
-        openai::json(openai::completion("no")),
-    ]);
-    let err = server
-        .model("gpt-4o-mini")
-        .generate(ModelRequest::new(vec![Message::user("a very long prompt")]))
-        .await
-        .unwrap_err();
-    assert!(err.is_context_overflow(), "{err:?}");
-    assert!(
-        err.to_string()
-            .contains("maximum context length is 128000 tokens"),
-        "{err}"
-    );
-    assert!(err.to_string().contains("enable compaction"), "{err}");
-    assert_eq!(server.request_count(), 1);
-}
-
-#[tokio::test]
 async fn a_bad_request_is_not_retried() {
     let server = MockOpenAi::start().await.unwrap();
     server.enqueue_all([
@@ -401,106 +296,6 @@ async fn a_bad_request_is_not_retried() {
         "{err:?}"
     );
     assert_eq!(server.request_count(), 1);
-}
-
-#[tokio::test]
-async fn server_errors_are_retried_then_reported() {
-    let server = MockOpenAi::start().await.unwrap();
-    server.enqueue_all([
-        openai::server_error(),
-        openai::server_error(),
-        openai::server_error(),
-    ]);
-    let err = server
-        .model("gpt-4o-mini")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(err, ModelError::Server { status: 500, .. }),
-        "{err:?}"
-    );
-    assert!(err.to_string().contains("The server had an error"), "{err}");
-    assert_eq!(
-        server.request_count(),
-        3,
-        "one call and the two default retries"
-    );
-
-    // A success within the retries hides the failures.
-    server.enqueue_all([
-        openai::server_error(),
-        openai::json(openai::completion("ok")),
-    ]);
-    let answer = server
-        .model("gpt-4o-mini")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
-        .await
-        .unwrap();
-    assert_eq!(answer.message.text(), "ok");
-}
-
-#[tokio::test]
-async fn a_connection_dropped_mid_stream_is_a_connection_error() {
-    let server = MockOpenAi::start().await.unwrap();
-    server.enqueue(
-        MockResponse::sse([
-            openai::role_chunk(),
-            openai::text_chunk("Partial"),
-            openai::tool_start_chunk(0, "call_x", "get_weather"),
-            openai::tool_args_chunk(0, "{\"city\": \"Pa"),
-        ])
-        .then_drop(),
-    );
-    let (chunks, error) = collect(
-        &server.model("gpt-4o-mini"),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await;
-    assert_eq!(chunks.len(), 3, "{chunks:?}");
-    let err = error.expect("the stream must end with an error");
-    assert!(matches!(err, ModelError::Connection { .. }), "{err:?}");
-    assert!(err.to_string().contains("broke off mid-stream"), "{err}");
-    assert_eq!(server.request_count(), 1, "a started stream is not retried");
-}
-
-#[tokio::test]
-async fn a_stream_that_ends_early_is_malformed() {
-    let server = MockOpenAi::start().await.unwrap();
-    server.enqueue(
-        MockResponse::sse([openai::role_chunk(), openai::text_chunk("Half")]).end(StreamEnd::Close),
-    );
-    let (_, error) = collect(
-        &server.model("gpt-4o-mini"),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await;
-    let err = error.unwrap();
-    assert!(
-        matches!(err, ModelError::MalformedResponse { .. }),
-        "{err:?}"
-    );
-    assert!(err.to_string().contains("before `[DONE]`"), "{err}");
-}
-
-#[tokio::test]
-async fn an_error_inside_a_stream_is_typed() {
-    let server = MockOpenAi::start().await.unwrap();
-    server.enqueue(MockResponse::sse([
-        openai::role_chunk(),
-        kit_testing::mock::SseFrame::data(
-            json!({"error": {"message": "The server had an error while processing your request.", "type": "server_error", "param": null, "code": null}}).to_string(),
-        ),
-    ]));
-    let (_, error) = collect(
-        &server.model("gpt-4o-mini"),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await;
-    assert!(
-        matches!(error, Some(ModelError::Server { .. })),
-        "{error:?}"
-    );
 }
 
 #[tokio::test]
