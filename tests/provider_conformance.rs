@@ -319,8 +319,7 @@ async fn an_error_inside_a_stream_is_typed<P: Provider>() {
     assert_eq!(
         chunks
             .iter()
-            .filter(|c| matches!(c, ModelChunk::Text { .. }))
-            .next_back(),
+            .rfind(|c| matches!(c, ModelChunk::Text { .. })),
         Some(&ModelChunk::Text {
             text: "Start".into()
         })
