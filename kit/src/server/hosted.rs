@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::store::RunInput;
 use crate::agent::{Agent, AgentInput, AgentState};
 use crate::checkpoint::Checkpointer;
-use crate::graph::{Graph, Interrupt, Outcome, Resume, RunOptions};
+use crate::graph::{Graph, Interrupt, Outcome, Resume, RunOptions, RunRequest, Runnable};
 use crate::state::State;
 
 /// The checkpoint metadata key holding the id of the worker run that wrote it. Recovery
@@ -134,6 +134,52 @@ fn clip(s: String) -> String {
 
 /// How a run continues, read from the thread's checkpoint: a run that an earlier attempt
 /// started (a worker died or shut down in the middle of it) continues where that attempt
+/// Carries out a hosted run on a graph or an agent (`target`, whose graph is `graph`): answers
+/// a resume, reports a run that a crash left finished, continues one it left unfinished, or
+/// starts one with the parsed input.
+async fn execute<R, S>(
+    target: &R,
+    graph: &Graph<S>,
+    run: &HostedRun,
+    input: impl FnOnce(&Value) -> Result<R::Input, HostedError>,
+    fail: impl Fn(R::Error) -> HostedError,
+) -> Result<Outcome<S>, HostedError>
+where
+    R: Runnable<Output = Outcome<S>>,
+    S: State,
+{
+    let opts = options(run);
+    Ok(match &run.input {
+        RunInput::Resume(value) => {
+            let resume = if value.is_null() {
+                Resume::Continue
+            } else {
+                Resume::Value(value.clone())
+            };
+            target
+                .run(RunRequest::Resume(resume), opts)
+                .await
+                .map_err(fail)?
+        }
+        RunInput::Input(value) => match plan(graph, &opts, run).await? {
+            Plan::Finished(state, interrupts) if interrupts.is_empty() => Outcome::Done(state),
+            Plan::Finished(state, interrupts) => Outcome::Interrupted(crate::graph::Interrupted {
+                interrupts,
+                state,
+                checkpoint_id: None,
+            }),
+            Plan::Resume => target
+                .run(RunRequest::Resume(Resume::Continue), opts)
+                .await
+                .map_err(fail)?,
+            Plan::Invoke => target
+                .run(RunRequest::Input(input(value)?), opts)
+                .await
+                .map_err(fail)?,
+        },
+    })
+}
+
 /// stopped; any other run starts from its input.
 enum Plan<S> {
     /// Start from the run's input.
@@ -225,38 +271,12 @@ impl Hosted for Agent {
     }
 
     async fn run(&self, run: HostedRun) -> Result<HostedOutput, HostedError> {
-        let opts = options(&run);
         let fail = |e: crate::AgentError| HostedError::new(e.kind(), clip(e.to_string()));
-        let outcome = match &run.input {
-            RunInput::Resume(value) => {
-                let resume = if value.is_null() {
-                    Resume::Continue
-                } else {
-                    Resume::Value(value.clone())
-                };
-                self.resume(resume).options(&opts).await.map_err(fail)?
-            }
-            RunInput::Input(value) => match plan(self.graph(), &opts, &run).await? {
-                Plan::Finished(state, interrupts) if interrupts.is_empty() => Outcome::Done(state),
-                Plan::Finished(state, interrupts) => {
-                    Outcome::Interrupted(crate::graph::Interrupted {
-                        interrupts,
-                        state,
-                        checkpoint_id: None,
-                    })
-                }
-                Plan::Resume => self
-                    .resume(Resume::Continue)
-                    .options(&opts)
-                    .await
-                    .map_err(fail)?,
-                Plan::Invoke => {
-                    let input = AgentInput::try_from(value.clone())
-                        .map_err(|e| HostedError::new("invalid_input", clip(e.to_string())))?;
-                    self.invoke(input).options(&opts).await.map_err(fail)?
-                }
-            },
+        let input = |value: &Value| {
+            AgentInput::try_from(value.clone())
+                .map_err(|e| HostedError::new("invalid_input", clip(e.to_string())))
         };
+        let outcome = execute(self, self.graph(), &run, input, fail).await?;
         agent_output(outcome)
     }
 }
@@ -275,42 +295,16 @@ impl<S: State> Hosted for Graph<S> {
     }
 
     async fn run(&self, run: HostedRun) -> Result<HostedOutput, HostedError> {
-        let opts = options(&run);
         let fail = |e: crate::GraphError| HostedError::new(e.kind(), clip(e.to_string()));
-        let outcome = match &run.input {
-            RunInput::Resume(value) => {
-                let resume = if value.is_null() {
-                    Resume::Continue
-                } else {
-                    Resume::Value(value.clone())
-                };
-                self.resume(resume).options(&opts).await.map_err(fail)?
-            }
-            RunInput::Input(value) => match plan(self, &opts, &run).await? {
-                Plan::Finished(state, interrupts) if interrupts.is_empty() => Outcome::Done(state),
-                Plan::Finished(state, interrupts) => {
-                    Outcome::Interrupted(crate::graph::Interrupted {
-                        interrupts,
-                        state,
-                        checkpoint_id: None,
-                    })
-                }
-                Plan::Resume => self
-                    .resume(Resume::Continue)
-                    .options(&opts)
-                    .await
-                    .map_err(fail)?,
-                Plan::Invoke => {
-                    let update: S::Update = serde_json::from_value(value.clone()).map_err(|e| {
-                        HostedError::new(
-                            "invalid_input",
-                            format!("the input is not a valid update: {e}"),
-                        )
-                    })?;
-                    self.invoke(update).options(&opts).await.map_err(fail)?
-                }
-            },
+        let input = |value: &Value| {
+            serde_json::from_value::<S::Update>(value.clone()).map_err(|e| {
+                HostedError::new(
+                    "invalid_input",
+                    format!("the input is not a valid update: {e}"),
+                )
+            })
         };
+        let outcome = execute(self, self, &run, input, fail).await?;
         match outcome {
             Outcome::Done(state) => output(&state, None, Vec::new()),
             Outcome::Interrupted(i) => output(&i.state, None, i.interrupts),

@@ -25,8 +25,8 @@ use serde_json::{Value, json};
 
 use super::queue::Shared;
 use super::routes::{
-    ApiError, ApiResult, Strategy, Submit, body_object, cancel_run, opt_object, opt_str, paging,
-    run_input, time, unknown_id,
+    ApiError, ApiResult, body_object, cancel_run, opt_object, opt_str, paging, run_input, time,
+    unknown_id,
 };
 use super::store::{RunInput, RunRecord, RunStatus, ThreadRecord};
 
@@ -168,21 +168,7 @@ async fn create_run(
         (None | Some(Value::Null), None | Some(Value::Null)) => RunInput::Resume(Value::Null),
         _ => run_input(&body)?,
     };
-    let run = super::routes::submit(
-        &shared,
-        Submit {
-            thread_id: Some(thread_id),
-            graph_id,
-            input,
-            metadata: opt_object(&body, "metadata")?,
-            strategy: Strategy::parse(
-                opt_str(&body, "multitask_strategy")?.as_deref(),
-                shared.config.follow_up,
-            )?,
-        },
-    )
-    .await?;
-    Ok(Json(run_json(&run)))
+    super::routes::submit_from_body(&shared, Some(thread_id), graph_id, input, &body).await
 }
 
 async fn list_runs(

@@ -386,15 +386,28 @@ async fn create_run(State(shared): S, body: Body) -> ApiResult<Json<Value>> {
             ))
         })?;
     let input = run_input(&body)?;
+    let thread_id = opt_str(&body, "thread_id")?;
+    submit_from_body(&shared, thread_id, graph_id, input, &body).await
+}
+
+/// Queues a run with the `metadata` and `multitask_strategy` of its request body and answers
+/// with the run.
+pub(crate) async fn submit_from_body(
+    shared: &Shared,
+    thread_id: Option<String>,
+    graph_id: String,
+    input: RunInput,
+    body: &Map<String, Value>,
+) -> ApiResult<Json<Value>> {
     let run = submit(
-        &shared,
+        shared,
         Submit {
-            thread_id: opt_str(&body, "thread_id")?,
+            thread_id,
             graph_id,
             input,
-            metadata: opt_object(&body, "metadata")?,
+            metadata: opt_object(body, "metadata")?,
             strategy: Strategy::parse(
-                opt_str(&body, "multitask_strategy")?.as_deref(),
+                opt_str(body, "multitask_strategy")?.as_deref(),
                 shared.config.follow_up,
             )?,
         },
@@ -462,21 +475,14 @@ async fn post_input(
             ));
         }
     };
-    let run = submit(
+    submit_from_body(
         &shared,
-        Submit {
-            thread_id: Some(current.thread_id),
-            graph_id: current.graph_id,
-            input,
-            metadata: opt_object(&body, "metadata")?,
-            strategy: Strategy::parse(
-                opt_str(&body, "multitask_strategy")?.as_deref(),
-                shared.config.follow_up,
-            )?,
-        },
+        Some(current.thread_id),
+        current.graph_id,
+        input,
+        &body,
     )
-    .await?;
-    Ok(Json(run_json(&run)))
+    .await
 }
 
 async fn post_cancel(State(shared): S, Path(id): Path<String>) -> ApiResult<Json<Value>> {

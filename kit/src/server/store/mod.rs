@@ -37,6 +37,11 @@ pub use sqlite::SqliteRunStore;
 
 use serde_json::Value;
 
+/// The columns of a run row, in the order both SQL stores read them.
+pub(crate) const RUN_COLUMNS: &str = "run_id, thread_id, graph_id, status, input_kind, input, output, error, \
+     metadata, multitask_strategy, attempts, cancel_requested, worker_id, created_at, \
+     updated_at, started_at, finished_at";
+
 /// The status of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RunStatus {

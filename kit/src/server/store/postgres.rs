@@ -4,8 +4,8 @@ use serde_json::Value;
 use tokio_postgres::Row;
 
 use super::{
-    Finish, NewRun, RecoverAction, RunInput, RunRecord, RunStatus, RunStore, StoreError,
-    ThreadRecord, abandoned_message,
+    Finish, NewRun, RUN_COLUMNS, RecoverAction, RunInput, RunRecord, RunStatus, RunStore,
+    StoreError, ThreadRecord, abandoned_message,
 };
 use crate::pg::Database;
 
@@ -45,10 +45,6 @@ CREATE TABLE IF NOT EXISTS kit_worker_runs (
 CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, seq);
 CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
 ";
-
-const RUN_COLUMNS: &str = "run_id, thread_id, graph_id, status, input_kind, input, output, error, \
-     metadata, multitask_strategy, attempts, cancel_requested, worker_id, created_at, \
-     updated_at, started_at, finished_at";
 
 /// A [`RunStore`] in PostgreSQL: several worker processes (on several machines) share one
 /// queue. Runs are claimed with `FOR UPDATE SKIP LOCKED`, so no run is handed to two

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::super::record::RunRecord;
+use crate::trace::record::RunRecord;
 
 /// Turns a batch of runs into a request body (and reads the endpoint's answer).
 ///

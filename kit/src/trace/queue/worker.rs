@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use tokio::sync::mpsc;
 
-use super::super::record::RunRecord;
-use super::super::redact::redact_str;
 use super::{BatchEncoder, Control, ExportError, QueueConfig, Shared};
+use crate::trace::record::RunRecord;
+use crate::trace::redact::redact_str;
 
 pub(super) struct Worker {
     pub(super) client: reqwest::Client,

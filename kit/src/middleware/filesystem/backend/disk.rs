@@ -6,9 +6,9 @@ use std::time::UNIX_EPOCH;
 
 use base64::Engine;
 
-use super::super::path::{join, normalize_path, relative_to};
 use super::{DirEntry, FileChanges, FsBackend, FsError};
 use crate::agent::FileData;
+use crate::middleware::filesystem::path::{join, normalize_path, relative_to};
 use crate::tool::ToolContext;
 
 /// Most files [`DirectoryBackend`] lists for one `glob` or `grep`.

@@ -1,6 +1,6 @@
 //! A filesystem operation failed: what was wrong and what to do.
 
-use super::super::path::PathError;
+use crate::middleware::filesystem::path::PathError;
 
 /// A filesystem operation failed. The message says what was wrong and what to do; the tools
 /// show it to the model after `Error: `.

@@ -2,9 +2,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::super::path::{is_within, join, relative_to};
 use super::{DirEntry, FileChanges, FsBackend, FsError};
 use crate::agent::FileData;
+use crate::middleware::filesystem::path::{is_within, join, relative_to};
 use crate::tool::ToolContext;
 
 /// The default backend: files live in the agent state's `files` channel.

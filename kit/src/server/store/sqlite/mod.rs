@@ -48,10 +48,6 @@ CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, se
 CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
 ";
 
-const RUN_COLUMNS: &str = "run_id, thread_id, graph_id, status, input_kind, input, output, error, \
-     metadata, multitask_strategy, attempts, cancel_requested, worker_id, created_at, \
-     updated_at, started_at, finished_at";
-
 /// A [`RunStore`] in a SQLite file (or in memory).
 ///
 /// A SQLite store belongs to **one worker process at a time**: when a worker starts, every run

@@ -2,8 +2,8 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use super::super::{RunInput, RunRecord, RunStatus, StoreError, ThreadRecord};
-use super::{RUN_COLUMNS, backend, parse_json, unms};
+use super::{backend, parse_json, unms};
+use crate::server::store::{RUN_COLUMNS, RunInput, RunRecord, RunStatus, StoreError, ThreadRecord};
 
 pub(super) fn read_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
     Ok(RawRun {
