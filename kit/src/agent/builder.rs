@@ -6,11 +6,12 @@ use std::sync::Arc;
 use super::compile::{AgentCore, build_graph};
 use super::install::{BuildContext, IntoMiddleware};
 use super::middleware::Middleware;
+use super::structured::{StructuredOutput, StructuredStrategy};
 use super::{Agent, AgentError};
 use crate::checkpoint::Checkpointer;
-use crate::model::{ChatModel, ModelOptions, ResponseFormat};
+use crate::model::{ChatModel, ModelOptions};
 use crate::state::DynSchema;
-use crate::tool::Tool;
+use crate::tool::{IntoTool, Tool};
 
 /// A model given to the builder: a value, or a `provider:model` string resolved at build time.
 #[derive(Clone)]
@@ -77,7 +78,7 @@ pub struct AgentBuilder {
     middleware: Vec<Arc<dyn Middleware>>,
     checkpointer: Option<Arc<dyn Checkpointer>>,
     recursion_limit: Option<usize>,
-    response_format: Option<ResponseFormat>,
+    response_format: Option<StructuredOutput>,
     config: Option<crate::config::Config>,
 }
 
@@ -114,9 +115,9 @@ impl AgentBuilder {
         self
     }
 
-    /// Adds one tool.
-    pub fn tool(mut self, tool: Tool) -> Self {
-        self.tools.push(tool);
+    /// Adds one tool: a [`Tool`], or what `#[tool]` generates for a function.
+    pub fn tool(mut self, tool: impl IntoTool) -> Self {
+        self.tools.push(tool.into_tool());
         self
     }
 
@@ -147,9 +148,11 @@ impl AgentBuilder {
         self
     }
 
-    /// Asks for a structured final answer; it is parsed into `structured_response`.
-    pub fn response_format(mut self, format: ResponseFormat) -> Self {
-        self.response_format = Some(format);
+    /// Asks for a structured final answer, validated against the schema and kept in
+    /// `structured_response` (see [`StructuredOutput`]): a [`ResponseFormat`], or
+    /// `StructuredOutput::of::<T>()` for a type's schema.
+    pub fn response_format(mut self, format: impl Into<StructuredOutput>) -> Self {
+        self.response_format = Some(format.into());
         self
     }
 
@@ -269,6 +272,14 @@ impl AgentBuilder {
             }
         }
 
+        let structured = self.response_format.map(|s| {
+            let strategy = s.resolved(model.profile().structured_output);
+            (s, strategy)
+        });
+        let mut tool_specs: Vec<_> = tools.iter().map(|t| t.spec().clone()).collect();
+        if let Some((s, StructuredStrategy::Tool)) = &structured {
+            tool_specs.push(s.tool_spec());
+        }
         let core = Arc::new(AgentCore {
             name: Arc::from(name.as_str()),
             model,
@@ -277,7 +288,8 @@ impl AgentBuilder {
             middleware,
             system_prompt: (!system.is_empty()).then_some(system),
             model_opts: self.model_opts,
-            response_format: self.response_format,
+            tool_specs,
+            structured,
             recursion_limit: self.recursion_limit,
         });
         let graph = build_graph(core.clone(), schema, self.checkpointer)?;

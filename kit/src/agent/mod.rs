@@ -23,6 +23,7 @@ mod compile;
 mod install;
 pub mod middleware;
 mod state;
+mod structured;
 pub mod tool;
 
 pub use builder::{AgentBuilder, IntoModelSource, ModelSource};
@@ -32,6 +33,9 @@ pub use middleware::{
     Hook, HookResult, HookUpdate, JumpTo, Middleware, ModelExecution, ModelNext, Runtime, ToolNext,
 };
 pub use state::{AgentState, AgentStateUpdate, AsyncTask, FileData, Todo, TodoStatus};
+pub use structured::{
+    StructuredOutput, StructuredOutputError, StructuredStrategy, TypedOutcome, typed_outcome,
+};
 
 use std::sync::Arc;
 
@@ -78,9 +82,9 @@ pub enum AgentError {
         /// The target.
         target: String,
     },
-    /// The model's structured answer did not parse.
-    #[error("the model's structured answer is not valid: {0}")]
-    StructuredOutput(String),
+    /// The model's structured answer never matched the schema (see [`StructuredOutputError`]).
+    #[error(transparent)]
+    StructuredOutput(StructuredOutputError),
     /// A middleware stopped or failed the run: a guardrail that blocked it, a service it
     /// called that failed. `source` is the middleware's own error value.
     ///

@@ -65,18 +65,40 @@ pub trait Runnable: Sync {
 /// # Ok(()) }
 /// ```
 #[must_use = "a run does nothing until it is awaited or streamed"]
-pub struct Invocation<'a, R: Runnable + ?Sized> {
-    target: &'a R,
+pub struct Invocation<'a, R: Runnable + ?Sized, O = <R as Runnable>::Output> {
+    /// What runs; an error when it could not be had (a declared agent that failed to build).
+    target: Result<&'a R, R::Error>,
     request: RunRequest<R::Input>,
     opts: RunOptions,
+    /// Turns the run's output into what the caller asked for (a typed structured answer).
+    finish: fn(R::Output) -> Result<O, R::Error>,
 }
 
 impl<'a, R: Runnable + ?Sized> Invocation<'a, R> {
     pub(crate) fn new(target: &'a R, request: RunRequest<R::Input>) -> Self {
         Invocation {
+            target: Ok(target),
+            request,
+            opts: RunOptions::new(),
+            finish: Ok,
+        }
+    }
+}
+
+impl<'a, R: Runnable + ?Sized, O> Invocation<'a, R, O> {
+    /// A run of `target` whose output `finish` turns into `O`; when `target` is an error the
+    /// run fails with it. What `#[agent]` generates uses it.
+    #[doc(hidden)]
+    pub fn declared(
+        target: Result<&'a R, R::Error>,
+        request: RunRequest<R::Input>,
+        finish: fn(R::Output) -> Result<O, R::Error>,
+    ) -> Self {
+        Invocation {
             target,
             request,
             opts: RunOptions::new(),
+            finish,
         }
     }
 
@@ -137,16 +159,41 @@ impl<'a, R: Runnable + ?Sized> Invocation<'a, R> {
 
     /// Starts the run and streams its events instead of waiting for its outcome. The stream
     /// ends after `run_end` (or `error`); dropping it cancels the run.
-    pub fn stream(self) -> EventStream {
-        self.target.run_streamed(self.request, self.opts)
+    pub fn stream(self) -> EventStream
+    where
+        R::Error: std::fmt::Display,
+    {
+        match self.target {
+            Ok(target) => target.run_streamed(self.request, self.opts),
+            Err(e) => {
+                let event = crate::event::Event::error("agent", e.to_string(), "build");
+                Box::pin(futures::stream::once(async move { event }))
+            }
+        }
     }
 }
 
-impl<'a, R: Runnable + ?Sized> IntoFuture for Invocation<'a, R> {
-    type Output = Result<R::Output, R::Error>;
+impl<'a, R, O> IntoFuture for Invocation<'a, R, O>
+where
+    R: Runnable + ?Sized,
+    O: Send + 'a,
+{
+    type Output = Result<O, R::Error>;
     type IntoFuture = BoxFuture<'a, Self::Output>;
 
     fn into_future(self) -> Self::IntoFuture {
-        self.target.run(self.request, self.opts)
+        let Invocation {
+            target,
+            request,
+            opts,
+            finish,
+        } = self;
+        match target {
+            Ok(target) => {
+                let run = target.run(request, opts);
+                Box::pin(async move { finish(run.await?) })
+            }
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::agent::middleware::{Hook, Middleware};
 use crate::agent::{AgentError, AgentState};
 use crate::graph::{END, Graph, GraphBuilder, NodeContext, NodeError, START};
-use crate::model::{ChatModel, ModelOptions, ResponseFormat};
+use crate::model::{ChatModel, ModelOptions};
 use crate::state::DynSchema;
 use crate::tool::Tool;
 
@@ -38,7 +38,14 @@ pub(crate) struct AgentCore {
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
     pub(crate) system_prompt: Option<String>,
     pub(crate) model_opts: ModelOptions,
-    pub(crate) response_format: Option<ResponseFormat>,
+    /// The tools the model sees (the format tool of a tool-strategy structured output too),
+    /// built once.
+    pub(crate) tool_specs: Vec<crate::model::ToolSpec>,
+    /// The structured answer asked for, with the strategy this model gets.
+    pub(crate) structured: Option<(
+        crate::agent::StructuredOutput,
+        crate::agent::StructuredStrategy,
+    )>,
     pub(crate) recursion_limit: Option<usize>,
 }
 

@@ -7,7 +7,8 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::agent::middleware::{Middleware, ModelExecution, ModelNext, Runtime};
-use crate::agent::{AgentError, AgentState};
+use crate::agent::structured::Verdict;
+use crate::agent::{AgentError, AgentState, StructuredStrategy};
 use crate::event::{EventData, ModelDelta, ToolCallDelta};
 use crate::graph::{NodeContext, NodeError, NodeOutput};
 use crate::model::{ModelChunk, ModelRequest, ModelResponse, StreamAssembler, ToolChoice};
@@ -28,9 +29,12 @@ pub(super) async fn model_node(
     let request = ModelRequest {
         system: core.system_prompt.clone(),
         messages,
-        tools: core.tools.iter().map(|t| t.spec().clone()).collect(),
+        tools: core.tool_specs.clone(),
         tool_choice: ToolChoice::Auto,
-        response_format: core.response_format.clone(),
+        response_format: match &core.structured {
+            Some((s, StructuredStrategy::Provider)) => Some(s.format.clone()),
+            _ => None,
+        },
         options: core.model_opts.clone(),
     };
     let rt = Runtime {
@@ -71,25 +75,44 @@ pub(super) async fn model_node(
         }
         None => patched,
     };
-    if core.response_format.is_some() && message.tool_calls.is_empty() {
-        let text = message.text();
-        let parsed: Value = serde_json::from_str(text.trim())
-            .map_err(|e| AgentError::StructuredOutput(format!("{e}; the answer was: {text}")))?;
-        update = update.structured_response(Some(parsed));
-    }
+    // A structured answer is checked before anything routes on it.
+    let verdict = match &core.structured {
+        Some((s, strategy)) => {
+            let history = patched.as_deref().unwrap_or(&state.messages);
+            s.judge(*strategy, &message, history).map_err(node_error)?
+        }
+        None => Verdict::NotFinal,
+    };
     // A new assistant message has no results yet: all its calls are pending.
     let calls = message.tool_calls.clone();
+    let mut added = vec![message];
+    let next = match verdict {
+        Verdict::NotFinal => None,
+        Verdict::Valid { value, ack } => {
+            update = update.structured_response(Some(value));
+            // Answered through the format tool: done, whatever the hooks would route.
+            (!ack.is_empty()).then(|| {
+                added.extend(ack);
+                layout.exit_start.clone()
+            })
+        }
+        Verdict::Retry(feedback) => {
+            added.extend(feedback);
+            Some(layout.loop_start.clone())
+        }
+    };
     update = match patched {
         Some(mut all) => {
-            all.push(message);
+            all.extend(added);
             update.messages(Overwrite(all))
         }
-        None => update.messages(vec![message]),
+        None => update.messages(added),
     };
     let out = NodeOutput::update(update);
-    Ok(match layout.after_model.first() {
-        Some((_, first)) => out.with_goto(first.clone()),
-        None => send_calls(out, &layout, calls),
+    Ok(match (next, layout.after_model.first()) {
+        (Some(node), _) => out.with_goto(node),
+        (None, Some((_, first))) => out.with_goto(first.clone()),
+        (None, None) => send_calls(out, &layout, calls),
     })
 }
 

@@ -54,6 +54,20 @@ use crate::message::{Content, Message, ToolCall};
 use crate::model::ToolSpec;
 use crate::text::{clip, json_type, panic_text};
 
+/// Anything an agent takes as a tool: a [`Tool`], or the value `#[tool]` generates for an
+/// async function (a unit struct named after it: `#[tool] async fn lookup_order` gives
+/// `LookupOrder`).
+pub trait IntoTool {
+    /// The tool.
+    fn into_tool(self) -> Tool;
+}
+
+impl IntoTool for Tool {
+    fn into_tool(self) -> Tool {
+        self
+    }
+}
+
 /// A tool: its spec for the model and its handler. Cheap to clone.
 #[derive(Clone)]
 pub struct Tool {
