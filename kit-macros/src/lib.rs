@@ -36,6 +36,14 @@ pub fn derive_tool(input: TokenStream) -> TokenStream {
     tool::derive(input).into()
 }
 
+/// Turns an async function into a tool: the function stays callable as written, and a unit
+/// struct named after it in CamelCase (`lookup_order` → `LookupOrder`) is the tool an agent
+/// takes (`tools = [LookupOrder]`, `.tool(LookupOrder)`); see `kit::tool` for the options.
+#[proc_macro_attribute]
+pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
+    tool::attribute(args.into(), item.into()).into()
+}
+
 /// Declares an agent on a unit struct and generates `build()`, `agent()`, `invoke(..)`,
 /// `resume(..)` and `stream_events(..)`; see `kit::agent` for the options.
 #[proc_macro_attribute]

@@ -1,18 +1,9 @@
-//! `#[derive(Tool)]`: parse → model (validated) → expand.
+//! The tool macros: `#[derive(Tool)]` on an argument struct and `#[tool]` on an async function.
+//! Both read their options with darling (`attrs`), check them, then expand.
 
-mod expand;
-mod model;
+mod attrs;
+mod derive;
+mod func;
 
-use proc_macro2::TokenStream;
-
-pub fn derive(input: syn::DeriveInput) -> TokenStream {
-    match model::ToolModel::from_input(&input) {
-        Ok(model) => expand::expand(&model),
-        Err(e) => {
-            // Also emit a stand-in impl so uses of `T::tool()` do not pile up more errors.
-            let mut out = e.to_compile_error();
-            out.extend(expand::fallback(&input));
-            out
-        }
-    }
-}
+pub use derive::derive;
+pub use func::attribute;

@@ -149,7 +149,7 @@ impl AgentBuilder {
     }
 
     /// Asks for a structured final answer, validated against the schema and kept in
-    /// `structured_response` (see [`StructuredOutput`]): a [`ResponseFormat`], or
+    /// `structured_response` (see [`StructuredOutput`]): a [`ResponseFormat`](crate::model::ResponseFormat), or
     /// `StructuredOutput::of::<T>()` for a type's schema.
     pub fn response_format(mut self, format: impl Into<StructuredOutput>) -> Self {
         self.response_format = Some(format.into());

@@ -57,6 +57,12 @@ use crate::text::{clip, json_type, panic_text};
 /// Anything an agent takes as a tool: a [`Tool`], or the value `#[tool]` generates for an
 /// async function (a unit struct named after it: `#[tool] async fn lookup_order` gives
 /// `LookupOrder`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tool",
+    label = "not a tool",
+    note = "an agent takes a `Tool`, the value a `#[tool]` function generates (`#[tool] async fn \
+            lookup_order` gives `LookupOrder`), or `Args::tool()` for a `#[derive(Tool)]` struct"
+)]
 pub trait IntoTool {
     /// The tool.
     fn into_tool(self) -> Tool;
