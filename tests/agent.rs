@@ -691,7 +691,8 @@ async fn agent_attribute_declares_a_working_agent() {
     assert!(tools.contains(&"add"));
     assert!(tools.contains(&"start_async_task"));
     assert!(tools.contains(&"list_async_tasks"));
-    let state = Calculator::invoke("40 + 2?", &RunOptions::new())
+    let state = Calculator::invoke("40 + 2?")
+        .options(&RunOptions::new())
         .await
         .unwrap()
         .into_state();

@@ -86,7 +86,7 @@
 //! ```
 //!
 //! See [`agent`](mod@agent) for the builder, the middleware order and `#[agent]`, [`middleware`] for the
-//! built-in capabilities and guardrails, [`tool`] and [`model`] for tools and providers.
+//! built-in capabilities and guardrails, [`tool`](mod@tool) and [`model`] for tools and providers.
 //!
 //! ## Modules
 //!
@@ -99,7 +99,7 @@
 //! | [`agent`](mod@agent) | agents, the builder, middleware hooks and wrappers |
 //! | [`middleware`] | todos, filesystem, subagents, async subagents, compaction, overflow recovery, PII, human review, moderation |
 //! | [`model`] | the `ChatModel` trait, OpenAI-compatible and Anthropic providers, pricing |
-//! | [`tool`] | tools, `#[derive(Tool)]`, argument validation |
+//! | [`tool`](mod@tool) | tools, `#[derive(Tool)]`, argument validation |
 //! | [`http`] | the HTTP client everything kit sends goes through |
 //! | [`protocol`] | the async-subagent run protocol client |
 //! | `server` | the worker server (feature `server`) |
@@ -162,7 +162,7 @@ pub use graph::{
     END, Graph, GraphBuilder, GraphError, Interrupt, NodeContext, NodeOutput, Outcome, Resume,
     RunOptions, START, Send,
 };
-pub use kit_macros::{State, Tool, agent, graph};
+pub use kit_macros::{State, Tool, agent, graph, tool};
 pub use message::{Content, ContentPart, Message, Role, ToolCall, ToolStatus, Usage};
 pub use model::ChatModel;
 pub use state::{Overwrite, State, reducers};
@@ -241,6 +241,65 @@ pub mod __private {
                 .or_insert_with(|| serde_json::Value::Object(Default::default()));
         }
         value
+    }
+
+    /// Whether `name` is one of `names`, at compile time: `#[agent]` checks the tool names its
+    /// `interrupt_on< .. >` block gives against the agent's tools with it.
+    pub const fn str_in(name: &str, names: &[&str]) -> bool {
+        let mut i = 0;
+        while i < names.len() {
+            if const_str_eq(name, names[i]) {
+                return true;
+            }
+            i += 1;
+        }
+        false
+    }
+
+    const fn const_str_eq(a: &str, b: &str) -> bool {
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < a.len() {
+            if a[i] != b[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+
+    /// A declared agent, built on first use and shared after; a failed build is not kept, so
+    /// the next call tries again (and reports the error again).
+    pub fn declared_agent(
+        cell: &'static std::sync::OnceLock<crate::Agent>,
+        build: fn() -> Result<crate::Agent, crate::AgentError>,
+    ) -> Result<&'static crate::Agent, crate::AgentError> {
+        if let Some(agent) = cell.get() {
+            return Ok(agent);
+        }
+        let built = build()?;
+        Ok(cell.get_or_init(|| built))
+    }
+
+    /// A filesystem on a real directory (created when missing), for
+    /// `#[agent(filesystem(dir = ".."))]`.
+    pub fn disk_filesystem(
+        dir: impl AsRef<std::path::Path>,
+    ) -> Result<crate::middleware::filesystem::FilesystemMiddleware, crate::AgentError> {
+        let backend =
+            crate::middleware::filesystem::DirectoryBackend::create(dir).map_err(|e| {
+                crate::AgentError::middleware_error("FilesystemMiddleware", "filesystem", e)
+            })?;
+        Ok(crate::middleware::filesystem::FilesystemMiddleware::new().backend(backend))
+    }
+
+    /// The event stream of a declared agent that failed to build: one `error` event.
+    pub fn error_stream(error: crate::AgentError) -> crate::EventStream {
+        let event = crate::event::Event::error("agent", error.to_string(), "build");
+        Box::pin(futures::stream::once(async move { event }))
     }
 
     /// Placeholder value emitted after a `graph!` error so no follow-on errors appear.

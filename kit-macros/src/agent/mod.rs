@@ -1,7 +1,14 @@
-//! `#[agent(...)]`: parse → validate → expand.
+//! `#[agent(...)]`: parse (`parse`, with darling for the scalar `options`) → model and checks
+//! (`model`, and one file per block: `subagents`, `review`, `pii`) → expand.
 
 mod expand;
+mod fields;
+mod model;
+mod options;
 mod parse;
+mod pii;
+mod review;
+mod subagents;
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -18,13 +25,14 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
             return quote!(#errors #item);
         }
     };
-    match parse::parse(args, &item_struct) {
-        Ok(def) => expand::expand(&def, &item_struct),
-        Err(e) => {
-            // Keep the struct so code naming it does not report more errors.
+    match model::Agent::from_args(args, &item_struct) {
+        Ok(agent) => expand::expand(&agent, &item_struct),
+        Err(failed) => {
+            let (e, fallback) = *failed;
+            // The struct and stand-in methods too, so code naming them reports nothing more.
             let errors = e.to_compile_error();
-            let fallback = expand::fallback(&item_struct);
-            quote!(#errors #item_struct #fallback)
+            let stand_in = expand::fallback(&item_struct, &fallback);
+            quote!(#errors #stand_in)
         }
     }
 }

@@ -1,362 +1,242 @@
-//! The grammar of `#[agent(...)]`, with validation.
+//! The syntax of `#[agent(...)]`: scalar options (handed to darling as meta items), the
+//! `response_format` type, and the `< .. >` blocks, each kept with its spans for the checks.
 //!
 //! ```text
-//! #[agent(
-//!     name = "support",                      // optional (default: the struct name in snake_case)
-//!     model = "openai:gpt-4o-mini",          // required: a "provider:model" string or an expression
-//!     system_prompt = "You help customers.",
-//!     tools = [Lookup::tool(), Refund::tool()],
-//!     middleware = [TodoMiddleware::new()],
-//!     subagents = [SubagentSpec::new("researcher", "Finds facts.")],
-//!     checkpointer = Arc::new(MemoryCheckpointer::new()),
-//!     recursion_limit = 200,
-//!     async_subagents<
-//!         researcher(description = "Deep research", graph_id = "research", url = "http://127.0.0.1:8787"),
-//!         writer(description = "Drafts documents", graph_id = "writer", url = "http://127.0.0.1:8788",
-//!                headers = {"Authorization": "Bearer token"}),
-//!     >,
-//! )]
-//! struct Supervisor;
+//! args     := item ("," item)* ","?
+//! item     := block | "response_format" ("=" Type | "(" Type ("," key "=" Expr)* ")")
+//!           | key ("=" Expr | "(" meta-list ")")?            // darling reads these
+//! block    := block-name "<" entry ("," entry)* ","? ">"
+//! entry    := ident ("=" (bool | "[" ident,* "]") | "(" field ("," field)* ","? ")")?
+//! field    := ident ("=" (Expr | "{" (LitStr ":" Expr),* "}"))?
 //! ```
+//!
+//! Block entries only take a `bool` or a bracketed list after `=`, so the block's closing `>`
+//! is never read as a comparison.
 
+use darling::ast::NestedMeta;
 use proc_macro2::TokenStream;
+use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::punctuated::Punctuated;
-use syn::{Expr, Ident, LitStr, Token, braced};
+use syn::{Expr, Ident, LitBool, LitStr, Token, braced, bracketed, parenthesized};
 
-use crate::common::{Errors, closest};
+/// The names that take a `< .. >` block.
+pub const BLOCKS: &[&str] = &["subagents", "async_subagents", "interrupt_on", "pii"];
 
-const KEYS: &[&str] = &[
-    "name",
-    "model",
-    "system_prompt",
-    "tools",
-    "middleware",
-    "subagents",
-    "checkpointer",
-    "recursion_limit",
-    "compact_conversation",
-    "overflow_recovery",
-    "async_subagents",
-];
-const ASYNC_KEYS: &[&str] = &["description", "graph_id", "url", "headers"];
-
-pub struct AgentDef {
-    pub name: String,
-    pub model: Expr,
-    pub system_prompt: Option<Expr>,
-    pub tools: Vec<Expr>,
-    pub middleware: Vec<Expr>,
-    pub subagents: Vec<Expr>,
-    pub checkpointer: Option<Expr>,
-    pub recursion_limit: Option<Expr>,
-    pub compact_conversation: Option<Expr>,
-    pub overflow_recovery: Option<Expr>,
-    pub async_subagents: Vec<AsyncEntry>,
+/// The attribute's arguments, split by who reads them.
+pub struct Args {
+    /// Scalar options, for darling.
+    pub metas: Vec<NestedMeta>,
+    /// `response_format = T` or `response_format(T, ..)`.
+    pub response_format: Vec<RawResponseFormat>,
+    /// The `< .. >` blocks, in order.
+    pub blocks: Vec<Block>,
 }
 
-pub struct AsyncEntry {
+/// `response_format` as written.
+pub struct RawResponseFormat {
+    pub key: Ident,
+    pub ty: syn::Type,
+    pub options: Vec<(Ident, Expr)>,
+}
+
+/// `name< entry, .. >`.
+pub struct Block {
     pub name: Ident,
-    pub description: Expr,
-    pub graph_id: Expr,
-    pub url: Option<Expr>,
-    pub headers: Vec<(LitStr, Expr)>,
+    pub entries: Vec<Entry>,
 }
 
-enum Item {
-    KeyValue(Ident, Expr),
-    List(Ident, Vec<Expr>),
-    Async(Ident, Vec<RawEntry>),
+/// One entry of a block.
+pub struct Entry {
+    pub name: Ident,
+    pub value: EntryValue,
 }
 
-struct RawEntry {
-    name: Ident,
-    fields: Vec<(Ident, FieldValue)>,
+pub enum EntryValue {
+    /// `email`
+    Flag,
+    /// `send_email = true`
+    Bool(LitBool),
+    /// `refund = [approve, reject]`
+    List(Vec<Ident>),
+    /// `researcher(description = "..", tools = [..])`
+    Fields(Vec<Field>),
 }
 
-enum FieldValue {
+/// `key = value`, or a bare `key` (a word such as a PII strategy).
+pub struct Field {
+    pub key: Ident,
+    pub value: FieldValue,
+}
+
+pub enum FieldValue {
+    Word,
     Expr(Expr),
-    Headers(Vec<(LitStr, Expr)>),
+    /// `headers = {"Authorization": "Bearer .."}`
+    Map(Vec<(LitStr, Expr)>),
 }
 
-fn parse_list(input: ParseStream) -> syn::Result<Vec<Expr>> {
-    let content;
-    syn::bracketed!(content in input);
-    Ok(Punctuated::<Expr, Token![,]>::parse_terminated(&content)?
-        .into_iter()
-        .collect())
+pub fn parse(args: TokenStream) -> syn::Result<Args> {
+    parse_args.parse2(args)
 }
 
-fn parse_headers(input: ParseStream) -> syn::Result<Vec<(LitStr, Expr)>> {
-    let content;
-    braced!(content in input);
-    let mut out = Vec::new();
-    while !content.is_empty() {
-        let key: LitStr = content.parse()?;
-        content.parse::<Token![:]>()?;
-        let value: Expr = content.parse()?;
-        out.push((key, value));
-        if content.is_empty() {
-            break;
-        }
-        content.parse::<Token![,]>()?;
-    }
-    Ok(out)
-}
-
-fn parse_entry(input: ParseStream) -> syn::Result<RawEntry> {
-    let name: Ident = input.parse()?;
-    let content;
-    syn::parenthesized!(content in input);
-    let mut fields = Vec::new();
-    while !content.is_empty() {
-        let key: Ident = content.parse()?;
-        content.parse::<Token![=]>()?;
-        let value = if key == "headers" {
-            FieldValue::Headers(parse_headers(&content)?)
-        } else {
-            FieldValue::Expr(content.parse()?)
-        };
-        fields.push((key, value));
-        if content.is_empty() {
-            break;
-        }
-        content.parse::<Token![,]>()?;
-    }
-    Ok(RawEntry { name, fields })
-}
-
-fn parse_items(input: ParseStream) -> syn::Result<Vec<Item>> {
-    let mut items = Vec::new();
+fn parse_args(input: ParseStream) -> syn::Result<Args> {
+    let mut args = Args {
+        metas: Vec::new(),
+        response_format: Vec::new(),
+        blocks: Vec::new(),
+    };
     while !input.is_empty() {
-        let key: Ident = input.parse()?;
-        if key == "async_subagents" {
+        // `crate` is a keyword; the other keys are plain identifiers.
+        let key = Ident::parse_any(input)?;
+        if input.peek(Token![<]) {
             input.parse::<Token![<]>()?;
-            let mut entries = Vec::new();
-            while !input.peek(Token![>]) {
-                entries.push(parse_entry(input)?);
-                if input.peek(Token![>]) {
-                    break;
-                }
-                input.parse::<Token![,]>()?;
-            }
+            let entries = parse_entries(input)?;
             input.parse::<Token![>]>()?;
-            items.push(Item::Async(key, entries));
+            args.blocks.push(Block { name: key, entries });
+        } else if key == "response_format" {
+            args.response_format
+                .push(parse_response_format(key, input)?);
         } else {
-            input.parse::<Token![=]>()?;
-            if input.peek(syn::token::Bracket) {
-                items.push(Item::List(key, parse_list(input)?));
-            } else {
-                items.push(Item::KeyValue(key, input.parse()?));
-            }
+            args.metas.push(NestedMeta::Meta(parse_meta(key, input)?));
         }
         if input.is_empty() {
             break;
         }
         input.parse::<Token![,]>()?;
     }
-    Ok(items)
+    Ok(args)
 }
 
-fn snake_case(name: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if c.is_uppercase() {
-            if i > 0 {
-                out.push('_');
+fn parse_meta(key: Ident, input: ParseStream) -> syn::Result<syn::Meta> {
+    let path = syn::Path::from(key);
+    if input.peek(Token![=]) {
+        let eq_token = input.parse()?;
+        let value: Expr = input.parse()?;
+        Ok(syn::Meta::NameValue(syn::MetaNameValue {
+            path,
+            eq_token,
+            value,
+        }))
+    } else if input.peek(syn::token::Paren) {
+        let content;
+        let paren = parenthesized!(content in input);
+        Ok(syn::Meta::List(syn::MetaList {
+            path,
+            delimiter: syn::MacroDelimiter::Paren(paren),
+            tokens: content.parse()?,
+        }))
+    } else {
+        Ok(syn::Meta::Path(path))
+    }
+}
+
+fn parse_response_format(key: Ident, input: ParseStream) -> syn::Result<RawResponseFormat> {
+    if input.peek(Token![=]) {
+        input.parse::<Token![=]>()?;
+        let ty = input.parse()?;
+        return Ok(RawResponseFormat {
+            key,
+            ty,
+            options: Vec::new(),
+        });
+    }
+    if !input.peek(syn::token::Paren) {
+        return Err(syn::Error::new(
+            key.span(),
+            "`response_format` takes the answer's type: `response_format = Report`, or \
+             `response_format(Report, strategy = tool, max_retries = 3)`",
+        ));
+    }
+    let content;
+    parenthesized!(content in input);
+    let ty = content.parse()?;
+    let mut options = Vec::new();
+    while !content.is_empty() {
+        content.parse::<Token![,]>()?;
+        if content.is_empty() {
+            break;
+        }
+        let name: Ident = content.parse()?;
+        content.parse::<Token![=]>()?;
+        options.push((name, content.parse()?));
+    }
+    Ok(RawResponseFormat { key, ty, options })
+}
+
+fn parse_entries(input: ParseStream) -> syn::Result<Vec<Entry>> {
+    let mut entries = Vec::new();
+    while !input.peek(Token![>]) {
+        let name: Ident = input.parse()?;
+        let value = if input.peek(Token![=]) {
+            input.parse::<Token![=]>()?;
+            if input.peek(syn::token::Bracket) {
+                let content;
+                bracketed!(content in input);
+                EntryValue::List(
+                    Punctuated::<Ident, Token![,]>::parse_terminated(&content)?
+                        .into_iter()
+                        .collect(),
+                )
+            } else if input.peek(LitBool) {
+                EntryValue::Bool(input.parse()?)
+            } else {
+                return Err(input.error(
+                    "a block entry takes `true`, `false` or a list after `=` (`send_email = \
+                     true`, `refund = [approve, reject]`); use `name(key = value, ..)` for more",
+                ));
             }
-            out.extend(c.to_lowercase());
+        } else if input.peek(syn::token::Paren) {
+            let content;
+            parenthesized!(content in input);
+            EntryValue::Fields(parse_fields(&content)?)
         } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn lit_str(e: &Expr) -> Option<&LitStr> {
-    match e {
-        Expr::Lit(syn::ExprLit {
-            lit: syn::Lit::Str(s),
-            ..
-        }) => Some(s),
-        _ => None,
-    }
-}
-
-pub fn parse(args: TokenStream, item: &syn::ItemStruct) -> syn::Result<AgentDef> {
-    let items = parse_items.parse2(args)?;
-    let mut errors = Errors::default();
-    if !matches!(item.fields, syn::Fields::Unit) && !item.fields.is_empty() {
-        errors.at(
-            item.ident.span(),
-            "#[agent] goes on a unit struct (`struct Support;`): the agent's definition lives in \
-             the attribute, not in fields",
-        );
-    }
-    let mut seen: Vec<String> = Vec::new();
-    let mut def = AgentDef {
-        name: snake_case(&item.ident.to_string()),
-        model: syn::parse_quote!(()),
-        system_prompt: None,
-        tools: Vec::new(),
-        middleware: Vec::new(),
-        subagents: Vec::new(),
-        checkpointer: None,
-        recursion_limit: None,
-        compact_conversation: None,
-        overflow_recovery: None,
-        async_subagents: Vec::new(),
-    };
-    let mut has_model = false;
-    for item in items {
-        let key = match &item {
-            Item::KeyValue(k, _) | Item::List(k, _) | Item::Async(k, _) => k.clone(),
+            EntryValue::Flag
         };
-        let name = key.to_string();
-        if !KEYS.contains(&name.as_str()) {
-            let hint = match closest(&name, KEYS.iter().copied()) {
-                Some(c) => format!("; did you mean `{c}`?"),
-                None => format!("; expected one of: {}", KEYS.join(", ")),
-            };
-            errors.at(key.span(), format!("unknown agent option `{name}`{hint}"));
-            continue;
+        entries.push(Entry { name, value });
+        if input.peek(Token![>]) {
+            break;
         }
-        if seen.contains(&name) {
-            errors.at(key.span(), format!("`{name}` is given twice"));
-            continue;
-        }
-        seen.push(name.clone());
-        match (name.as_str(), item) {
-            ("tools", Item::List(_, list)) => def.tools = list,
-            ("middleware", Item::List(_, list)) => def.middleware = list,
-            ("subagents", Item::List(_, list)) => def.subagents = list,
-            ("tools" | "middleware" | "subagents", _) => errors.at(
-                key.span(),
-                format!("`{name}` takes a list: `{name} = [a, b]`"),
-            ),
-            ("async_subagents", Item::Async(_, entries)) => {
-                def.async_subagents = validate_async(entries, &mut errors);
-            }
-            ("async_subagents", _) => errors.at(
-                key.span(),
-                "`async_subagents` takes a block: `async_subagents< name(description = \"..\", \
-                 graph_id = \"..\", url = \"..\"), .. >`",
-            ),
-            (_, Item::KeyValue(_, value)) => match name.as_str() {
-                "name" => match lit_str(&value) {
-                    Some(s) if !s.value().is_empty() => def.name = s.value(),
-                    _ => errors.at(key.span(), "`name` takes a non-empty string literal"),
-                },
-                "model" => {
-                    has_model = true;
-                    def.model = value;
-                }
-                "system_prompt" => def.system_prompt = Some(value),
-                "checkpointer" => def.checkpointer = Some(value),
-                "recursion_limit" => def.recursion_limit = Some(value),
-                "compact_conversation" => def.compact_conversation = Some(value),
-                "overflow_recovery" => def.overflow_recovery = Some(value),
-                _ => {}
-            },
-            (_, _) => errors.at(key.span(), format!("`{name}` takes a value: `{name} = ..`")),
-        }
+        input.parse::<Token![,]>()?;
     }
-    if !has_model {
-        errors.at(
-            item.ident.span(),
-            "an #[agent] needs a model: add `model = \"openai:gpt-4o-mini\"` (a provider:model \
-             string) or `model = my_model()`",
-        );
-    }
-    errors.into_result()?;
-    Ok(def)
+    Ok(entries)
 }
 
-fn validate_async(entries: Vec<RawEntry>, errors: &mut Errors) -> Vec<AsyncEntry> {
-    let mut out: Vec<AsyncEntry> = Vec::new();
-    for entry in entries {
-        if out.iter().any(|e| e.name == entry.name) {
-            errors.at(
-                entry.name.span(),
-                format!(
-                    "async subagent `{}` is declared twice; names must be unique",
-                    entry.name
-                ),
-            );
-            continue;
-        }
-        let mut description = None;
-        let mut graph_id = None;
-        let mut url = None;
-        let mut headers = Vec::new();
-        let mut seen: Vec<String> = Vec::new();
-        for (key, value) in entry.fields {
-            let name = key.to_string();
-            if seen.contains(&name) {
-                errors.at(key.span(), format!("`{name}` is given twice"));
-                continue;
+fn parse_fields(input: ParseStream) -> syn::Result<Vec<Field>> {
+    let mut fields = Vec::new();
+    while !input.is_empty() {
+        let key = Ident::parse_any(input)?;
+        let value = if input.peek(Token![=]) {
+            input.parse::<Token![=]>()?;
+            if input.peek(syn::token::Brace) {
+                FieldValue::Map(parse_map(input)?)
+            } else {
+                FieldValue::Expr(input.parse()?)
             }
-            seen.push(name.clone());
-            match (name.as_str(), value) {
-                ("description", FieldValue::Expr(e)) => description = Some(e),
-                ("graph_id", FieldValue::Expr(e)) => graph_id = Some(e),
-                ("url", FieldValue::Expr(e)) => {
-                    if let Some(s) = lit_str(&e) {
-                        let v = s.value();
-                        if !(v.starts_with("http://") || v.starts_with("https://")) {
-                            errors.at(
-                                s.span(),
-                                "`url` must be an http:// or https:// base URL of the worker",
-                            );
-                        }
-                    }
-                    url = Some(e);
-                }
-                ("headers", FieldValue::Headers(h)) => headers = h,
-                (other, _) => {
-                    let hint = match closest(other, ASYNC_KEYS.iter().copied()) {
-                        Some(c) => format!("; did you mean `{c}`?"),
-                        None => format!("; expected one of: {}", ASYNC_KEYS.join(", ")),
-                    };
-                    errors.at(
-                        key.span(),
-                        format!("unknown async subagent field `{other}`{hint}"),
-                    );
-                }
-            }
+        } else {
+            FieldValue::Word
+        };
+        fields.push(Field { key, value });
+        if input.is_empty() {
+            break;
         }
-        let mut missing = Vec::new();
-        if description.is_none() {
-            missing.push("description");
-        }
-        if graph_id.is_none() {
-            missing.push("graph_id");
-        }
-        if !missing.is_empty() {
-            errors.at(
-                entry.name.span(),
-                format!(
-                    "async subagent `{}` is missing {}: every async subagent needs a \
-                     `description` (for the model) and a `graph_id` (the remote graph)",
-                    entry.name,
-                    missing
-                        .iter()
-                        .map(|m| format!("`{m}`"))
-                        .collect::<Vec<_>>()
-                        .join(" and ")
-                ),
-            );
-            continue;
-        }
-        if let (Some(description), Some(graph_id)) = (description, graph_id) {
-            out.push(AsyncEntry {
-                name: entry.name,
-                description,
-                graph_id,
-                url,
-                headers,
-            });
-        }
+        input.parse::<Token![,]>()?;
     }
-    out
+    Ok(fields)
+}
+
+fn parse_map(input: ParseStream) -> syn::Result<Vec<(LitStr, Expr)>> {
+    let content;
+    braced!(content in input);
+    let mut out = Vec::new();
+    while !content.is_empty() {
+        let key: LitStr = content.parse()?;
+        content.parse::<Token![:]>()?;
+        out.push((key, content.parse()?));
+        if content.is_empty() {
+            break;
+        }
+        content.parse::<Token![,]>()?;
+    }
+    Ok(out)
 }

@@ -20,6 +20,7 @@
 
 mod builder;
 mod compile;
+mod declared;
 mod install;
 pub mod middleware;
 mod state;
@@ -27,6 +28,7 @@ mod structured;
 pub mod tool;
 
 pub use builder::{AgentBuilder, IntoModelSource, ModelSource};
+pub use declared::DeclaredAgent;
 pub use install::{BuildContext, IntoMiddleware, Placement};
 pub use kit_macros::agent;
 pub use middleware::{
