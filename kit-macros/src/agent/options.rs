@@ -111,9 +111,10 @@ pub enum Filesystem {
     Expr(syn::Expr),
 }
 
-#[derive(FromMeta)]
+#[derive(FromMeta, Default)]
+#[darling(default)]
 struct FilesystemFields {
-    dir: AnyExpr,
+    dir: Option<AnyExpr>,
 }
 
 impl FromMeta for Filesystem {
@@ -122,7 +123,13 @@ impl FromMeta for Filesystem {
     }
 
     fn from_list(items: &[darling::ast::NestedMeta]) -> darling::Result<Self> {
-        FilesystemFields::from_list(items).map(|f| Filesystem::Dir(f.dir.0))
+        match FilesystemFields::from_list(items)?.dir {
+            Some(dir) => Ok(Filesystem::Dir(dir.0)),
+            None => Err(darling::Error::custom(
+                "`filesystem(..)` takes the directory: `filesystem(dir = \"./workspace\")`; write \
+                 `filesystem` alone to keep files in the agent's state",
+            )),
+        }
     }
 
     fn from_expr(expr: &syn::Expr) -> darling::Result<Self> {

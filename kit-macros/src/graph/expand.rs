@@ -5,11 +5,12 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::parse::{Endpoint, GraphDef, NodeFunc};
+use crate::common::kit_path;
 
-fn endpoint_name(e: &Endpoint) -> TokenStream {
+fn endpoint_name(e: &Endpoint, kit: &TokenStream) -> TokenStream {
     match e {
-        Endpoint::Start(_) => quote!(::kit::graph::START),
-        Endpoint::End(_) => quote!(::kit::graph::END),
+        Endpoint::Start(_) => quote!(#kit::graph::START),
+        Endpoint::End(_) => quote!(#kit::graph::END),
         Endpoint::Node(i) => {
             let s = i.to_string();
             quote!(#s)
@@ -21,6 +22,8 @@ pub fn expand(def: &GraphDef) -> TokenStream {
     let Some(state) = &def.state else {
         return fallback(def);
     };
+    let kit = &kit_path(def.krate.as_ref());
+    let endpoint_name = |e: &Endpoint| endpoint_name(e, kit);
     let name = def
         .name
         .as_ref()
@@ -36,18 +39,18 @@ pub fn expand(def: &GraphDef) -> TokenStream {
                     #path(&*state, &ctx).await
                 };
                 quote! {
-                    ::kit::__private::node_fn::<#state, _>(
-                        move |state: ::std::sync::Arc<#state>, ctx: ::kit::graph::NodeContext|
-                            -> ::kit::graph::NodeFuture<#state> {
+                    #kit::__private::node_fn::<#state, _>(
+                        move |state: ::std::sync::Arc<#state>, ctx: #kit::graph::NodeContext|
+                            -> #kit::graph::NodeFuture<#state> {
                             ::std::boxed::Box::pin(async move {
-                                ::kit::graph::IntoNodeOutput::<#state>::into_output(#call)
+                                #kit::graph::IntoNodeOutput::<#state>::into_output(#call)
                             })
                         },
                     )
                 }
             }
             NodeFunc::Expr(expr) => quote_spanned! {expr.span()=>
-                ::kit::__private::async_node::<#state, _, _, _>(#expr)
+                #kit::__private::async_node::<#state, _, _, _>(#expr)
             },
         };
         calls.push(quote!(.node_fn(#node_name, #func)));
@@ -80,7 +83,7 @@ pub fn expand(def: &GraphDef) -> TokenStream {
             label_parts.push(format!("{} == {}", field, quote!(#value)));
             let access = quote_spanned!(field.span()=> state.#field);
             checks.push(quote_spanned! {value.span()=>
-                ::kit::__private::when_matches(&#access, #value)
+                #kit::__private::when_matches(&#access, #value)
             });
         }
         let label = label_parts.join(" && ");
@@ -94,7 +97,7 @@ pub fn expand(def: &GraphDef) -> TokenStream {
         let targets = route.targets.iter().map(endpoint_name);
         let router = &route.router;
         let router = quote_spanned! {router.span()=>
-            ::kit::__private::router::<#state, _, _>(#router)
+            #kit::__private::router::<#state, _, _>(#router)
         };
         calls.push(quote!(.route(#from, [#(#targets),*], #router)));
     }
@@ -107,10 +110,13 @@ pub fn expand(def: &GraphDef) -> TokenStream {
     if !after.is_empty() {
         calls.push(quote!(.interrupt_after([#(#after),*])));
     }
+    if let Some(limit) = &def.recursion_limit {
+        calls.push(quote!(.recursion_limit(#limit)));
+    }
 
     quote! {
-        ::kit::__private::compile_checked(
-            ::kit::graph::GraphBuilder::<#state>::new(#name)
+        #kit::__private::compile_checked(
+            #kit::graph::GraphBuilder::<#state>::new(#name)
                 #(#calls)*
         )
     }
@@ -119,8 +125,9 @@ pub fn expand(def: &GraphDef) -> TokenStream {
 /// What a failed `graph!` expands to besides its errors: a value of the right type, so code
 /// using the graph does not report follow-on errors.
 pub fn fallback(def: &GraphDef) -> TokenStream {
+    let kit = kit_path(def.krate.as_ref());
     match &def.state {
-        Some(state) => quote!(::kit::__private::unreachable_graph::<#state>()),
-        None => quote!(::kit::__private::unreachable_graph::<::kit::state::DynState>()),
+        Some(state) => quote!(#kit::__private::unreachable_graph::<#state>()),
+        None => quote!(#kit::__private::unreachable_graph::<#kit::state::DynState>()),
     }
 }

@@ -12,8 +12,9 @@ pub fn expand(input: TokenStream) -> TokenStream {
     let def: parse::GraphDef = match syn::parse2(input) {
         Ok(def) => def,
         Err(e) => {
+            // Without a parsed definition the graph's type is unknown: a value of any type.
             let errors = e.to_compile_error();
-            return quote::quote!({ #errors ::kit::__private::unreachable_graph::<::kit::state::DynState>() });
+            return quote::quote!({ #errors ::core::unreachable!() });
         }
     };
     if let Err(e) = validate::validate(&def) {

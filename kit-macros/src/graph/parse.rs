@@ -6,6 +6,8 @@
 //!     state: Ticket;                         // required
 //!     interrupt_before: [refund];            // optional
 //!     interrupt_after: [escalate];           // optional
+//!     recursion_limit: 50;                   // optional: the graph's default
+//!     crate: ::my_kit;                       // optional: kit renamed or re-exported
 //!     node classify;                         // async fn classify(&Ticket, &NodeContext) -> ..
 //!     node refund = handle_refund;           // a path to such a fn
 //!     node start = begin -> [refund];        // declares goto destinations
@@ -32,6 +34,7 @@ mod kw {
     syn::custom_keyword!(state);
     syn::custom_keyword!(interrupt_before);
     syn::custom_keyword!(interrupt_after);
+    syn::custom_keyword!(recursion_limit);
     syn::custom_keyword!(START);
     syn::custom_keyword!(END);
 }
@@ -41,6 +44,8 @@ pub struct GraphDef {
     pub state: Option<Type>,
     pub interrupt_before: Vec<Ident>,
     pub interrupt_after: Vec<Ident>,
+    pub recursion_limit: Option<syn::LitInt>,
+    pub krate: Option<syn::Path>,
     pub nodes: Vec<NodeDef>,
     pub edges: Vec<EdgeDef>,
     pub routes: Vec<RouteDef>,
@@ -129,6 +134,8 @@ impl Parse for GraphDef {
             state: None,
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
+            recursion_limit: None,
+            krate: None,
             nodes: Vec::new(),
             edges: Vec::new(),
             routes: Vec::new(),
@@ -157,6 +164,30 @@ impl Parse for GraphDef {
                 input.parse::<kw::interrupt_after>()?;
                 input.parse::<Token![:]>()?;
                 def.interrupt_after.extend(parse_ident_list(input)?);
+            } else if lookahead.peek(kw::recursion_limit) {
+                let key: kw::recursion_limit = input.parse()?;
+                input.parse::<Token![:]>()?;
+                let limit: syn::LitInt = input.parse()?;
+                if def.recursion_limit.is_some() {
+                    return Err(syn::Error::new(
+                        key.span,
+                        "`recursion_limit` is given twice",
+                    ));
+                }
+                if limit.base10_parse::<usize>().map_or(true, |n| n == 0) {
+                    return Err(syn::Error::new(
+                        limit.span(),
+                        "`recursion_limit` is a whole number of supersteps, at least 1",
+                    ));
+                }
+                def.recursion_limit = Some(limit);
+            } else if lookahead.peek(Token![crate]) {
+                let key: Token![crate] = input.parse()?;
+                input.parse::<Token![:]>()?;
+                if def.krate.is_some() {
+                    return Err(syn::Error::new(key.span, "`crate` is given twice"));
+                }
+                def.krate = Some(input.parse()?);
             } else if lookahead.peek(kw::node) {
                 input.parse::<kw::node>()?;
                 let name: Ident = input.parse()?;

@@ -46,14 +46,16 @@ pub fn expand(model: &StateModel) -> TokenStream {
             #[doc = #doc]
             pub #f: ::core::option::Option<#p::Write<#update_ty>>,
         });
-        builders.push(quote! {
-            #[doc = #doc]
-            #[must_use]
-            pub fn #f(mut self, value: impl #p::IntoWrite<#update_ty>) -> Self {
-                self.#f = ::core::option::Option::Some(#p::IntoWrite::into_write(value));
-                self
-            }
-        });
+        if channel.builder {
+            builders.push(quote! {
+                #[doc = #doc]
+                #[must_use]
+                pub fn #f(mut self, value: impl #p::IntoWrite<#update_ty>) -> Self {
+                    self.#f = ::core::option::Option::Some(#p::IntoWrite::into_write(value));
+                    self
+                }
+            });
+        }
         let reducer_text = match &channel.merge {
             Merge::LastValue => quote!(::core::option::Option::None),
             Merge::Reduced { reducer, .. } => {
@@ -135,6 +137,7 @@ pub fn expand(model: &StateModel) -> TokenStream {
             #(#update_fields)*
         }
 
+        #[automatically_derived]
         impl #update_ident {
             /// An update that writes nothing.
             #[must_use]
@@ -144,6 +147,7 @@ pub fn expand(model: &StateModel) -> TokenStream {
             #(#builders)*
         }
 
+        #[automatically_derived]
         impl ::core::fmt::Debug for #update_ident {
             fn fmt(&self, f: &mut ::core::fmt::Formatter<'_>) -> ::core::fmt::Result {
                 // Shown as JSON: field types need not implement Debug.
@@ -154,12 +158,14 @@ pub fn expand(model: &StateModel) -> TokenStream {
             }
         }
 
+        #[automatically_derived]
         impl #kit::graph::IntoNodeOutput<#ident> for #update_ident {
             fn into_output(self) -> ::core::result::Result<#kit::graph::NodeOutput<#ident>, #kit::graph::NodeError> {
                 ::core::result::Result::Ok(#kit::graph::NodeOutput::update(self))
             }
         }
 
+        #[automatically_derived]
         impl #p::State for #ident {
             type Update = #update_ident;
             type Schema = #schema_ty;

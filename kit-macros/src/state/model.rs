@@ -1,12 +1,16 @@
 //! The model of a state struct, built from its attributes and validated.
 
+use darling::FromMeta;
+use darling::ast::NestedMeta;
+use syn::Token;
+use syn::ext::IdentExt;
+use syn::parse::ParseStream;
 use syn::spanned::Spanned;
 
-use crate::common::{Errors, closest};
+use crate::common::Errors;
 
 /// Names the generated update type uses for methods; a field cannot take them.
 const RESERVED: &[&str] = &["new", "default", "into_output"];
-const FIELD_KEYS: &[&str] = &["reducer", "update", "dynamic"];
 
 /// How a channel merges writes.
 pub enum Merge {
@@ -28,6 +32,9 @@ pub struct Channel {
     pub merge: Merge,
     /// True when the update type is the field type (so `into_update` can write it).
     pub same_update_type: bool,
+    /// False when the field's name is taken by the update type's own methods (only in the
+    /// stand-in expansion after an error).
+    pub builder: bool,
 }
 
 /// A validated state struct.
@@ -39,74 +46,92 @@ pub struct StateModel {
     pub dynamic: bool,
 }
 
-/// The raw `#[state(...)]` options of a field.
-#[derive(Default)]
+/// The `#[state(...)]` options of a field, read by darling.
+#[derive(FromMeta, Default)]
+#[darling(default)]
 struct FieldAttrs {
     reducer: Option<syn::Path>,
-    update: Option<syn::Type>,
-    dynamic: Option<proc_macro2::Span>,
+    update: Option<TypeValue>,
+    dynamic: darling::util::Flag,
 }
 
-fn parse_field_attrs(field: &syn::Field, errors: &mut Errors) -> FieldAttrs {
-    let mut attrs = FieldAttrs::default();
-    for attr in field.attrs.iter().filter(|a| a.path().is_ident("state")) {
-        let result = attr.parse_nested_meta(|meta| {
-            let key = meta
-                .path
-                .get_ident()
-                .map(|i| i.to_string())
-                .unwrap_or_default();
-            match key.as_str() {
-                "reducer" => {
-                    if attrs.reducer.is_some() {
-                        return Err(meta.error("`reducer` is given twice"));
-                    }
-                    attrs.reducer = Some(meta.value()?.parse()?);
-                }
-                "update" => {
-                    if attrs.update.is_some() {
-                        return Err(meta.error("`update` is given twice"));
-                    }
-                    attrs.update = Some(meta.value()?.parse()?);
-                }
-                "dynamic" => attrs.dynamic = Some(meta.path.span()),
-                _ => {
-                    let hint = match closest(&key, FIELD_KEYS.iter().copied()) {
-                        Some(c) => format!("; did you mean `{c}`?"),
-                        None => format!("; expected one of: {}", FIELD_KEYS.join(", ")),
+/// The `#[state(...)]` options of the struct.
+#[derive(FromMeta, Default)]
+#[darling(default)]
+struct StructAttrs {
+    #[darling(rename = "crate")]
+    krate: Option<syn::Path>,
+}
+
+/// A type as an option's value (`update = BTreeMap<String, i64>`), which syn cannot read as the
+/// expression darling expects: the parser below hands it over verbatim.
+struct TypeValue(syn::Type);
+
+impl FromMeta for TypeValue {
+    fn from_expr(expr: &syn::Expr) -> darling::Result<Self> {
+        let tokens = match expr {
+            syn::Expr::Verbatim(tokens) => tokens.clone(),
+            other => quote::quote!(#other),
+        };
+        syn::parse2(tokens)
+            .map(TypeValue)
+            .map_err(|e| darling::Error::custom(format!("expected a type: {e}")).with_span(expr))
+    }
+}
+
+/// The options of every `#[state(...)]` attribute in `attrs`, as meta items: `key`, or
+/// `key = value` where `update`'s value is a type and any other value an expression.
+fn state_metas(attrs: &[syn::Attribute], errors: &mut Errors) -> Vec<NestedMeta> {
+    let mut metas = Vec::new();
+    for attr in attrs.iter().filter(|a| a.path().is_ident("state")) {
+        let parsed = attr.parse_args_with(|input: ParseStream| {
+            let mut out = Vec::new();
+            while !input.is_empty() {
+                let key = syn::Ident::parse_any(input)?;
+                let path = syn::Path::from(key.clone());
+                let meta = if input.peek(Token![=]) {
+                    let eq_token = input.parse()?;
+                    let value = if key == "update" {
+                        let ty: syn::Type = input.parse().map_err(|e| {
+                            syn::Error::new(
+                                e.span(),
+                                "`update` takes the reducer's update type: \
+                                 `update = BTreeMap<String, Option<i64>>`",
+                            )
+                        })?;
+                        syn::Expr::Verbatim(quote::quote!(#ty))
+                    } else {
+                        input.parse()?
                     };
-                    return Err(meta.error(format!("unknown state attribute `{key}`{hint}")));
+                    syn::Meta::NameValue(syn::MetaNameValue {
+                        path,
+                        eq_token,
+                        value,
+                    })
+                } else {
+                    syn::Meta::Path(path)
+                };
+                out.push(NestedMeta::Meta(meta));
+                if input.is_empty() {
+                    break;
                 }
+                input.parse::<Token![,]>()?;
             }
-            Ok(())
+            Ok(out)
         });
-        if let Err(e) = result {
-            errors.push(e);
+        match parsed {
+            Ok(list) => metas.extend(list),
+            Err(e) => errors.push(e),
         }
     }
-    attrs
-}
-
-fn parse_struct_attrs(input: &syn::DeriveInput, errors: &mut Errors) -> Option<syn::Path> {
-    let mut krate = None;
-    for attr in input.attrs.iter().filter(|a| a.path().is_ident("state")) {
-        let result = attr.parse_nested_meta(|meta| {
-            if meta.path.is_ident("crate") {
-                krate = Some(meta.value()?.parse()?);
-                Ok(())
-            } else {
-                Err(meta.error("unknown state attribute on the struct; expected `crate = path`"))
-            }
-        });
-        if let Err(e) = result {
-            errors.push(e);
-        }
-    }
-    krate
+    metas
 }
 
 impl StateModel {
-    pub fn from_input(input: &syn::DeriveInput) -> Result<Self, syn::Error> {
+    /// The checked model, or the errors with a best-effort model to expand beside them (so
+    /// uses of the state type and its update type add no errors of their own); no model when
+    /// the input is not a plain struct with named fields.
+    pub fn from_input(input: &syn::DeriveInput) -> Result<Self, (syn::Error, Option<Box<Self>>)> {
         let mut errors = Errors::default();
         let fields = match &input.data {
             syn::Data::Struct(syn::DataStruct {
@@ -114,14 +139,25 @@ impl StateModel {
                 ..
             }) => named.named.iter().collect::<Vec<_>>(),
             _ => {
-                return Err(syn::Error::new(
-                    input.ident.span(),
-                    "#[derive(State)] needs a struct with named fields: each field is a channel",
+                return Err((
+                    syn::Error::new(
+                        input.ident.span(),
+                        "#[derive(State)] needs a struct with named fields: each field is a \
+                         channel",
+                    ),
+                    None,
                 ));
             }
         };
-        let krate = parse_struct_attrs(input, &mut errors);
-        if !input.generics.params.is_empty() {
+        let krate = match StructAttrs::from_list(&state_metas(&input.attrs, &mut errors)) {
+            Ok(a) => a.krate,
+            Err(e) => {
+                errors.darling(e);
+                None
+            }
+        };
+        let generic = !input.generics.params.is_empty();
+        if generic {
             errors.at(
                 input.generics.span(),
                 "a State struct cannot be generic: its channels are stored and restored by name, \
@@ -140,9 +176,16 @@ impl StateModel {
             let Some(ident) = field.ident.clone() else {
                 continue;
             };
-            let attrs = parse_field_attrs(field, &mut errors);
+            let attrs = match FieldAttrs::from_list(&state_metas(&field.attrs, &mut errors)) {
+                Ok(a) => a,
+                Err(e) => {
+                    errors.darling(e);
+                    FieldAttrs::default()
+                }
+            };
             let name = ident.to_string();
-            if RESERVED.contains(&name.as_str()) {
+            let reserved = RESERVED.contains(&name.as_str());
+            if reserved {
                 errors.at(
                     ident.span(),
                     format!(
@@ -157,28 +200,31 @@ impl StateModel {
                     "state field names starting with `__` are reserved for kit",
                 );
             }
-            let merge = match (attrs.reducer, attrs.update, attrs.dynamic) {
+            let dynamic = attrs.dynamic.is_present().then(|| attrs.dynamic.span());
+            let merge = match (attrs.reducer, attrs.update.map(|u| u.0), dynamic) {
                 (None, Some(update), _) => {
-                    errors.at(
-                        update.span(),
+                    errors.push(syn::Error::new_spanned(
+                        &update,
                         "`update` names the update type of a reducer; add `reducer = path` too",
-                    );
+                    ));
                     Merge::LastValue
                 }
                 (Some(reducer), _, Some(_)) => {
-                    errors.at(
-                        reducer.span(),
+                    errors.push(syn::Error::new_spanned(
+                        &reducer,
                         "a `dynamic` field uses the reducers registered at run time; remove \
                          `reducer`",
-                    );
-                    Merge::Dynamic
+                    ));
+                    Merge::LastValue
                 }
                 (None, None, Some(span)) => {
                     dynamic_fields += 1;
                     if dynamic_fields > 1 {
                         errors.at(span, "only one field of a State struct can be `dynamic`");
+                        Merge::LastValue
+                    } else {
+                        Merge::Dynamic
                     }
-                    Merge::Dynamic
                 }
                 (Some(reducer), update, None) => Merge::Reduced {
                     update: Box::new(update.unwrap_or_else(|| field.ty.clone())),
@@ -195,15 +241,19 @@ impl StateModel {
                 ty: field.ty.clone(),
                 merge,
                 same_update_type,
+                builder: !reserved,
             });
         }
-        errors.into_result()?;
-        Ok(StateModel {
+        let model = StateModel {
             ident: input.ident.clone(),
             vis: input.vis.clone(),
             krate,
             dynamic: dynamic_fields > 0,
             channels,
-        })
+        };
+        match errors.into_result() {
+            Ok(()) => Ok(model),
+            Err(e) => Err((e, (!generic).then(|| Box::new(model)))),
+        }
     }
 }

@@ -193,7 +193,7 @@ fn fallback(input: &syn::DeriveInput) -> TokenStream {
         #[automatically_derived]
         #[allow(dead_code)]
         impl #ident {
-            pub const NAME: &'static str = "";
+            pub const NAME: &'static str = #kit::__private::TOOL_WITH_ERRORS;
             pub fn tool() -> #kit::tool::Tool {
                 ::core::unreachable!()
             }

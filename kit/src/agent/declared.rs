@@ -20,6 +20,11 @@ use super::{Agent, AgentError};
 /// assert_eq!(names::<Oracle>(), "oracle");
 /// assert_eq!(Oracle::build().unwrap().name(), "oracle");
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a declared agent",
+    label = "not declared with `#[agent]`",
+    note = "`agent = ..` names a unit struct declared with `#[agent(model = .., ..)]`"
+)]
 pub trait DeclaredAgent {
     /// The agent's name (`name = ".."`, else the struct's name in snake_case).
     const NAME: &'static str;

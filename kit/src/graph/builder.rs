@@ -132,6 +132,7 @@ pub struct GraphBuilder<S: State> {
     checkpointer: Option<Arc<dyn Checkpointer>>,
     interrupt_before: Vec<String>,
     interrupt_after: Vec<String>,
+    recursion_limit: Option<usize>,
     error_kind: Option<ErrorKindFn>,
 }
 
@@ -147,6 +148,7 @@ impl<S: State> GraphBuilder<S> {
             checkpointer: None,
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
+            recursion_limit: None,
             error_kind: None,
         }
     }
@@ -273,6 +275,14 @@ impl<S: State> GraphBuilder<S> {
     /// The default checkpointer of the graph's runs.
     pub fn checkpointer(mut self, checkpointer: Arc<dyn Checkpointer>) -> Self {
         self.checkpointer = Some(checkpointer);
+        self
+    }
+
+    /// The most supersteps a run of this graph may take, unless the run sets its own
+    /// ([`RunOptions::recursion_limit`](crate::RunOptions::recursion_limit)). Default
+    /// [`DEFAULT_RECURSION_LIMIT`](crate::graph::DEFAULT_RECURSION_LIMIT).
+    pub fn recursion_limit(mut self, limit: usize) -> Self {
+        self.recursion_limit = Some(limit);
         self
     }
 
@@ -522,6 +532,7 @@ impl<S: State> GraphBuilder<S> {
                 start,
                 joins,
                 schema: self.schema,
+                recursion_limit: self.recursion_limit,
                 error_kind: self.error_kind.unwrap_or(GraphError::kind),
             }),
             checkpointer: self.checkpointer,

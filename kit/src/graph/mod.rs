@@ -122,6 +122,8 @@ pub(crate) struct GraphInner<S: State> {
     pub(crate) start: Outgoing<S>,
     pub(crate) joins: Vec<Join>,
     pub(crate) schema: S::Schema,
+    /// The graph's default recursion limit (a run's own wins).
+    pub(crate) recursion_limit: Option<usize>,
     /// Names a run's failure in its `error` event.
     pub(crate) error_kind: ErrorKindFn,
 }

@@ -72,6 +72,12 @@ pub enum RunClientError {
 
 /// How a supervisor reaches the worker of an async subagent. Implement it for transports other
 /// than HTTP (a queue, an in-process pool, a test double).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a run client",
+    label = "not a `RunClient`",
+    note = "an async subagent's `client` implements `kit::protocol::RunClient`; `HttpRunClient` \
+            speaks the run protocol over HTTP (the default when the spec has a `url`)"
+)]
 #[async_trait::async_trait]
 pub trait RunClient: Send + Sync + 'static {
     /// Starts a run; `payload` is `{"assistant_id", "input": {"messages": [..]}}`.

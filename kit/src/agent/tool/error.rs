@@ -56,6 +56,25 @@ impl std::fmt::Display for ToolError {
     }
 }
 
+/// What a `#[tool]` function's error type must be: anything that converts into a [`ToolError`]
+/// (`ToolError` itself, or any `std::error::Error + Send + Sync`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a tool's error",
+    label = "not convertible into a `ToolError`",
+    note = "return `kit::tool::ToolError` (`ToolError::new(\"what went wrong\")`), or any type \
+            implementing `std::error::Error + Send + Sync + 'static`"
+)]
+pub trait IntoToolError {
+    /// The tool error the model sees.
+    fn into_tool_error(self) -> ToolError;
+}
+
+impl<E: Into<ToolError>> IntoToolError for E {
+    fn into_tool_error(self) -> ToolError {
+        self.into()
+    }
+}
+
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
     fn from(e: E) -> Self {
         ToolError::Failed(e.to_string())

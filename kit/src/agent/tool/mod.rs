@@ -35,7 +35,7 @@ mod output;
 mod validate;
 
 pub use context::ToolContext;
-pub use error::ToolError;
+pub use error::{IntoToolError, ToolError};
 pub use output::{ToolExecution, ToolOutput};
 pub use validate::validate_args;
 

@@ -367,7 +367,11 @@ impl<S: State> Exec<S> {
                 self.assign_resume(resume).await?;
             }
         }
-        let limit = self.opts.recursion_limit.unwrap_or(DEFAULT_RECURSION_LIMIT);
+        let limit = self
+            .opts
+            .recursion_limit
+            .or(self.inner().recursion_limit)
+            .unwrap_or(DEFAULT_RECURSION_LIMIT);
         let mut steps_run = 0usize;
         loop {
             if self.next.is_empty() {

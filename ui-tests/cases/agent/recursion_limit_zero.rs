@@ -1,0 +1,5 @@
+// A run needs at least one superstep.
+#[kit::agent(model = "openai:gpt-4o-mini", recursion_limit = 0)]
+struct Helper;
+
+fn main() {}
