@@ -18,6 +18,7 @@ use proc_macro::TokenStream;
 /// Field attributes: `#[state(reducer = path)]` (a `fn(&mut Field, Update)`),
 /// `#[state(reducer = path, update = Type)]` when the update type differs from the field type,
 /// and `#[state(dynamic)]` on a `kit::state::DynState` field for channels added at run time.
+/// The reference, with an example per option: `kit::dsl::state`.
 #[proc_macro_derive(State, attributes(state))]
 pub fn derive_state(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
@@ -29,7 +30,8 @@ pub fn derive_state(input: TokenStream) -> TokenStream {
 /// The description is the struct's doc comment (or `#[tool(description = "...")]`); the
 /// argument schema comes from `schemars::JsonSchema` (field doc comments become field
 /// descriptions); `#[tool(name = "...", max_result_chars = N)]` are optional. Implement
-/// `kit::tool::ToolHandler` for the struct to give the tool its body.
+/// `kit::tool::ToolHandler` for the struct to give the tool its body. The reference:
+/// `kit::dsl::tool`.
 #[proc_macro_derive(Tool, attributes(tool))]
 pub fn derive_tool(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
@@ -38,20 +40,27 @@ pub fn derive_tool(input: TokenStream) -> TokenStream {
 
 /// Turns an async function into a tool: the function stays callable as written, and a unit
 /// struct named after it in CamelCase (`lookup_order` → `LookupOrder`) is the tool an agent
-/// takes (`tools = [LookupOrder]`, `.tool(LookupOrder)`); see `kit::tool` for the options.
+/// takes (`tools = [LookupOrder]`, `.tool(LookupOrder)`). The doc comment is the description;
+/// each parameter is an argument (`Option` is not required, `#[arg(default)]` gives a default),
+/// and `ToolContext` or the agent state are injected. The reference, with an example per
+/// option: `kit::dsl::tool`.
 #[proc_macro_attribute]
 pub fn tool(args: TokenStream, item: TokenStream) -> TokenStream {
     tool::attribute(args.into(), item.into()).into()
 }
 
-/// Declares an agent on a unit struct and generates `build()`, `agent()`, `invoke(..)`,
-/// `resume(..)` and `stream_events(..)`; see `kit::agent` for the options.
+/// Declares an agent on a unit struct: model, tools, capabilities, subagents
+/// (`subagents< .. >`, `async_subagents< .. >`), guardrails (`interrupt_on< .. >`, `pii< .. >`)
+/// and a typed `response_format`. Generates `NAME`, `build()`, `agent()`, `invoke(..)`,
+/// `resume(..)`, `resume_review(..)` and `stream_events(..)`. The reference, with an example
+/// per option: `kit::dsl::agent`.
 #[proc_macro_attribute]
 pub fn agent(args: TokenStream, item: TokenStream) -> TokenStream {
     agent::expand(args.into(), item.into()).into()
 }
 
-/// Declares a graph over a `#[derive(State)]` type; see `kit::graph!`.
+/// Declares a graph over a `#[derive(State)]` type, checked at compile time. The reference:
+/// `kit::dsl::graph`.
 #[proc_macro]
 pub fn graph(input: TokenStream) -> TokenStream {
     graph::expand(input.into()).into()

@@ -54,44 +54,53 @@
 //!
 //! ## An agent
 //!
+//! Tools are async functions; an agent is a declaration. Both are checked at compile time.
+//!
 //! ```
 //! use kit::testing::ScriptedModel;
-//! use kit::tool::{ToolContext, ToolError, ToolHandler};
-//! use kit::{Agent, Message, RunOptions, ToolCall};
+//! use kit::tool::ToolError;
+//! use kit::{Message, ToolCall};
 //!
 //! /// Adds two integers.
-//! #[derive(kit::Tool, serde::Deserialize, schemars::JsonSchema)]
-//! struct Add {
+//! #[kit::tool]
+//! async fn add(
+//!     /// The first addend.
 //!     a: i64,
+//!     /// The second addend.
 //!     b: i64,
+//! ) -> Result<i64, ToolError> {
+//!     Ok(a + b)
 //! }
 //!
-//! impl ToolHandler for Add {
-//!     type Output = i64;
-//!     async fn run(self, _ctx: ToolContext) -> Result<i64, ToolError> {
-//!         Ok(self.a + self.b)
-//!     }
-//! }
+//! /// Does arithmetic. Offline a scripted model plays the model; write
+//! /// `model = "openai:gpt-4o-mini"` for a real one.
+//! #[kit::agent(
+//!     model = ScriptedModel::new([
+//!         Message::assistant_with_tool_calls("", vec![ToolCall::new("add", serde_json::json!({"a": 40, "b": 2}))]),
+//!         Message::assistant("It is 42."),
+//!     ]),
+//!     system_prompt = "Use the add tool.",
+//!     tools = [Add],
+//! )]
+//! struct Calculator;
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kit::AgentError> {
-//! // Offline: a scripted model plays the model. Use `.model("openai:gpt-4o-mini")` for real.
-//! let model = ScriptedModel::new([
-//!     Message::assistant_with_tool_calls("", vec![ToolCall::new("add", serde_json::json!({"a": 40, "b": 2}))]),
-//!     Message::assistant("It is 42."),
-//! ]);
-//! let agent = Agent::builder().model(model).tool(Add::tool()).build()?;
-//! let out = agent.invoke("What is 40 + 2?").await?;
+//! let out = Calculator::invoke("What is 40 + 2?").await?;
 //! assert_eq!(out.state().final_text(), "It is 42.");
 //! # Ok(()) }
 //! ```
 //!
-//! See [`agent`](mod@agent) for the builder, the middleware order and `#[agent]`, [`middleware`] for the
-//! built-in capabilities and guardrails, [`tool`](mod@tool) and [`model`] for tools and providers.
+//! [`dsl`] is the reference of the macros (`#[tool]`, `#[derive(Tool)]`, `#[agent]`, `graph!`,
+//! `#[derive(State)]`), with an example per option. [`Agent::builder()`](Agent::builder)
+//! assembles the same agents at run time. See [`agent`](mod@agent) for the middleware order,
+//! [`middleware`] for the built-in capabilities and guardrails, [`tool`](mod@tool) and [`model`]
+//! for tools and providers.
 //!
 //! ## Modules
 //!
 //! | module | what |
 //! |---|---|
+//! | [`dsl`] | the macros' reference: grammar, every option, what each generates |
 //! | [`graph`](mod@graph) | graphs: builder, `graph!`, supersteps, interrupts, run options |
 //! | [`state`] | typed state, reducers, `Overwrite`, the dynamic form |
 //! | [`checkpoint`] | the `Checkpointer` trait; memory, SQLite and PostgreSQL back-ends |
@@ -131,6 +140,7 @@ extern crate self as kit;
 pub mod agent;
 pub mod checkpoint;
 pub mod config;
+pub mod dsl;
 pub mod event;
 pub mod graph;
 pub mod http;

@@ -4,7 +4,7 @@
 
 use super::{Agent, AgentError};
 
-/// An agent declared with [`#[agent]`](crate::agent): a unit struct whose attribute holds the
+/// An agent declared with [`#[agent]`](crate::dsl::agent): a unit struct whose attribute holds the
 /// definition. The macro implements this trait; write `#[agent(..)]` rather than an impl.
 ///
 /// ```

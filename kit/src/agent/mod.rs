@@ -190,6 +190,14 @@ impl From<Pause> for AgentError {
     }
 }
 
+impl From<crate::checkpoint::CheckpointError> for AgentError {
+    /// A checkpointer that could not be opened (`checkpointer = Arc::new(
+    /// SqliteCheckpointer::open("threads.sqlite")?)` in `#[agent]`) or failed.
+    fn from(e: crate::checkpoint::CheckpointError) -> Self {
+        AgentError::Graph(GraphError::Checkpoint(e))
+    }
+}
+
 impl From<GraphError> for AgentError {
     /// Unwraps agent errors raised inside nodes so callers can match on them.
     fn from(e: GraphError) -> Self {
