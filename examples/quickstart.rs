@@ -11,24 +11,19 @@
 //! `ANTHROPIC_API_KEY` or `KIT_MODEL=provider:model` set, the same agents run on that model.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt;
 use kit::agent::AgentState;
 use kit::checkpoint::SqliteCheckpointer;
-use kit::middleware::async_subagents::AsyncSpec;
-use kit::middleware::filesystem::FilesystemMiddleware;
-use kit::middleware::pii::{PiiMiddleware, PiiType};
-use kit::middleware::review::{Decision, HumanReviewMiddleware, ReviewRequest, resume_review};
-use kit::middleware::subagents::SubagentSpec;
-use kit::middleware::todos::TodoMiddleware;
+use kit::middleware::review::{Decision, ReviewRequest};
 use kit::model::{ModelError, ModelRequest};
 use kit::server::Worker;
 use kit::testing::ScriptedModel;
-use kit::tool::{Tool, ToolError, ToolOutput};
+use kit::tool::ToolError;
 use kit::trace::{JsonLinesExporter, Tracer};
-use kit::{Agent, ChatModel, Event, EventKind, Message, Role, RunOptions, ToolCall};
+use kit::{ChatModel, Event, EventKind, Message, Role, RunOptions, ToolCall};
 use serde_json::{Value, json};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -37,15 +32,294 @@ const TASK: &str = "Prepare the Q3 customer-churn briefing: plan it, write /brie
 quick definition of churn from the researcher, start the long churn analysis on the analyst, \
 and email the ops team when it is done. Questions go to ada.lovelace@example.com.";
 
-const SUPERVISOR_PROMPT: &str = "You coordinate a small team. For the user's request: \
-1) plan with write_todos; 2) write a first draft to /brief.md with write_file; 3) ask the \
-`researcher` subagent (task tool) for the quick facts and, in the same turn, start the long \
-analysis on the `analyst` async subagent (start_async_task); 4) check the async task with \
-check_async_task, calling wait_seconds between checks while it runs; 5) when it succeeded, \
-mark the plan done and send_email the summary to `ops-team`; 6) answer with a short summary.";
+const DIR: &str = "target/kit-quickstart";
+const THREADS: &str = "target/kit-quickstart/threads.sqlite";
 
 // ---------------------------------------------------------------------------------------------
-// Models: a real one when configured, else scripted stand-ins (printed once, clearly).
+// The agents, declared: the supervisor with its capabilities, guardrails and subagents; the
+// researcher it asks in-process; the analyst a kit worker hosts.
+
+/// Coordinates the briefing.
+#[kit::agent(
+    model = model(scripted_supervisor),
+    system_prompt = "You coordinate a small team. For the user's request: 1) plan with \
+        write_todos; 2) write a first draft to /brief.md with write_file; 3) ask the \
+        `researcher` subagent (task tool) for the quick facts and, in the same turn, start the \
+        long analysis on the `analyst` async subagent (start_async_task); 4) check the async \
+        task with check_async_task, calling wait_seconds between checks while it runs; 5) when \
+        it succeeded, mark the plan done and send_email the summary to `ops-team`; 6) answer \
+        with a short summary.",
+    tools = [WaitSeconds, SendEmail],
+    todos,
+    filesystem,
+    general_purpose_subagent = false,
+    subagents< researcher(description = "Answers quick factual questions in one sentence.", agent = Researcher) >,
+    async_subagents<
+        analyst(description = "Runs long data analyses on the worker; takes a while.",
+                graph_id = "analysis", url = worker_url()),
+    >,
+    pii< email(redact) >,
+    interrupt_on< send_email = true >,
+    checkpointer = Arc::new(SqliteCheckpointer::open(THREADS)?),
+)]
+struct Supervisor;
+
+/// Answers quick questions.
+#[kit::agent(model = model(scripted_researcher), system_prompt = "Answer in one sentence.")]
+struct Researcher;
+
+/// Analyses churn on the worker.
+#[kit::agent(
+    model = model(scripted_analyst),
+    system_prompt = "You analyse churn data with crunch_numbers and report the key figures.",
+    tools = [CrunchNumbers],
+)]
+struct Analyst;
+
+// ---------------------------------------------------------------------------------------------
+// Tools
+
+/// Computes churn statistics for a quarter (takes a while).
+#[kit::tool]
+async fn crunch_numbers(
+    /// The quarter, like `Q3`.
+    quarter: String,
+) -> Result<String, ToolError> {
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    Ok(format!("{quarter}: churn 4.1%, SMB 6.2%, enterprise 2.0%"))
+}
+
+/// Waits a few seconds (at most 5), e.g. before checking a background task again.
+#[kit::tool]
+async fn wait_seconds(
+    /// How long to wait, 1 to 5.
+    seconds: u64,
+) -> Result<String, ToolError> {
+    let secs = seconds.clamp(1, 5);
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    Ok(format!("waited {secs}s"))
+}
+
+/// Sends an email to a team or person.
+#[kit::tool]
+async fn send_email(
+    /// The team or person.
+    to: String,
+    /// The subject line.
+    subject: Option<String>,
+    /// The message.
+    body: String,
+) -> Result<String, ToolError> {
+    let _ = (subject, body);
+    Ok(format!("email sent to {to}"))
+}
+
+/// Where the worker listens, once it started (the supervisor is built after that).
+static WORKER_URL: OnceLock<String> = OnceLock::new();
+
+fn worker_url() -> String {
+    WORKER_URL.get().cloned().unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Progress on the terminal
+
+fn show(event: &Event) {
+    let who = match event.metadata.namespace.first() {
+        Some(ns) if ns.starts_with("task:") => "  [researcher]",
+        Some(_) => "  [subagent]",
+        None => "[supervisor]",
+    };
+    match event.kind() {
+        EventKind::ToolStart => {
+            let args = event.data.to_json()["args"].to_string();
+            let args = if args.len() > 110 {
+                format!("{}…", &args[..110])
+            } else {
+                args
+            };
+            println!("{who} → {}({args})", event.name);
+        }
+        EventKind::ToolEnd => {
+            let result = match &event.data.to_json()["result"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let first = result.lines().next().unwrap_or("");
+            let first = if first.len() > 110 {
+                format!("{}…", &first[..110])
+            } else {
+                first.to_string()
+            };
+            println!("{who} ← {}: {first}", event.name);
+        }
+        EventKind::ModelEnd => {
+            let data = event.data.to_json();
+            let text = data["message"]["content"].as_str().unwrap_or_default();
+            if !text.is_empty() {
+                println!("{who} says: {}", text.replace('\n', " "));
+            }
+        }
+        EventKind::Middleware if event.name.starts_with("PII") => {
+            println!("{who} (PII middleware redacted the input)");
+        }
+        _ => {}
+    }
+}
+
+fn ask(prompt: &str) -> std::io::Result<String> {
+    print!("{prompt}");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(line.trim().to_lowercase())
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    match &*MODELS {
+        Models::Real(spec) => println!("kit quickstart — model: {spec} (real provider)"),
+        Models::Scripted => println!(
+            "kit quickstart — no OPENAI_API_KEY / ANTHROPIC_API_KEY / KIT_MODEL set: using kit's \
+             scripted model (offline, deterministic)"
+        ),
+    }
+    let dir = std::path::Path::new(DIR);
+    std::fs::create_dir_all(dir)?;
+
+    // 1. A kit worker on loopback hosting the async subagent `analyst`.
+    let worker = Worker::builder()
+        .agent("analysis", Analyst::build()?)
+        .sqlite(dir.join("worker.sqlite"))?
+        .build()
+        .await?
+        .start("127.0.0.1:0")
+        .await?;
+    let _ = WORKER_URL.set(worker.url());
+    println!(
+        "1. worker started at {} (graph `analysis`, runs kept in {})",
+        worker.url(),
+        dir.join("worker.sqlite").display()
+    );
+
+    // 2. The supervisor, as declared above: planning, files, a sync and an async subagent,
+    //    PII, human review and a SQLite thread; the trace goes with the run's options.
+    let supervisor = Supervisor::agent()?;
+    let trace_file = dir.join("trace.jsonl");
+    let _ = std::fs::remove_file(&trace_file);
+    let tracer = Tracer::new().with_exporter(JsonLinesExporter::new(&trace_file)?);
+    let thread = format!("quickstart-{}", kit::ids::now_millis());
+    let opts = RunOptions::new().thread_id(&thread).tracer(tracer.clone());
+    println!("2. supervisor ready; thread `{thread}` persisted in {THREADS}");
+    println!("\nuser: {TASK}\n");
+
+    // 3. Run it, streaming progress; pause for the human when a sensitive call comes.
+    let mut stream = Supervisor::stream_events(TASK, &opts);
+    let mut interactive_note = false;
+    loop {
+        let mut paused = None;
+        let mut failed = None;
+        while let Some(event) = stream.next().await {
+            show(&event);
+            if event.metadata.namespace.is_empty() {
+                match event.kind() {
+                    EventKind::Interrupt => {
+                        paused = Some(event.data.to_json()["interrupts"].clone())
+                    }
+                    EventKind::Error => failed = Some(event.data.to_json()["message"].to_string()),
+                    _ => {}
+                }
+            }
+        }
+        if let Some(message) = failed {
+            return Err(format!("the run failed: {message}").into());
+        }
+        let Some(interrupts) = paused else { break };
+        let interrupts: Vec<kit::Interrupt> = serde_json::from_value(interrupts)?;
+        let Some(interrupt) = interrupts.first() else {
+            break;
+        };
+        let request = ReviewRequest::from_interrupt(interrupt)?;
+        let mut decisions = Vec::new();
+        for action in &request.action_requests {
+            println!("\n⏸ human review: {}({})", action.name, action.args);
+            let approve = if std::io::stdin().is_terminal() {
+                !matches!(ask("   approve? [Y/n] ")?.as_str(), "n" | "no")
+            } else {
+                if !interactive_note {
+                    println!("   (stdin is not a terminal: approving automatically)");
+                    interactive_note = true;
+                }
+                true
+            };
+            decisions.push(if approve {
+                Decision::approve()
+            } else {
+                Decision::reject_with("The reviewer declined.")
+            });
+            println!("   → {}\n", if approve { "approved" } else { "rejected" });
+        }
+        stream = Supervisor::resume_review(decisions).options(&opts).stream();
+    }
+
+    // 4. What persisted, and where to look.
+    let state: AgentState = supervisor
+        .graph()
+        .get_state(&RunOptions::new().thread_id(&thread))
+        .await?
+        .map(|s| s.values)
+        .ok_or("the thread was not persisted")?;
+    println!("\nplan:");
+    for todo in &state.todos {
+        let status = serde_json::to_value(todo.status).unwrap_or(Value::Null);
+        println!("  [{}] {}", status.as_str().unwrap_or("?"), todo.content);
+    }
+    println!("files: {:?}", state.files.keys().collect::<Vec<_>>());
+    let tasks: Vec<String> = state
+        .async_tasks
+        .values()
+        .map(|t| format!("{} ({})", t.subagent_name, t.status))
+        .collect();
+    println!("async tasks: {tasks:?}");
+    let user = state
+        .messages
+        .iter()
+        .find(|m| m.role == Role::User)
+        .map(Message::text);
+    println!("the model saw the user as: {:?}", user.unwrap_or_default());
+    let history = supervisor
+        .graph()
+        .state_history(&RunOptions::new().thread_id(&thread), None)
+        .await?;
+    println!(
+        "thread `{thread}`: {} checkpoints in {THREADS}",
+        history.len()
+    );
+
+    worker.shutdown().await?;
+    tracer.flush(Duration::from_secs(5));
+    let (runs, _) = kit::trace::read_json_lines(&trace_file)?;
+    let html = dir.join("trace.html");
+    kit::trace::viewer::write_html(&html, &runs)?;
+    let absolute = std::fs::canonicalize(&html)?;
+    println!(
+        "\ntrace: {} runs written to {}",
+        runs.len(),
+        trace_file.display()
+    );
+    println!("look at it: open file://{}", absolute.display());
+    println!(
+        "       or:   cargo run --example trace_viewer -- --file {} --serve",
+        trace_file.display()
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Models: a real one when configured, else kit's scripted stand-ins (said once, clearly). The
+// stand-ins play the models offline; a real model needs none of this.
 
 enum Models {
     Real(String),
@@ -67,10 +341,18 @@ fn choose_models() -> Models {
     Models::Scripted
 }
 
-fn model(models: &Models, scripted: ScriptedModel) -> Result<Arc<dyn ChatModel>, Error> {
-    Ok(match models {
-        Models::Real(spec) => kit::model::init(spec, &kit::Config::from_env(), Default::default())?,
-        Models::Scripted => Arc::new(scripted),
+static MODELS: LazyLock<Models> = LazyLock::new(choose_models);
+
+/// The model an agent runs on: the configured provider, or its scripted stand-in.
+fn model(scripted: fn() -> ScriptedModel) -> Arc<dyn ChatModel> {
+    let real = match &*MODELS {
+        Models::Real(spec) => kit::model::init(spec, &kit::Config::from_env(), Default::default()),
+        Models::Scripted => return Arc::new(scripted()),
+    };
+    // A provider that cannot be set up (a bad KIT_MODEL) says why, and the run goes on offline.
+    real.unwrap_or_else(|e| {
+        eprintln!("cannot use the configured model ({e}); using kit's scripted model");
+        Arc::new(scripted())
     })
 }
 
@@ -217,282 +499,4 @@ fn scripted_analyst() -> ScriptedModel {
         })
     })
     .named("scripted-analyst")
-}
-
-// ---------------------------------------------------------------------------------------------
-// Tools
-
-fn crunch_numbers() -> Tool {
-    Tool::from_fn(
-        "crunch_numbers",
-        "Computes churn statistics for a quarter (takes a while).",
-        json!({"type": "object", "properties": {"quarter": {"type": "string"}}, "required": ["quarter"]}),
-        |args, _| async move {
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            Ok::<_, ToolError>(format!(
-                "{}: churn 4.1%, SMB 6.2%, enterprise 2.0%",
-                args["quarter"].as_str().unwrap_or("?")
-            ))
-        },
-    )
-}
-
-fn wait_seconds() -> Tool {
-    Tool::from_fn(
-        "wait_seconds",
-        "Waits a few seconds (at most 5), e.g. before checking a background task again.",
-        json!({"type": "object", "properties": {"seconds": {"type": "integer", "minimum": 1, "maximum": 5}}, "required": ["seconds"]}),
-        |args, _| async move {
-            let secs = args["seconds"].as_u64().unwrap_or(1).clamp(1, 5);
-            tokio::time::sleep(Duration::from_secs(secs)).await;
-            Ok::<_, ToolError>(format!("waited {secs}s"))
-        },
-    )
-}
-
-fn send_email() -> Tool {
-    Tool::from_fn(
-        "send_email",
-        "Sends an email to a team or person.",
-        json!({"type": "object", "properties": {
-            "to": {"type": "string"}, "subject": {"type": "string"}, "body": {"type": "string"}
-        }, "required": ["to", "body"]}),
-        |args, _| async move {
-            Ok::<_, ToolError>(ToolOutput::text(format!(
-                "email sent to {}",
-                args["to"].as_str().unwrap_or("?")
-            )))
-        },
-    )
-}
-
-// ---------------------------------------------------------------------------------------------
-// Progress on the terminal
-
-fn show(event: &Event) {
-    let who = match event.metadata.namespace.first() {
-        Some(ns) if ns.starts_with("task:") => "  [researcher]",
-        Some(_) => "  [subagent]",
-        None => "[supervisor]",
-    };
-    match event.kind() {
-        EventKind::ToolStart => {
-            let args = event.data.to_json()["args"].to_string();
-            let args = if args.len() > 110 {
-                format!("{}…", &args[..110])
-            } else {
-                args
-            };
-            println!("{who} → {}({args})", event.name);
-        }
-        EventKind::ToolEnd => {
-            let result = match &event.data.to_json()["result"] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let first = result.lines().next().unwrap_or("");
-            let first = if first.len() > 110 {
-                format!("{}…", &first[..110])
-            } else {
-                first.to_string()
-            };
-            println!("{who} ← {}: {first}", event.name);
-        }
-        EventKind::ModelEnd => {
-            let data = event.data.to_json();
-            let text = data["message"]["content"].as_str().unwrap_or_default();
-            if !text.is_empty() {
-                println!("{who} says: {}", text.replace('\n', " "));
-            }
-        }
-        EventKind::Middleware if event.name.starts_with("PII") => {
-            println!("{who} (PII middleware redacted the input)");
-        }
-        _ => {}
-    }
-}
-
-fn ask(prompt: &str) -> std::io::Result<String> {
-    print!("{prompt}");
-    std::io::stdout().flush()?;
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    Ok(line.trim().to_lowercase())
-}
-
-// ---------------------------------------------------------------------------------------------
-
-#[tokio::main]
-async fn main() -> Result<(), Error> {
-    let models = choose_models();
-    match &models {
-        Models::Real(spec) => println!("kit quickstart — model: {spec} (real provider)"),
-        Models::Scripted => println!(
-            "kit quickstart — no OPENAI_API_KEY / ANTHROPIC_API_KEY / KIT_MODEL set: using kit's \
-             scripted model (offline, deterministic)"
-        ),
-    }
-    let dir = std::path::Path::new("target/kit-quickstart");
-    std::fs::create_dir_all(dir)?;
-
-    // 1. A kit worker on loopback hosting the async subagent `analyst`.
-    let analyst = Agent::builder()
-        .name("analyst")
-        .model(model(&models, scripted_analyst())?)
-        .system_prompt("You analyse churn data with crunch_numbers and report the key figures.")
-        .tool(crunch_numbers())
-        .build()?;
-    let worker = Worker::builder()
-        .agent("analysis", analyst)
-        .sqlite(dir.join("worker.sqlite"))?
-        .build()
-        .await?
-        .start("127.0.0.1:0")
-        .await?;
-    println!(
-        "1. worker started at {} (graph `analysis`, runs kept in {})",
-        worker.url(),
-        dir.join("worker.sqlite").display()
-    );
-
-    // 2. The supervisor: planning, files, a sync and an async subagent, PII, human review,
-    //    a SQLite thread and a trace.
-    let threads = dir.join("threads.sqlite");
-    let trace_file = dir.join("trace.jsonl");
-    let _ = std::fs::remove_file(&trace_file);
-    let tracer = Tracer::new().with_exporter(JsonLinesExporter::new(&trace_file)?);
-    let supervisor = Agent::builder()
-        .name("supervisor")
-        .model(model(&models, scripted_supervisor())?)
-        .system_prompt(SUPERVISOR_PROMPT)
-        .tools([wait_seconds(), send_email()])
-        .middleware(TodoMiddleware::new())
-        .filesystem(FilesystemMiddleware::new())
-        .general_purpose_subagent(false)
-        .subagents([SubagentSpec::new(
-            "researcher",
-            "Answers quick factual questions in one sentence.",
-        )
-        .system_prompt("Answer in one sentence.")
-        .model(model(&models, scripted_researcher())?)
-        .tools([])])
-        .async_subagents([AsyncSpec::new(
-            "analyst",
-            "Runs long data analyses on the worker; takes a while.",
-            "analysis",
-        )
-        .url(worker.url())])
-        .middleware(PiiMiddleware::new(PiiType::Email))
-        .middleware(HumanReviewMiddleware::new().interrupt_on("send_email", true))
-        .checkpointer(Arc::new(SqliteCheckpointer::open(&threads)?))
-        .build()?;
-    let thread = format!("quickstart-{}", kit::ids::now_millis());
-    let opts = RunOptions::new().thread_id(&thread).tracer(tracer.clone());
-    println!(
-        "2. supervisor ready; thread `{thread}` persisted in {}",
-        threads.display()
-    );
-    println!("\nuser: {TASK}\n");
-
-    // 3. Run it, streaming progress; pause for the human when a sensitive call comes.
-    let mut stream = supervisor.stream_events(TASK, &opts);
-    let mut interactive_note = false;
-    loop {
-        let mut paused = None;
-        let mut failed = None;
-        while let Some(event) = stream.next().await {
-            show(&event);
-            if event.metadata.namespace.is_empty() {
-                match event.kind() {
-                    EventKind::Interrupt => {
-                        paused = Some(event.data.to_json()["interrupts"].clone())
-                    }
-                    EventKind::Error => failed = Some(event.data.to_json()["message"].to_string()),
-                    _ => {}
-                }
-            }
-        }
-        if let Some(message) = failed {
-            return Err(format!("the run failed: {message}").into());
-        }
-        let Some(interrupts) = paused else { break };
-        let interrupts: Vec<kit::Interrupt> = serde_json::from_value(interrupts)?;
-        let Some(interrupt) = interrupts.first() else {
-            break;
-        };
-        let request = ReviewRequest::from_interrupt(interrupt)?;
-        let mut decisions = Vec::new();
-        for action in &request.action_requests {
-            println!("\n⏸ human review: {}({})", action.name, action.args);
-            let approve = if std::io::stdin().is_terminal() {
-                !matches!(ask("   approve? [Y/n] ")?.as_str(), "n" | "no")
-            } else {
-                if !interactive_note {
-                    println!("   (stdin is not a terminal: approving automatically)");
-                    interactive_note = true;
-                }
-                true
-            };
-            decisions.push(if approve {
-                Decision::approve()
-            } else {
-                Decision::reject_with("The reviewer declined.")
-            });
-            println!("   → {}\n", if approve { "approved" } else { "rejected" });
-        }
-        stream = supervisor.stream_resume(resume_review(decisions), &opts);
-    }
-
-    // 4. What persisted, and where to look.
-    let state: AgentState = supervisor
-        .graph()
-        .get_state(&RunOptions::new().thread_id(&thread))
-        .await?
-        .map(|s| s.values)
-        .ok_or("the thread was not persisted")?;
-    println!("\nplan:");
-    for todo in &state.todos {
-        let status = serde_json::to_value(todo.status).unwrap_or(Value::Null);
-        println!("  [{}] {}", status.as_str().unwrap_or("?"), todo.content);
-    }
-    println!("files: {:?}", state.files.keys().collect::<Vec<_>>());
-    let tasks: Vec<String> = state
-        .async_tasks
-        .values()
-        .map(|t| format!("{} ({})", t.subagent_name, t.status))
-        .collect();
-    println!("async tasks: {tasks:?}");
-    let user = state
-        .messages
-        .iter()
-        .find(|m| m.role == Role::User)
-        .map(Message::text);
-    println!("the model saw the user as: {:?}", user.unwrap_or_default());
-    let history = supervisor
-        .graph()
-        .state_history(&RunOptions::new().thread_id(&thread), None)
-        .await?;
-    println!(
-        "thread `{thread}`: {} checkpoints in {}",
-        history.len(),
-        threads.display()
-    );
-
-    worker.shutdown().await?;
-    tracer.flush(Duration::from_secs(5));
-    let (runs, _) = kit::trace::read_json_lines(&trace_file)?;
-    let html = dir.join("trace.html");
-    kit::trace::viewer::write_html(&html, &runs)?;
-    let absolute = std::fs::canonicalize(&html)?;
-    println!(
-        "\ntrace: {} runs written to {}",
-        runs.len(),
-        trace_file.display()
-    );
-    println!("look at it: open file://{}", absolute.display());
-    println!(
-        "       or:   cargo run --example trace_viewer -- --file {} --serve",
-        trace_file.display()
-    );
-    Ok(())
 }
