@@ -1,4 +1,4 @@
-//! An agent with tools and a custom middleware, streaming its events, then continuing the
+//! An agent with a tool and a custom middleware, streaming its events, then continuing the
 //! conversation from its checkpointer.
 //!
 //! Run it with `cargo run --example agent`. It uses the scripted model (offline, deterministic).
@@ -8,33 +8,37 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kit::agent::{AgentState, Hook, HookResult, HookUpdate, JumpTo, Middleware, Runtime};
 use kit::testing::ScriptedModel;
-use kit::tool::{ToolContext, ToolError, ToolHandler};
-use kit::{Agent, EventKind, MemoryCheckpointer, Message, RunOptions, ToolCall};
-use serde::Deserialize;
+use kit::tool::ToolError;
+use kit::{EventKind, MemoryCheckpointer, Message, RunOptions, ToolCall};
 use serde_json::json;
 
+/// Converts currencies, refusing anything else.
+#[kit::agent(
+    model = scripted(),
+    system_prompt = "You convert currencies. Use the convert tool.",
+    tools = [Convert],
+    middleware = [OnlyMoney],
+    checkpointer = Arc::new(MemoryCheckpointer::new()),
+)]
+struct Treasurer;
+
 /// Converts an amount between currencies at today's (fixed, demo) rates.
-#[derive(kit::Tool, Deserialize, schemars::JsonSchema)]
-struct Convert {
+#[kit::tool]
+async fn convert(
     /// The amount to convert.
     amount: f64,
     /// ISO code of the source currency, e.g. `EUR`.
     from: String,
     /// ISO code of the target currency, e.g. `USD`.
     to: String,
-}
-
-impl ToolHandler for Convert {
-    type Output = String;
-    async fn run(self, _ctx: ToolContext) -> Result<String, ToolError> {
-        let rate = match (self.from.as_str(), self.to.as_str()) {
-            ("EUR", "USD") => 1.08,
-            ("USD", "EUR") => 0.93,
-            ("GBP", "USD") => 1.27,
-            (a, b) => return Err(ToolError::new(format!("no rate for {a} to {b}"))),
-        };
-        Ok(format!("{:.2} {}", self.amount * rate, self.to))
-    }
+) -> Result<String, ToolError> {
+    let rate = match (from.as_str(), to.as_str()) {
+        ("EUR", "USD") => 1.08,
+        ("USD", "EUR") => 0.93,
+        ("GBP", "USD") => 1.27,
+        (a, b) => return Err(ToolError::new(format!("no rate for {a} to {b}"))),
+    };
+    Ok(format!("{:.2} {to}", amount * rate))
 }
 
 /// A guardrail: refuses requests about anything but money, before the model is called.
@@ -63,40 +67,14 @@ impl Middleware for OnlyMoney {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // The scripted model plays a model that converts two amounts in parallel, then answers.
-    let model = ScriptedModel::new([
-        Message::assistant_with_tool_calls(
-            "Let me convert both.",
-            vec![
-                ToolCall::with_id(
-                    "c1",
-                    "convert",
-                    json!({"amount": 100, "from": "EUR", "to": "USD"}),
-                ),
-                ToolCall::with_id(
-                    "c2",
-                    "convert",
-                    json!({"amount": 50, "from": "GBP", "to": "USD"}),
-                ),
-            ],
-        ),
-        Message::assistant("100 EUR is 108.00 USD and 50 GBP is 63.50 USD."),
-        Message::assistant("Together that is 171.50 USD."),
-    ]);
     println!("(offline: using kit's scripted model)");
-
-    let agent = Agent::builder()
-        .name("treasurer")
-        .model(model)
-        .system_prompt("You convert currencies. Use the convert tool.")
-        .tool(Convert::tool())
-        .middleware(OnlyMoney)
-        .checkpointer(Arc::new(MemoryCheckpointer::new()))
-        .build()?;
-    println!("agent graph nodes: {:?}", agent.graph().node_names());
+    println!(
+        "agent graph nodes: {:?}",
+        Treasurer::agent()?.graph().node_names()
+    );
 
     let opts = RunOptions::new().thread_id("desk-1");
-    let mut events = agent.stream_events("Convert 100 EUR and 50 GBP to USD.", &opts);
+    let mut events = Treasurer::stream_events("Convert 100 EUR and 50 GBP to USD.", &opts);
     while let Some(event) = events.next().await {
         match event.kind() {
             EventKind::ModelDelta => {
@@ -117,12 +95,40 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // Same thread: the agent remembers the conversation through its checkpointer.
-    let out = agent.invoke("And together?").options(&opts).await?;
+    let out = Treasurer::invoke("And together?").options(&opts).await?;
     println!("follow-up answer: {}", out.state().final_text());
     println!("messages in the thread: {}", out.state().messages.len());
 
     // The guardrail ends the run before the model is called.
-    let out = agent.invoke("Write me a poem.").thread_id("desk-2").await?;
+    let out = Treasurer::invoke("Write me a poem.")
+        .thread_id("desk-2")
+        .await?;
     println!("guardrail: {}", out.state().final_text());
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scripted stand-in model: it converts two amounts in parallel, then answers. A real model
+// (`model = "openai:gpt-4o-mini"`) needs none of this.
+
+fn scripted() -> ScriptedModel {
+    ScriptedModel::new([
+        Message::assistant_with_tool_calls(
+            "Let me convert both.",
+            vec![
+                ToolCall::with_id(
+                    "c1",
+                    "convert",
+                    json!({"amount": 100, "from": "EUR", "to": "USD"}),
+                ),
+                ToolCall::with_id(
+                    "c2",
+                    "convert",
+                    json!({"amount": 50, "from": "GBP", "to": "USD"}),
+                ),
+            ],
+        ),
+        Message::assistant("100 EUR is 108.00 USD and 50 GBP is 63.50 USD."),
+        Message::assistant("Together that is 171.50 USD."),
+    ])
 }

@@ -5,83 +5,33 @@
 
 use futures::StreamExt;
 use kit::event::EventData;
-use kit::middleware::filesystem::FilesystemMiddleware;
-use kit::middleware::subagents::SubagentSpec;
-use kit::middleware::todos::TodoMiddleware;
 use kit::testing::ScriptedModel;
-use kit::{Agent, Message, RunOptions, ToolCall};
+use kit::{Message, RunOptions, ToolCall};
 use serde_json::json;
 
-fn calls(list: &[(&str, &str, serde_json::Value)]) -> Message {
-    Message::assistant_with_tool_calls(
-        "",
-        list.iter()
-            .map(|(id, name, args)| ToolCall::with_id(*id, *name, args.clone()))
-            .collect(),
-    )
-}
+/// Writes short reports: plans them, keeps them in files, and delegates research.
+#[kit::agent(
+    model = lead_model(),
+    system_prompt = "You write short technical reports.",
+    todos,
+    filesystem,
+    subagents<
+        researcher(
+            description = "Researches a question and answers briefly.",
+            system_prompt = "You research. Answer in bullet points.",
+            model = researcher_model(),
+        ),
+    >,
+)]
+struct Lead;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("(offline: using kit's scripted model)\n");
-    // The lead agent's script: plan, delegate research, write the report, close the plan.
-    let lead = ScriptedModel::new([
-        calls(&[(
-            "plan",
-            "write_todos",
-            json!({"todos": [
-                {"content": "Research Rust async runtimes", "status": "in_progress"},
-                {"content": "Write the report to /report.md", "status": "pending"}
-            ]}),
-        )]),
-        calls(&[(
-            "research",
-            "task",
-            json!({
-                "description": "Compare tokio and async-std: maintenance status and ecosystem. Answer in two bullet points.",
-                "subagent_type": "researcher"
-            }),
-        )]),
-        calls(&[
-            (
-                "write",
-                "write_file",
-                json!({"file_path": "/report.md", "content": "# Async runtimes\n\n- tokio: actively maintained, the ecosystem default\n- async-std: discontinued in 2025\n"}),
-            ),
-            (
-                "plan2",
-                "write_todos",
-                json!({"todos": [
-                    {"content": "Research Rust async runtimes", "status": "completed"},
-                    {"content": "Write the report to /report.md", "status": "completed"}
-                ]}),
-            ),
-        ]),
-        Message::assistant("The report is in /report.md: use tokio."),
-    ])
-    .named("lead-model");
-    // The researcher subagent's script: it reads nothing, it answers.
-    let researcher = ScriptedModel::new([Message::assistant(
-        "- tokio: actively maintained, the ecosystem default\n- async-std: discontinued in 2025",
-    )])
-    .named("researcher-model");
-
-    let agent = Agent::builder()
-        .name("lead")
-        .model(lead)
-        .system_prompt("You write short technical reports.")
-        .middleware(TodoMiddleware::new())
-        .filesystem(FilesystemMiddleware::new())
-        .subagents([
-            SubagentSpec::new("researcher", "Researches a question and answers briefly.")
-                .system_prompt("You research. Answer in bullet points.")
-                .model(researcher),
-        ])
-        .build()?;
-    println!("tools: {:?}\n", agent.tool_names());
+    println!("tools: {:?}\n", Lead::agent()?.tool_names());
 
     let mut events =
-        agent.stream_events("Write a report on Rust async runtimes.", &RunOptions::new());
+        Lead::stream_events("Write a report on Rust async runtimes.", &RunOptions::new());
     let mut final_state = None;
     while let Some(event) = events.next().await {
         // Events from the subagent carry its namespace: attribute them.
@@ -133,4 +83,63 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or("")
     );
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scripted stand-in models: the lead plans, delegates the research, writes the report and
+// closes the plan; the researcher answers.
+
+fn lead_model() -> ScriptedModel {
+    ScriptedModel::new([
+        calls(&[(
+            "plan",
+            "write_todos",
+            json!({"todos": [
+                {"content": "Research Rust async runtimes", "status": "in_progress"},
+                {"content": "Write the report to /report.md", "status": "pending"}
+            ]}),
+        )]),
+        calls(&[(
+            "research",
+            "task",
+            json!({
+                "description": "Compare tokio and async-std: maintenance status and ecosystem. Answer in two bullet points.",
+                "subagent_type": "researcher"
+            }),
+        )]),
+        calls(&[
+            (
+                "write",
+                "write_file",
+                json!({"file_path": "/report.md", "content": "# Async runtimes\n\n- tokio: actively maintained, the ecosystem default\n- async-std: discontinued in 2025\n"}),
+            ),
+            (
+                "plan2",
+                "write_todos",
+                json!({"todos": [
+                    {"content": "Research Rust async runtimes", "status": "completed"},
+                    {"content": "Write the report to /report.md", "status": "completed"}
+                ]}),
+            ),
+        ]),
+        Message::assistant("The report is in /report.md: use tokio."),
+    ])
+    .named("lead-model")
+}
+
+/// The researcher subagent: it reads nothing, it answers.
+fn researcher_model() -> ScriptedModel {
+    ScriptedModel::new([Message::assistant(
+        "- tokio: actively maintained, the ecosystem default\n- async-std: discontinued in 2025",
+    )])
+    .named("researcher-model")
+}
+
+fn calls(list: &[(&str, &str, serde_json::Value)]) -> Message {
+    Message::assistant_with_tool_calls(
+        "",
+        list.iter()
+            .map(|(id, name, args)| ToolCall::with_id(*id, *name, args.clone()))
+            .collect(),
+    )
 }

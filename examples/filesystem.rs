@@ -4,11 +4,60 @@
 //! Run it with `cargo run --example filesystem`. It uses the scripted model (offline,
 //! deterministic).
 
+use std::path::PathBuf;
+
 use kit::agent::AgentState;
-use kit::middleware::filesystem::{DirectoryBackend, FilesystemMiddleware};
 use kit::testing::ScriptedModel;
-use kit::{Agent, Message, Role, ToolCall};
+use kit::{Message, Role, ToolCall};
 use serde_json::{Value, json};
+
+/// Organises notes; its files live in the agent's state (`filesystem`).
+#[kit::agent(model = script(), filesystem)]
+struct Organiser;
+
+/// The same agent with its files in a real directory (`filesystem(dir = ..)`).
+#[kit::agent(model = script(), filesystem(dir = workspace()))]
+struct DiskOrganiser;
+
+/// The directory `DiskOrganiser` works in (created when the agent is built).
+fn workspace() -> PathBuf {
+    std::env::temp_dir().join(format!("kit-filesystem-example-{}", std::process::id()))
+}
+
+fn print_results(state: &AgentState) {
+    for m in state.messages.iter().filter(|m| m.role == Role::Tool) {
+        let name = m.name.as_deref().unwrap_or("?");
+        let status = if m.is_error() { " (error)" } else { "" };
+        println!("← {name}{status}: {}", m.text().replace('\n', "\n    "));
+    }
+    println!("answer: {}", state.final_text());
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("== files in the agent state ==");
+    let state = Organiser::invoke("Organise my notes").await?.into_state();
+    print_results(&state);
+    println!(
+        "files in state: {:?}",
+        state.files.keys().collect::<Vec<_>>()
+    );
+
+    println!("\n== files in a directory ==");
+    let state = DiskOrganiser::invoke("Organise my notes")
+        .await?
+        .into_state();
+    print_results(&state);
+    let root = workspace();
+    let todo = std::fs::read_to_string(root.join("todo.md"))?;
+    println!("on disk, todo.md: {todo:?}");
+    std::fs::remove_dir_all(&root)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scripted stand-in model: three parallel writes (two to the same path), then an edit, a
+// search and a listing, then a paged read, then the answer.
 
 fn turn(calls: &[(&str, &str, Value)]) -> Message {
     Message::assistant_with_tool_calls(
@@ -60,41 +109,4 @@ fn script() -> ScriptedModel {
         )]),
         Message::assistant("Done: the todo list is updated and the log has 250 notes."),
     ])
-}
-
-fn print_results(state: &AgentState) {
-    for m in state.messages.iter().filter(|m| m.role == Role::Tool) {
-        let name = m.name.as_deref().unwrap_or("?");
-        let status = if m.is_error() { " (error)" } else { "" };
-        println!("← {name}{status}: {}", m.text().replace('\n', "\n    "));
-    }
-    println!("answer: {}", state.final_text());
-}
-
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    println!("== files in the agent state ==");
-    let agent = Agent::builder()
-        .model(script())
-        .filesystem(FilesystemMiddleware::new())
-        .build()?;
-    let state = agent.invoke("Organise my notes").await?.into_state();
-    print_results(&state);
-    println!(
-        "files in state: {:?}",
-        state.files.keys().collect::<Vec<_>>()
-    );
-
-    println!("\n== files in a directory ==");
-    let root = std::env::temp_dir().join(format!("kit-filesystem-example-{}", std::process::id()));
-    let agent = Agent::builder()
-        .model(script())
-        .filesystem(FilesystemMiddleware::new().backend(DirectoryBackend::create(&root)?))
-        .build()?;
-    let state = agent.invoke("Organise my notes").await?.into_state();
-    print_results(&state);
-    let todo = std::fs::read_to_string(root.join("todo.md"))?;
-    println!("on disk, todo.md: {todo:?}");
-    std::fs::remove_dir_all(&root)?;
-    Ok(())
 }

@@ -9,98 +9,69 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 
-use kit::agent::{Agent, AgentState};
-use kit::middleware::pii::{PiiMiddleware, PiiStrategy, PiiType};
-use kit::middleware::review::{
-    Decision, DecisionType, HumanReviewMiddleware, InterruptOnConfig, ReviewRequest, resume_review,
-};
+use kit::agent::AgentState;
+use kit::middleware::review::{Decision, DecisionType, ReviewRequest};
 use kit::model::{ModelError, ModelRequest};
 use kit::testing::ScriptedModel;
-use kit::tool::{Tool, ToolError, ToolOutput};
+use kit::tool::ToolError;
 use kit::{MemoryCheckpointer, Message, Outcome, Role, RunOptions, ToolCall};
 use serde_json::{Value, json};
 
-/// The scripted model: first it looks up the order, refunds it and emails a receipt (in
-/// parallel); once it has the results, it reports them.
-fn model() -> ScriptedModel {
-    ScriptedModel::from_fn(|request: &ModelRequest| -> Result<Message, ModelError> {
-        let results: Vec<&Message> = request
-            .messages
-            .iter()
-            .filter(|m| m.role == Role::Tool)
-            .collect();
-        if results.is_empty() {
-            return Ok(Message::assistant_with_tool_calls(
-                "I'll look up the order, refund it and send the receipt.",
-                vec![
-                    ToolCall::with_id("c1", "lookup_order", json!({"order_id": 42})),
-                    ToolCall::with_id("c2", "refund", json!({"order_id": 42, "amount": 30.0})),
-                    ToolCall::with_id(
-                        "c3",
-                        "send_email",
-                        json!({
-                            "to": "customer-42",
-                            "body": "Refunded 30.00 to card 4111-1111-1111-1111."
-                        }),
-                    ),
-                ],
-            ));
-        }
-        let summary: Vec<String> = results
-            .iter()
-            .map(|m| {
-                let name = m.name.clone().unwrap_or_default();
-                let outcome = if m.is_error() { "not done" } else { "done" };
-                format!("{name} {outcome}")
-            })
-            .collect();
-        Ok(Message::assistant(format!(
-            "Summary: {}.",
-            summary.join(", ")
-        )))
-    })
+/// Handles a support ticket: looks up orders, refunds them, emails customers.
+#[kit::agent(
+    name = "support",
+    model = support_model(),
+    tools = [LookupOrder, Refund, SendEmail],
+    // PII: emails in the input are redacted; card numbers are masked in the input and in the
+    // model's answers, tool-call arguments included.
+    pii< email(redact), credit_card(mask, apply_to_output = true) >,
+    // Review: refunds may only be approved or rejected; emails allow every decision; lookups
+    // run without review.
+    interrupt_on< refund = [approve, reject], send_email = true >,
+    checkpointer = Arc::new(MemoryCheckpointer::new()),
+)]
+struct Support;
+
+/// Tells the customer where the refund went; card numbers are masked even as tokens stream.
+#[kit::agent(model = receipt_model(), pii< credit_card(mask, apply_to_output = true) >)]
+struct Receipt;
+
+// ---------------------------------------------------------------------------------------------
+// Tools
+
+/// Looks up an order.
+#[kit::tool]
+async fn lookup_order(
+    /// The order number.
+    order_id: u64,
+) -> Result<String, ToolError> {
+    Ok(format!("order {order_id}: 30.00 EUR, paid by card"))
 }
 
-fn tools() -> Vec<Tool> {
-    let schema = json!({"type": "object"});
-    vec![
-        Tool::from_fn(
-            "lookup_order",
-            "Looks up an order.",
-            schema.clone(),
-            |args, _| async move {
-                Ok::<_, ToolError>(format!(
-                    "order {}: 30.00 EUR, paid by card",
-                    args["order_id"]
-                ))
-            },
-        ),
-        Tool::from_fn(
-            "refund",
-            "Refunds an order.",
-            schema.clone(),
-            |args, _| async move {
-                Ok::<_, ToolError>(format!(
-                    "refunded {:.2} on order {}",
-                    args["amount"].as_f64().unwrap_or_default(),
-                    args["order_id"]
-                ))
-            },
-        ),
-        Tool::from_fn(
-            "send_email",
-            "Sends an email.",
-            schema,
-            |args, _| async move {
-                Ok::<_, ToolError>(ToolOutput::text(format!(
-                    "sent to {}: {}",
-                    args["to"].as_str().unwrap_or("?"),
-                    args["body"].as_str().unwrap_or("")
-                )))
-            },
-        ),
-    ]
+/// Refunds an order.
+#[kit::tool]
+async fn refund(
+    /// The order number.
+    order_id: u64,
+    /// The amount to refund, in the order's currency.
+    amount: f64,
+) -> Result<String, ToolError> {
+    Ok(format!("refunded {amount:.2} on order {order_id}"))
 }
+
+/// Sends an email.
+#[kit::tool]
+async fn send_email(
+    /// The customer or address.
+    to: String,
+    /// The message.
+    body: String,
+) -> Result<String, ToolError> {
+    Ok(format!("sent to {to}: {body}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The terminal
 
 fn ask(prompt: &str) -> std::io::Result<String> {
     print!("{prompt}");
@@ -159,37 +130,13 @@ fn print_results(state: &AgentState) {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let agent = Agent::builder()
-        .name("support")
-        .model(model())
-        .tools(tools())
-        // PII: emails in the input are redacted; card numbers are masked in the input and in
-        // the model's answers, tool-call arguments included.
-        .middleware(PiiMiddleware::new(PiiType::Email))
-        .middleware(
-            PiiMiddleware::new(PiiType::CreditCard)
-                .strategy(PiiStrategy::Mask)
-                .apply_to_output(true),
-        )
-        // Review: refunds may only be approved or rejected; emails allow every decision;
-        // lookups run without review.
-        .middleware(
-            HumanReviewMiddleware::new()
-                .interrupt_on(
-                    "refund",
-                    InterruptOnConfig::allow([DecisionType::Approve, DecisionType::Reject])?,
-                )
-                .interrupt_on("send_email", true),
-        )
-        .checkpointer(Arc::new(MemoryCheckpointer::new()))
-        .build()?;
     let opts = RunOptions::new().thread_id("ticket-42");
 
     println!("== PII ==");
     let input =
         "Refund order 42 and email the receipt to ann@example.com. Card: 4111-1111-1111-1111.";
     println!("user wrote: {input}");
-    let mut outcome = agent.invoke(input).options(&opts).await?;
+    let mut outcome = Support::invoke(input).options(&opts).await?;
     println!("model saw:  {}", outcome.state().messages[0].text());
 
     println!("\n== Human review ==");
@@ -248,10 +195,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("stdin is not a terminal: approving every call");
             vec![Decision::approve(); request.action_requests.len()]
         };
-        outcome = agent
-            .resume(resume_review(decisions))
-            .options(&opts)
-            .await?;
+        outcome = Support::resume_review(decisions).options(&opts).await?;
     }
     print_results(outcome.state());
     println!("final answer: {}", outcome.state().final_text());
@@ -265,18 +209,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// pieces.
 async fn stream_masked() -> Result<(), Box<dyn std::error::Error>> {
     use futures::StreamExt;
-    let model = ScriptedModel::new([Message::assistant(
-        "Done: 30.00 EUR went back to the card 4111 1111 1111 1111 you paid with.",
-    )]);
-    let agent = Agent::builder()
-        .model(model)
-        .middleware(
-            PiiMiddleware::new(PiiType::CreditCard)
-                .strategy(PiiStrategy::Mask)
-                .apply_to_output(true),
-        )
-        .build()?;
-    let mut events = agent.stream_events("Where did my refund go?", &RunOptions::new());
+    let mut events = Receipt::stream_events("Where did my refund go?", &RunOptions::new());
     print!("streamed: ");
     while let Some(event) = events.next().await {
         if event.kind() == kit::EventKind::ModelDelta
@@ -288,4 +221,55 @@ async fn stream_masked() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!();
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scripted stand-in models
+
+/// The scripted model: first it looks up the order, refunds it and emails a receipt (in
+/// parallel); once it has the results, it reports them.
+fn support_model() -> ScriptedModel {
+    ScriptedModel::from_fn(|request: &ModelRequest| -> Result<Message, ModelError> {
+        let results: Vec<&Message> = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .collect();
+        if results.is_empty() {
+            return Ok(Message::assistant_with_tool_calls(
+                "I'll look up the order, refund it and send the receipt.",
+                vec![
+                    ToolCall::with_id("c1", "lookup_order", json!({"order_id": 42})),
+                    ToolCall::with_id("c2", "refund", json!({"order_id": 42, "amount": 30.0})),
+                    ToolCall::with_id(
+                        "c3",
+                        "send_email",
+                        json!({
+                            "to": "customer-42",
+                            "body": "Refunded 30.00 to card 4111-1111-1111-1111."
+                        }),
+                    ),
+                ],
+            ));
+        }
+        let summary: Vec<String> = results
+            .iter()
+            .map(|m| {
+                let name = m.name.clone().unwrap_or_default();
+                let outcome = if m.is_error() { "not done" } else { "done" };
+                format!("{name} {outcome}")
+            })
+            .collect();
+        Ok(Message::assistant(format!(
+            "Summary: {}.",
+            summary.join(", ")
+        )))
+    })
+}
+
+/// Spells out the card number the refund went back to.
+fn receipt_model() -> ScriptedModel {
+    ScriptedModel::new([Message::assistant(
+        "Done: 30.00 EUR went back to the card 4111 1111 1111 1111 you paid with.",
+    )])
 }

@@ -5,16 +5,29 @@
 //! exits its agent and starts this same program again as a second process. The second process
 //! opens the same file, continues the same thread, and prints the conversation it restored.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
-use kit::agent::Agent;
 use kit::checkpoint::{Checkpointer, SqliteCheckpointer};
 use kit::testing::ScriptedModel;
 use kit::{Message, Role, RunOptions};
 
 const THREAD: &str = "conversation-1";
 const SECOND: &str = "--second-process";
+
+/// Chats, remembering each thread in the SQLite file `db()`.
+#[kit::agent(
+    model = companion_model(),
+    checkpointer = Arc::new(SqliteCheckpointer::open(db())?),
+)]
+struct Companion;
+
+/// The checkpoint file, chosen by `main` before the agent is built.
+static DB: OnceLock<PathBuf> = OnceLock::new();
+
+fn db() -> PathBuf {
+    DB.get().cloned().unwrap_or_default()
+}
 
 fn fail(message: impl std::fmt::Display) -> ! {
     eprintln!("memory example: {message}");
@@ -38,14 +51,9 @@ async fn first_turn(db: &Path) {
         std::process::id(),
         db.display()
     );
-    let checkpointer = Arc::new(SqliteCheckpointer::open(db).unwrap_or_else(|e| fail(e)));
-    let agent = Agent::builder()
-        .model(ScriptedModel::new([Message::assistant(
-            "Nice to meet you, Ada! Green it is.",
-        )]))
-        .checkpointer(checkpointer)
-        .build()
-        .unwrap_or_else(|e| fail(e));
+    // `build()` makes a fresh instance, dropped (closing the file) when this function returns;
+    // `Companion::agent()` would keep one open for the whole process.
+    let agent = Companion::build().unwrap_or_else(|e| fail(e));
     let input = "Hi, I'm Ada and my favourite colour is green.";
     let out = agent
         .invoke(input)
@@ -64,32 +72,14 @@ async fn second_turn(db: &Path) {
         std::process::id(),
         db.display()
     );
-    let checkpointer = Arc::new(SqliteCheckpointer::open(db).unwrap_or_else(|e| fail(e)));
+    let checkpointer = SqliteCheckpointer::open(db).unwrap_or_else(|e| fail(e));
     for t in checkpointer.threads().await.unwrap_or_else(|e| fail(e)) {
         println!(
             "[process 2] found thread {} ({} checkpoints, last update {})",
             t.thread_id, t.checkpoints, t.updated_at
         );
     }
-    // This model answers from what it is sent: it can only quote turn 1 if the conversation was
-    // restored from the file.
-    let model = ScriptedModel::from_fn(|request| {
-        let first = request
-            .messages
-            .iter()
-            .find(|m| m.role == Role::User)
-            .map(Message::text)
-            .unwrap_or_default();
-        Ok(Message::assistant(format!(
-            "You told me earlier: \"{first}\" (I was sent {} messages).",
-            request.messages.len()
-        )))
-    });
-    let agent = Agent::builder()
-        .model(model)
-        .checkpointer(checkpointer)
-        .build()
-        .unwrap_or_else(|e| fail(e));
+    let agent = Companion::build().unwrap_or_else(|e| fail(e));
     let opts = RunOptions::new().thread_id(THREAD);
     let out = agent
         .invoke("What do you remember about me?")
@@ -112,12 +102,14 @@ async fn main() {
     if let (Some(flag), Some(db)) = (args.get(1), args.get(2))
         && flag == SECOND
     {
+        let _ = DB.set(PathBuf::from(db));
         second_turn(Path::new(db)).await;
         return;
     }
     // A fresh file for this run.
     let dir = tempfile::tempdir().unwrap_or_else(|e| fail(format!("temporary directory: {e}")));
     let db = dir.path().join("memory.sqlite");
+    let _ = DB.set(db.clone());
     first_turn(&db).await;
 
     let exe = std::env::current_exe().unwrap_or_else(|e| fail(e));
@@ -130,4 +122,26 @@ async fn main() {
         fail(format!("the second process failed: {status}"));
     }
     println!("[process 1] the second process continued the conversation from the file");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scripted stand-in model. It answers from what it is sent: on turn 2 it can only quote
+// turn 1 if the conversation was restored from the file.
+
+fn companion_model() -> ScriptedModel {
+    ScriptedModel::from_fn(|request| {
+        let said: Vec<String> = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::User)
+            .map(Message::text)
+            .collect();
+        Ok(Message::assistant(match said.as_slice() {
+            [first, _, ..] => format!(
+                "You told me earlier: \"{first}\" (I was sent {} messages).",
+                request.messages.len()
+            ),
+            _ => "Nice to meet you, Ada! Green it is.".to_string(),
+        }))
+    })
 }

@@ -16,93 +16,42 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kit::middleware::subagents::SubagentSpec;
 use kit::testing::ScriptedModel;
-use kit::tool::{Tool, ToolError, ToolOutput};
+use kit::tool::ToolError;
 use kit::trace::{JsonLinesExporter, RunRecord, TraceOptions, Tracer, viewer};
-use kit::{Agent, MemoryCheckpointer, Message, ToolCall, Usage};
+use kit::{MemoryCheckpointer, Message, ToolCall, Usage};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// A scripted answer with the usage and cost a real provider would report.
-fn answer(mut m: Message, input: u64, output: u64, cost: f64) -> Message {
-    m.usage = Some(Usage {
-        input_tokens: input,
-        output_tokens: output,
-        cache_read_tokens: 0,
-        cache_creation_tokens: 0,
-    });
-    m.metadata.insert("cost_usd".into(), json!(cost));
-    m
+/// The support desk whose run is traced: two tools (one fails) and a writer subagent.
+#[kit::agent(
+    name = "support desk",
+    model = desk_model(),
+    system_prompt = "You help customers with their orders.",
+    tools = [LookupOrder, Refund],
+    subagents< writer(description = "Drafts customer replies.", model = writer_model()) >,
+    checkpointer = Arc::new(MemoryCheckpointer::new()),
+)]
+struct SupportDesk;
+
+/// Finds an order by its number.
+#[kit::tool]
+async fn lookup_order(
+    /// The order number, like `A-1001`.
+    order: String,
+) -> Result<String, ToolError> {
+    Ok(format!("{order}: packed, ships tomorrow"))
 }
 
-fn support_agent() -> Result<Agent, kit::AgentError> {
-    let model = ScriptedModel::new([
-        answer(
-            Message::assistant_with_tool_calls(
-                "",
-                vec![
-                    ToolCall::with_id("call_1", "lookup_order", json!({"order": "A-1001"})),
-                    ToolCall::with_id("call_2", "refund", json!({"order": "A-0999"})),
-                ],
-            ),
-            310,
-            42,
-            0.0021,
-        ),
-        answer(
-            Message::assistant_with_tool_calls(
-                "",
-                vec![ToolCall::with_id(
-                    "call_3",
-                    "task",
-                    json!({"description": "Draft a friendly reply about A-1001 and the failed refund.",
-                           "subagent_type": "writer"}),
-                )],
-            ),
-            452,
-            37,
-            0.0016,
-        ),
-        answer(
-            Message::assistant(
-                "A-1001 ships tomorrow. The refund for A-0999 did not go through; a colleague will follow up today.",
-            ),
-            530,
-            28,
-            0.0014,
-        ),
-    ]);
-    let writer = ScriptedModel::new([answer(
-        Message::assistant("Hi! Your order A-1001 ships tomorrow. We are looking into the refund."),
-        96,
-        21,
-        0.0004,
-    )]);
-    Agent::builder()
-        .name("support desk")
-        .system_prompt("You help customers with their orders.")
-        .model(model)
-        .tool(Tool::from_fn(
-            "lookup_order",
-            "Finds an order by its number.",
-            json!({"type": "object", "properties": {"order": {"type": "string"}}}),
-            |args, _ctx| async move {
-                let order = args["order"].as_str().unwrap_or("?").to_string();
-                Ok::<_, ToolError>(ToolOutput::text(format!("{order}: packed, ships tomorrow")))
-            },
-        ))
-        .tool(Tool::from_fn(
-            "refund",
-            "Refunds an order.",
-            json!({"type": "object", "properties": {"order": {"type": "string"}}}),
-            |_args, _ctx| async move {
-                Err::<ToolOutput, _>(ToolError::new("payment gateway timeout after 5s"))
-            },
-        ))
-        .subagents([SubagentSpec::new("writer", "Drafts customer replies.").model(writer)])
-        .checkpointer(Arc::new(MemoryCheckpointer::new()))
-        .build()
+/// Refunds an order.
+#[kit::tool]
+async fn refund(
+    /// The order number, like `A-1001`.
+    order: String,
+) -> Result<String, ToolError> {
+    // The demo's payment gateway is down: every refund fails, and the trace shows the error.
+    let _ = order;
+    Err(ToolError::new("payment gateway timeout after 5s"))
 }
 
 /// Prints the trace as a tree: span name, duration, tokens, cost, errors.
@@ -253,21 +202,21 @@ async fn main() {
             let exporter = JsonLinesExporter::new(&file)
                 .unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", file.display())));
             let tracer = Tracer::new().with_exporter(exporter);
-            let agent = support_agent().unwrap_or_else(|e| fail(&e.to_string()));
-            let out = agent
-                .invoke("Where is my order A-1001, and what about my refund for A-0999?")
-                .thread_id("ticket-4711")
-                .tracer(tracer.clone())
-                .trace(
-                    TraceOptions::new()
-                        .user_id("customer-42")
-                        .session_id("web-9f3")
-                        .execution_mode("chat")
-                        .field("tenant", "acme"),
-                )
-                .await
-                .unwrap_or_else(|e| fail(&e.to_string()))
-                .into_state();
+            let out = SupportDesk::invoke(
+                "Where is my order A-1001, and what about my refund for A-0999?",
+            )
+            .thread_id("ticket-4711")
+            .tracer(tracer.clone())
+            .trace(
+                TraceOptions::new()
+                    .user_id("customer-42")
+                    .session_id("web-9f3")
+                    .execution_mode("chat")
+                    .field("tenant", "acme"),
+            )
+            .await
+            .unwrap_or_else(|e| fail(&e.to_string()))
+            .into_state();
             println!("agent answer: {}", out.final_text());
             if !tracer.flush(Duration::from_secs(5)) {
                 fail("the trace file was not written in time");
@@ -303,4 +252,68 @@ async fn main() {
 
 fn absolute(path: &Path) -> PathBuf {
     path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scripted stand-in models, with the usage and cost a real provider would report: the desk
+// looks up one order and refunds another in parallel, asks the writer for a reply, and answers.
+
+fn desk_model() -> ScriptedModel {
+    ScriptedModel::new([
+        answer(
+            Message::assistant_with_tool_calls(
+                "",
+                vec![
+                    ToolCall::with_id("call_1", "lookup_order", json!({"order": "A-1001"})),
+                    ToolCall::with_id("call_2", "refund", json!({"order": "A-0999"})),
+                ],
+            ),
+            310,
+            42,
+            0.0021,
+        ),
+        answer(
+            Message::assistant_with_tool_calls(
+                "",
+                vec![ToolCall::with_id(
+                    "call_3",
+                    "task",
+                    json!({"description": "Draft a friendly reply about A-1001 and the failed refund.",
+                           "subagent_type": "writer"}),
+                )],
+            ),
+            452,
+            37,
+            0.0016,
+        ),
+        answer(
+            Message::assistant(
+                "A-1001 ships tomorrow. The refund for A-0999 did not go through; a colleague will follow up today.",
+            ),
+            530,
+            28,
+            0.0014,
+        ),
+    ])
+}
+
+fn writer_model() -> ScriptedModel {
+    ScriptedModel::new([answer(
+        Message::assistant("Hi! Your order A-1001 ships tomorrow. We are looking into the refund."),
+        96,
+        21,
+        0.0004,
+    )])
+}
+
+/// A scripted answer with the usage and cost a real provider would report.
+fn answer(mut m: Message, input: u64, output: u64, cost: f64) -> Message {
+    m.usage = Some(Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_tokens: 0,
+        cache_creation_tokens: 0,
+    });
+    m.metadata.insert("cost_usd".into(), json!(cost));
+    m
 }
