@@ -201,7 +201,7 @@ async fn task_runs_a_subagent_with_a_fresh_context_and_streams_under_its_namespa
     // Child events came through the parent's stream, attributed to the call.
     let child_events: Vec<&kit::Event> = events
         .iter()
-        .filter(|e| e.metadata.namespace == ["task:job-1"])
+        .filter(|e| e.metadata.namespace == ["task:researcher:job-1"])
         .collect();
     assert!(
         child_events
@@ -297,7 +297,11 @@ async fn an_interrupt_inside_a_subagent_reaches_the_caller_and_resumes_into_the_
     assert_eq!(paused.interrupts.len(), 1);
     let interrupt = &paused.interrupts[0];
     assert_eq!(interrupt.value["question"], "really delete everything?");
-    assert_eq!(interrupt.namespace, ["task:job"], "raised inside the child");
+    assert_eq!(
+        interrupt.namespace,
+        ["task:janitor:job"],
+        "raised inside the child"
+    );
 
     let done = agent
         .resume(Resume::by_ids([(interrupt.id.clone(), "yes")]))

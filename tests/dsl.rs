@@ -746,3 +746,74 @@ async fn a_model_that_never_answers_in_the_format_ends_in_a_typed_error() {
     assert!(first.response_format.is_none());
     assert!(first.tools.iter().any(|t| t.name == "Rating"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Subagents inherit the declared guardrails
+
+static COURIER_SENT: AtomicUsize = AtomicUsize::new(0);
+
+/// Delivers a parcel.
+#[kit::tool]
+async fn deliver(to: String) -> Result<String, ToolError> {
+    COURIER_SENT.fetch_add(1, Ordering::SeqCst);
+    Ok(format!("delivered to {to}"))
+}
+
+/// Delivers parcels (declared on its own; as a subagent it gets the parent's gates).
+#[kit::agent(
+    model = ScriptedModel::new([
+        Message::assistant_with_tool_calls("", vec![ToolCall::with_id("d1", "deliver", json!({"to": "Ann"}))]),
+        Message::assistant("Delivered."),
+    ]),
+    tools = [Deliver],
+)]
+struct Courier;
+
+static DISPATCH_MODEL: LazyLock<ScriptedModel> = LazyLock::new(|| {
+    ScriptedModel::new([
+        Message::assistant_with_tool_calls(
+            "",
+            vec![ToolCall::with_id(
+                "t1",
+                "task",
+                json!({"subagent_type": "courier", "description": "Deliver to Ann."}),
+            )],
+        ),
+        Message::assistant("Ann has her parcel."),
+    ])
+});
+
+/// Dispatches parcels; every delivery is reviewed, also when a subagent makes it.
+#[kit::agent(
+    model = DISPATCH_MODEL.clone(),
+    tools = [Deliver],
+    subagents<
+        courier(description = "Delivers parcels.", agent = Courier),
+        trusted(description = "Delivers without review.", interrupt_on< deliver = false >),
+        unguarded(description = "Opts out.", inherit_guardrails = false,
+                  without_guardrails = ["HumanInTheLoopMiddleware"]),
+    >,
+    general_purpose_subagent = false,
+    interrupt_on< deliver = true >,
+    checkpointer = Arc::new(MemoryCheckpointer::new()),
+)]
+struct Dispatch;
+
+#[tokio::test]
+async fn a_declared_subagent_inherits_the_declared_review_gate() {
+    let paused = Dispatch::invoke("Get Ann her parcel.")
+        .thread_id("dispatch")
+        .await
+        .unwrap();
+    let Outcome::Interrupted(paused) = paused else {
+        panic!("the courier's delivery waits for review, as the dispatcher's would");
+    };
+    assert_eq!(paused.interrupts[0].namespace, ["task:courier:t1"]);
+    assert_eq!(COURIER_SENT.load(Ordering::SeqCst), 0);
+    let done = Dispatch::resume_review([Decision::approve()])
+        .thread_id("dispatch")
+        .await
+        .unwrap();
+    assert_eq!(done.state().final_text(), "Ann has her parcel.");
+    assert_eq!(COURIER_SENT.load(Ordering::SeqCst), 1);
+}

@@ -464,7 +464,7 @@ async fn pii_output_scrubs_a_subagents_streamed_tokens() {
         .stream_events("Who is the contact?", &RunOptions::new())
         .collect()
         .await;
-    let child_text = delta_pieces(&events, &["task:job-1"], None).concat();
+    let child_text = delta_pieces(&events, &["task:finder:job-1"], None).concat();
     assert_eq!(
         child_text,
         "The contact is [REDACTED_EMAIL], reachable any weekday morning before the stand-up."
@@ -472,7 +472,9 @@ async fn pii_output_scrubs_a_subagents_streamed_tokens() {
     // The child's model_end agrees with its deltas.
     let child_end: Vec<&kit::Event> = events
         .iter()
-        .filter(|e| e.kind() == kit::EventKind::ModelEnd && e.metadata.namespace == ["task:job-1"])
+        .filter(|e| {
+            e.kind() == kit::EventKind::ModelEnd && e.metadata.namespace == ["task:finder:job-1"]
+        })
         .collect();
     assert_eq!(child_end.len(), 1);
     assert_eq!(
@@ -1172,7 +1174,11 @@ async fn a_review_inside_a_subagent_reaches_the_caller_and_resumes_into_the_chil
     let outcome = agent.invoke("clean").options(&opts).await.unwrap();
     let request = paused(&outcome);
     let interrupt = &outcome.interrupts()[0];
-    assert_eq!(interrupt.namespace, ["task:job"], "raised inside the child");
+    assert_eq!(
+        interrupt.namespace,
+        ["task:janitor:job"],
+        "raised inside the child"
+    );
     assert_eq!(request.action_requests[0].args, json!({"path": "/all"}));
 
     let done = agent

@@ -19,7 +19,7 @@ pub fn expand(agent: &Agent, item: &syn::ItemStruct) -> TokenStream {
     let build = quote! {
         let builder = #kit::Agent::builder().name(#name);
         #(let builder = #steps;)*
-        builder.build()
+        ::core::result::Result::Ok(builder)
     };
     let check = review::check_names(&agent.interrupt_on, agent.tool_names().as_deref(), &kit);
     let response = agent.response_format.as_ref().map(|r| &r.ty);
@@ -228,12 +228,14 @@ fn methods(d: &Declared) -> TokenStream {
     let result = |t: TokenStream| quote!(::core::result::Result<#t, #kit::AgentError>);
     let agent_result = result(quote!(&'static #kit::Agent));
     let built = result(quote!(#kit::Agent));
+    let builder_result = result(quote!(#kit::agent::AgentBuilder));
     let run = |request: TokenStream| {
         body(quote! {
             #kit::graph::Invocation::declared(Self::agent(), #request, #finish)
         })
     };
-    let build_body = body(d.build.clone().unwrap_or_default());
+    let builder_body = body(d.build.clone().unwrap_or_default());
+    let build_body = body(quote!(Self::builder()?.build()));
     let agent_body = body(quote! {
         static AGENT: ::std::sync::OnceLock<#kit::Agent> = ::std::sync::OnceLock::new();
         #kit::__private::declared_agent(&AGENT, Self::build)
@@ -252,6 +254,10 @@ fn methods(d: &Declared) -> TokenStream {
         }
     });
     let the = format!("the agent `{name}` declared on [`{ident}`] with `#[agent]`");
+    let doc_builder = format!(
+        "The `Agent::builder()` that {the} expands to, to extend at run time (`.tool(..)`, \
+         `.middleware(..)`) before building it."
+    );
     let doc_build =
         format!("Builds a new instance of {the}: checks the declaration and resolves the model.");
     let doc_agent = format!(
@@ -287,6 +293,11 @@ fn methods(d: &Declared) -> TokenStream {
         impl #ident {
             /// The agent's name.
             #vis const NAME: &'static str = #name;
+
+            #[doc = #doc_builder]
+            #vis fn builder() -> #builder_result {
+                #builder_body
+            }
 
             #[doc = #doc_build]
             #vis fn build() -> #built {
@@ -329,8 +340,8 @@ fn methods(d: &Declared) -> TokenStream {
         impl #kit::agent::DeclaredAgent for #ident {
             const NAME: &'static str = #name;
 
-            fn build() -> #built {
-                #ident::build()
+            fn builder() -> #builder_result {
+                #ident::builder()
             }
         }
     }

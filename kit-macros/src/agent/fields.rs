@@ -93,6 +93,21 @@ impl Fields {
         }
     }
 
+    /// The `< .. >` block given for `key`.
+    pub fn block(&mut self, key: &str, errors: &mut Errors) -> Option<super::parse::Block> {
+        let field = self.take(key)?;
+        match field.value {
+            FieldValue::Block(b) => Some(b),
+            _ => {
+                errors.at(
+                    field.key.span(),
+                    format!("`{key}` takes a block: `{key}< .. >`"),
+                );
+                None
+            }
+        }
+    }
+
     /// The bare words given (in order), taken out of the fields.
     pub fn words(&mut self) -> Vec<Ident> {
         let (words, rest): (Vec<Field>, Vec<Field>) = std::mem::take(&mut self.fields)

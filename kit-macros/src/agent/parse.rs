@@ -7,7 +7,7 @@
 //!           | key ("=" Expr | "(" meta-list ")")?            // darling reads these
 //! block    := block-name "<" entry ("," entry)* ","? ">"
 //! entry    := ident ("=" (bool | "[" ident,* "]") | "(" field ("," field)* ","? ")")?
-//! field    := ident ("=" (Expr | "{" (LitStr ":" Expr),* "}"))?
+//! field    := ident ("=" (Expr | "{" (LitStr ":" Expr),* "}") | "<" entry,* ">")?
 //! ```
 //!
 //! Block entries only take a `bool` or a bracketed list after `=`, so the block's closing `>`
@@ -74,6 +74,8 @@ pub enum FieldValue {
     Expr(Expr),
     /// `headers = {"Authorization": "Bearer .."}`
     Map(Vec<(LitStr, Expr)>),
+    /// `interrupt_on< .. >` inside an entry (a subagent's own review gates).
+    Block(Block),
 }
 
 pub fn parse(args: TokenStream) -> syn::Result<Args> {
@@ -206,7 +208,15 @@ fn parse_fields(input: ParseStream) -> syn::Result<Vec<Field>> {
     let mut fields = Vec::new();
     while !input.is_empty() {
         let key = Ident::parse_any(input)?;
-        let value = if input.peek(Token![=]) {
+        let value = if input.peek(Token![<]) {
+            input.parse::<Token![<]>()?;
+            let entries = parse_entries(input)?;
+            input.parse::<Token![>]>()?;
+            FieldValue::Block(Block {
+                name: key.clone(),
+                entries,
+            })
+        } else if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
             if input.peek(syn::token::Brace) {
                 FieldValue::Map(parse_map(input)?)

@@ -119,34 +119,39 @@ fn decisions(tool: &Ident, list: Vec<Ident>, errors: &mut Errors) -> Vec<Ident> 
 
 /// The review middleware these entries configure.
 pub fn middleware(reviewed: &[Reviewed], kit: &TokenStream) -> TokenStream {
-    let review = quote!(#kit::middleware::review);
-    let mut m = quote!(#review::HumanReviewMiddleware::new());
+    let mut m = quote!(#kit::middleware::review::HumanReviewMiddleware::new());
     for r in reviewed {
         let tool = r.tool.to_string();
-        let on = match &r.on {
-            Review::All(b) => quote!(#b),
-            Review::Some {
-                decisions,
-                description,
-            } => {
-                let variants = decisions.iter().map(|d| {
-                    let variant = Ident::new(&crate::common::camel_case(&d.to_string()), d.span());
-                    quote!(#review::DecisionType::#variant)
-                });
-                let mut config = quote! {
-                    #review::InterruptOnConfig::allow([#(#variants),*]).map_err(|e| {
-                        #kit::AgentError::middleware_error(#review::NAME, "review", e)
-                    })?
-                };
-                if let Some(d) = description {
-                    config = quote_spanned!(d.span()=> #config.description(#d));
-                }
-                config
-            }
-        };
+        let on = gate(r, kit);
         m = quote!(#m.interrupt_on(#tool, #on));
     }
     m
+}
+
+/// How one entry reviews its tool: a `bool` or an `InterruptOnConfig` (inside `build()`).
+pub fn gate(r: &Reviewed, kit: &TokenStream) -> TokenStream {
+    let review = quote!(#kit::middleware::review);
+    match &r.on {
+        Review::All(b) => quote!(#b),
+        Review::Some {
+            decisions,
+            description,
+        } => {
+            let variants = decisions.iter().map(|d| {
+                let variant = Ident::new(&crate::common::camel_case(&d.to_string()), d.span());
+                quote!(#review::DecisionType::#variant)
+            });
+            let mut config = quote! {
+                #review::InterruptOnConfig::allow([#(#variants),*]).map_err(|e| {
+                    #kit::AgentError::middleware_error(#review::NAME, "review", e)
+                })?
+            };
+            if let Some(d) = description {
+                config = quote_spanned!(d.span()=> #config.description(#d));
+            }
+            config
+        }
+    }
 }
 
 /// A compile-time check that each reviewed tool is one of `tools` (expressions giving each

@@ -8,6 +8,7 @@ use syn::{Expr, Ident, LitStr};
 
 use super::fields::Fields;
 use super::parse::{Block, EntryValue};
+use super::review::{self, Reviewed};
 use crate::common::{Errors, lit_str};
 
 const SYNC_KEYS: &[&str] = &[
@@ -17,6 +18,9 @@ const SYNC_KEYS: &[&str] = &[
     "model",
     "middleware",
     "agent",
+    "interrupt_on",
+    "inherit_guardrails",
+    "without_guardrails",
 ];
 const ASYNC_KEYS: &[&str] = &["description", "graph_id", "url", "headers", "client"];
 
@@ -30,6 +34,12 @@ pub struct SyncSubagent {
     pub middleware: Vec<Expr>,
     /// `agent = Writer`: another `#[agent]` struct.
     pub agent: Option<Expr>,
+    /// `interrupt_on< .. >`: the child's own review gates.
+    pub interrupt_on: Vec<Reviewed>,
+    /// `inherit_guardrails = false`.
+    pub inherit_guardrails: Option<Expr>,
+    /// `without_guardrails = ["PIIMiddleware[email]"]`.
+    pub without_guardrails: Vec<Expr>,
 }
 
 /// `analyst(description = "..", graph_id = "..", ..)` in `async_subagents< .. >`.
@@ -99,7 +109,16 @@ pub fn sync_block(block: Block, seen: &mut Vec<Ident>, errors: &mut Errors) -> V
             continue;
         };
         let description = required(&mut fields, "description", "subagent", &entry.name, errors);
+        let interrupt_on = fields
+            .block("interrupt_on", errors)
+            .map(|entries| review::block(entries, errors))
+            .unwrap_or_default();
         let spec = SyncSubagent {
+            interrupt_on,
+            inherit_guardrails: fields.expr("inherit_guardrails", errors),
+            without_guardrails: fields
+                .list("without_guardrails", errors)
+                .unwrap_or_default(),
             system_prompt: fields.expr("system_prompt", errors),
             tools: fields.list("tools", errors),
             model: fields.expr("model", errors),
@@ -209,15 +228,27 @@ impl SyncSubagent {
         let name = self.name.to_string();
         let description = &self.description;
         let mut spec = match &self.agent {
+            // Built with the parent, so the parent's guardrails are added to it.
             Some(agent) => quote_spanned! {agent.span()=>
-                #kit::middleware::subagents::SubagentSpec::from_agent(
+                #kit::middleware::subagents::SubagentSpec::from_builder(
                     #name,
                     #description,
-                    <#agent as #kit::agent::DeclaredAgent>::build()?,
+                    <#agent as #kit::agent::DeclaredAgent>::builder()?,
                 )
             },
             None => quote!(#kit::middleware::subagents::SubagentSpec::new(#name, #description)),
         };
+        for r in &self.interrupt_on {
+            let tool = r.tool.to_string();
+            let on = review::gate(r, kit);
+            spec = quote!(#spec.interrupt_on(#tool, #on));
+        }
+        if let Some(on) = &self.inherit_guardrails {
+            spec = quote_spanned!(on.span()=> #spec.inherit_guardrails(#on));
+        }
+        for name in &self.without_guardrails {
+            spec = quote_spanned!(name.span()=> #spec.without_guardrail(#name));
+        }
         if let Some(p) = &self.system_prompt {
             spec = quote_spanned!(p.span()=> #spec.system_prompt(#p));
         }

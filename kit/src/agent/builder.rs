@@ -68,7 +68,7 @@ impl IntoModelSource for String {
 /// methods too, but they only construct their middleware: the builder itself holds nothing but
 /// `dyn Middleware` (see [`Middleware::placement`] and [`Middleware::on_build`]).
 #[must_use = "a builder does nothing until `build` is called"]
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct AgentBuilder {
     name: Option<String>,
     model: Option<ModelSource>,
@@ -177,6 +177,16 @@ impl AgentBuilder {
             }
         }
         self
+    }
+
+    /// The names of the middleware given so far.
+    pub(crate) fn middleware_names(&self) -> impl Iterator<Item = &str> {
+        self.middleware.iter().map(|m| m.name())
+    }
+
+    /// True when a checkpointer was given.
+    pub(crate) fn has_checkpointer(&self) -> bool {
+        self.checkpointer.is_some()
     }
 
     /// Removes every middleware of type `M`.

@@ -2,7 +2,7 @@
 //! can name another (`subagents< writer(description = "..", agent = Writer) >`) and generic
 //! code can take any of them.
 
-use super::{Agent, AgentError};
+use super::{Agent, AgentBuilder, AgentError};
 
 /// An agent declared with [`#[agent]`](crate::dsl::agent): a unit struct whose attribute holds the
 /// definition. The macro implements this trait; write `#[agent(..)]` rather than an impl.
@@ -29,6 +29,12 @@ pub trait DeclaredAgent {
     /// The agent's name (`name = ".."`, else the struct's name in snake_case).
     const NAME: &'static str;
 
+    /// The builder the declaration expands to, to extend at run time or to give as a subagent
+    /// (which adds the parent's guardrails before building it).
+    fn builder() -> Result<AgentBuilder, AgentError>;
+
     /// Builds a new instance of the agent from its declaration.
-    fn build() -> Result<Agent, AgentError>;
+    fn build() -> Result<Agent, AgentError> {
+        Self::builder()?.build()
+    }
 }

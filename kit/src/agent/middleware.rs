@@ -343,6 +343,19 @@ pub trait Middleware: std::any::Any + Send + Sync {
         &[]
     }
 
+    /// What a sync subagent of this agent runs in this middleware's place, or `None` (the
+    /// default) when subagents do not inherit it.
+    ///
+    /// Guardrails return themselves (or a copy set up for a child), so work delegated through
+    /// `task` is held to the same rules: kit's review gates, PII middleware, moderation and
+    /// topic filter do. A subagent spec can opt out
+    /// ([`SubagentSpec::inherit_guardrails`](crate::middleware::subagents::SubagentSpec::inherit_guardrails),
+    /// [`without_guardrail`](crate::middleware::subagents::SubagentSpec::without_guardrail)),
+    /// and a middleware of the same name among the child's own replaces the inherited one.
+    fn for_subagent(&self) -> Option<Arc<dyn Middleware>> {
+        None
+    }
+
     /// True when the middleware pauses runs for human input; the agent then needs a
     /// checkpointer, and building one without is an error.
     fn requires_checkpointer(&self) -> bool {

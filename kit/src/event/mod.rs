@@ -28,8 +28,9 @@
 //! | `run_end` | graph or agent name | `{"status": "done", "output"}` or `{"status": "interrupted", "interrupts"}` | the invocation ended |
 //!
 //! Events from a subagent carry its path in `metadata.namespace` (for example
-//! `["task:call_1"]`) and the parent's tool call id in `metadata.tool_call_id`, so every token can
-//! be attributed to the agent that produced it.
+//! `["task:researcher:call_1"]`: the `task` tool, the subagent, the call) and the parent's tool
+//! call id in `metadata.tool_call_id`, so every token can be attributed to the agent that
+//! produced it.
 
 mod data;
 mod sink;

@@ -159,6 +159,10 @@ impl Middleware for TopicFilter {
         &self.name
     }
 
+    fn for_subagent(&self) -> Option<std::sync::Arc<dyn Middleware>> {
+        Some(std::sync::Arc::new(self.clone()))
+    }
+
     fn hooks(&self) -> &[Hook] {
         if self.check_output {
             &[Hook::BeforeAgent, Hook::AfterAgent]

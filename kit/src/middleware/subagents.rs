@@ -7,10 +7,23 @@
 //! changes merge back into the parent.
 //!
 //! The child runs as a subgraph of the parent's run: its events stream through the parent's
-//! stream under the namespace `task:<tool call id>` (with that tool call id), and its
+//! stream under the namespace `task:<subagent>:<tool call id>` (with that tool call id), and its
 //! checkpoints live in the parent's checkpointer under the same namespace — so an interrupt
 //! raised inside the child (human review of one of its tool calls) pauses the parent, reaches
-//! the parent's caller with the child's interrupt id, and `resume` continues inside the child.
+//! the parent's caller with the child named in its namespace, and `resume` continues inside
+//! the child.
+//!
+//! **Guardrails are inherited.** A child runs the parent's guardrails too — human review gates,
+//! PII middleware, moderation, the topic filter, and any middleware whose
+//! [`for_subagent`](crate::agent::Middleware::for_subagent) says so — so a gated tool cannot be
+//! run unreviewed by delegating it through `task`, and redaction covers what the child stores
+//! and the answer it returns. A spec overrides this explicitly: its own middleware of the same
+//! name replaces the inherited one ([`SubagentSpec::interrupt_on`] sets its own review gates),
+//! [`SubagentSpec::without_guardrail`] leaves one out by name, and
+//! [`SubagentSpec::inherit_guardrails(false)`](SubagentSpec::inherit_guardrails) leaves out
+//! all. A child given as an already built agent cannot take middleware: building the parent
+//! fails unless that agent has the parent's guardrails itself or the spec opts out — give it as
+//! a builder ([`SubagentSpec::from_builder`]) to have them added.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
@@ -18,12 +31,14 @@ use std::sync::{Arc, OnceLock};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::agent::AgentBuilder;
 use crate::agent::{
     Agent, AgentState, AgentStateUpdate, BuildContext, FileData, IntoModelSource, Middleware,
     ModelSource,
 };
 use crate::graph::{Outcome, Pause, Resume, RunOptions};
 use crate::message::{Message, Role};
+use crate::middleware::review::{HumanReviewMiddleware, InterruptOn};
 use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 
 /// The name of the default subagent.
@@ -48,6 +63,11 @@ pub struct SubagentSpec {
     pub(crate) model: Option<ModelSource>,
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
     pub(crate) agent: Option<Agent>,
+    pub(crate) builder: Option<Box<AgentBuilder>>,
+    /// The child's own review gates (`interrupt_on`), replacing the inherited ones.
+    pub(crate) review: Option<Box<HumanReviewMiddleware>>,
+    pub(crate) inherit: bool,
+    pub(crate) without: Vec<String>,
 }
 
 impl std::fmt::Debug for SubagentSpec {
@@ -77,10 +97,29 @@ impl SubagentSpec {
             model: None,
             middleware: Vec::new(),
             agent: None,
+            builder: None,
+            review: None,
+            inherit: true,
+            without: Vec::new(),
         }
     }
 
-    /// A subagent that is an already built agent (any tools, middleware, model).
+    /// A subagent built from `builder` when the parent is built (the parent's guardrails added,
+    /// its checkpointer used when the builder has none). `#[agent]`'s `agent = Writer` gives a
+    /// declared agent this way.
+    pub fn from_builder(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        builder: AgentBuilder,
+    ) -> Self {
+        let mut spec = Self::new(name, description);
+        spec.builder = Some(Box::new(builder));
+        spec
+    }
+
+    /// A subagent that is an already built agent (any tools, middleware, model). It cannot take
+    /// the parent's guardrails: it must have them itself, or the spec opts out of them
+    /// (see the [module documentation](self)).
     pub fn from_agent(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -120,9 +159,49 @@ impl SubagentSpec {
         self
     }
 
+    /// How the child reviews calls of `tool` (`true`, `false` or an
+    /// [`InterruptOnConfig`](crate::middleware::review::InterruptOnConfig)). Giving any makes
+    /// these the child's review gates instead of the parent's.
+    #[must_use]
+    pub fn interrupt_on(mut self, tool: impl Into<String>, on: impl Into<InterruptOn>) -> Self {
+        let review = self.review.take().map(|r| *r).unwrap_or_default();
+        self.review = Some(Box::new(review.interrupt_on(tool, on)));
+        self
+    }
+
+    /// Whether the child runs the parent's guardrails (default `true`, the safe choice).
+    #[must_use]
+    pub fn inherit_guardrails(mut self, on: bool) -> Self {
+        self.inherit = on;
+        self
+    }
+
+    /// Leaves out the parent's guardrail named `name` (a middleware name, such as
+    /// `HumanInTheLoopMiddleware`).
+    #[must_use]
+    pub fn without_guardrail(mut self, name: impl Into<String>) -> Self {
+        self.without.push(name.into());
+        self
+    }
+
     /// The subagent's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The parent's guardrails this child runs: each that offers itself to subagents, unless
+    /// the spec opts out of it or has its own of that name.
+    fn inherited(&self, parent: &BuildContext<'_>, own: &[&str]) -> Vec<Arc<dyn Middleware>> {
+        if !self.inherit {
+            return Vec::new();
+        }
+        parent
+            .middleware()
+            .iter()
+            .filter(|m| !self.without.iter().any(|w| w == m.name()))
+            .filter(|m| !own.contains(&m.name()))
+            .filter_map(|m| m.for_subagent())
+            .collect()
     }
 }
 
@@ -156,36 +235,8 @@ fn build_children(
                 spec.name
             )));
         }
-        let agent = match spec.agent {
-            Some(agent) => agent,
-            None => {
-                let mut b = Agent::builder().name(spec.name.clone());
-                b = match spec.model.clone() {
-                    Some(ModelSource::Model(model)) => b.model(model),
-                    Some(ModelSource::Name(name)) => b.model(name),
-                    None => b.model(parent.model().clone()),
-                };
-                b = b.tools(
-                    spec.tools
-                        .clone()
-                        .unwrap_or_else(|| parent.tools().to_vec()),
-                );
-                if let Some(p) = &spec.system_prompt {
-                    b = b.system_prompt(p.clone());
-                }
-                for m in &spec.middleware {
-                    b = b.middleware(m.clone());
-                }
-                // The child runs on the parent's checkpointer (under its own namespace), so
-                // middleware that pauses runs (human review) works inside it.
-                if let Some(cp) = parent.checkpointer() {
-                    b = b.checkpointer(cp.clone());
-                }
-                b.build().map_err(|e| {
-                    crate::AgentError::Build(format!("subagent `{}`: {e}", spec.name))
-                })?
-            }
-        };
+        let agent = build_child(&spec, parent)
+            .map_err(|e| crate::AgentError::Build(format!("subagent `{}`: {e}", spec.name)))?;
         children.push(Child {
             name: spec.name,
             description: spec.description,
@@ -193,6 +244,68 @@ fn build_children(
         });
     }
     Ok(children)
+}
+
+/// Builds one child: from its agent, its builder, or its parts (the parent's model and tools
+/// where the spec leaves them out), with the parent's guardrails.
+fn build_child(spec: &SubagentSpec, parent: &BuildContext<'_>) -> Result<Agent, crate::AgentError> {
+    let review = spec
+        .review
+        .clone()
+        .map(|r| Arc::new(*r) as Arc<dyn Middleware>);
+    if let Some(agent) = &spec.agent {
+        let own: Vec<&str> = agent.inner.middleware.iter().map(|m| m.name()).collect();
+        let missing: Vec<String> = spec
+            .inherited(parent, &own)
+            .iter()
+            .map(|m| format!("`{}`", m.name()))
+            .collect();
+        if !missing.is_empty() {
+            return Err(crate::AgentError::Build(format!(
+                "it is an already built agent, so it cannot run the parent's guardrails {}; give \
+                 it as a builder (`SubagentSpec::from_builder`, or `agent = ..` in `#[agent]`) to \
+                 have them added, add them to it, or opt out explicitly with \
+                 `.without_guardrail(name)` / `.inherit_guardrails(false)`",
+                missing.join(", ")
+            )));
+        }
+        return Ok(agent.clone());
+    }
+    let mut b = match &spec.builder {
+        Some(builder) => (**builder).clone(),
+        None => {
+            let mut b = Agent::builder().name(spec.name.clone());
+            b = match spec.model.clone() {
+                Some(ModelSource::Model(model)) => b.model(model),
+                Some(ModelSource::Name(name)) => b.model(name),
+                None => b.model(parent.model().clone()),
+            };
+            b = b.tools(
+                spec.tools
+                    .clone()
+                    .unwrap_or_else(|| parent.tools().to_vec()),
+            );
+            if let Some(p) = &spec.system_prompt {
+                b = b.system_prompt(p.clone());
+            }
+            b
+        }
+    };
+    for m in spec.middleware.iter().chain(&review) {
+        b = b.middleware(m.clone());
+    }
+    let own: Vec<&str> = b.middleware_names().collect();
+    for m in spec.inherited(parent, &own) {
+        b = b.middleware(m);
+    }
+    // The child runs on the parent's checkpointer (under its own namespace), so middleware that
+    // pauses runs (human review) works inside it.
+    if !b.has_checkpointer()
+        && let Some(cp) = parent.checkpointer()
+    {
+        b = b.checkpointer(cp.clone());
+    }
+    b.build()
 }
 
 /// Adds the `task` tool that runs sync subagents. The children are built with the agent (in
@@ -312,7 +425,7 @@ async fn run_task(
         )));
     };
     let call_id = ctx.call_id().to_string();
-    let segment = format!("task:{call_id}");
+    let segment = format!("task:{}:{call_id}", child.name);
     let opts = match ctx.node() {
         Some(node) => node.child_options(&segment, Some(call_id.clone())),
         None => RunOptions::new(),

@@ -351,6 +351,10 @@ impl Middleware for ModerationMiddleware {
         NAME
     }
 
+    fn for_subagent(&self) -> Option<std::sync::Arc<dyn Middleware>> {
+        Some(std::sync::Arc::new(self.clone()))
+    }
+
     fn hooks(&self) -> &[Hook] {
         match (
             self.check_input || self.check_tool_results,

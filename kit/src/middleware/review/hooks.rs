@@ -45,6 +45,10 @@ impl Middleware for HumanReviewMiddleware {
         true
     }
 
+    fn for_subagent(&self) -> Option<std::sync::Arc<dyn Middleware>> {
+        Some(std::sync::Arc::new(self.for_child()))
+    }
+
     fn tools(&self) -> Vec<Tool> {
         self.tools.clone()
     }

@@ -244,6 +244,20 @@ impl HumanReviewMiddleware {
         self
     }
 
+    /// The gate a sync subagent inherits: the same reviews, without the tools this middleware
+    /// adds (a child has the tools its spec gives it); those tools stay gated should the child
+    /// have them.
+    pub(crate) fn for_child(&self) -> Self {
+        let mut child = self.clone();
+        for tool in std::mem::take(&mut child.tools) {
+            child
+                .interrupt_on
+                .entry(tool.name().to_string())
+                .or_insert_with(|| InterruptOn::Review(self.tools_config.clone()));
+        }
+        child
+    }
+
     /// Reads an `interrupt_on` map as the anchor writes it: tool → `true`, `false` or
     /// `{"allowed_decisions": [...], "description"?: "..."}`.
     pub fn from_json(interrupt_on: &Value) -> Result<Self, ReviewError> {
