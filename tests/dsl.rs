@@ -75,6 +75,15 @@ async fn check_stock(sku: String, shared: Arc<AgentState>) -> Result<String, Clo
     Ok(format!("{sku}: 3 left"))
 }
 
+/// Always fails, whatever it is asked (its parameter is unused, hence `_`).
+#[kit::tool]
+async fn refuse(
+    /// What was asked.
+    _request: String,
+) -> Result<String, ToolError> {
+    Err(ToolError::new("not today"))
+}
+
 #[test]
 fn a_tool_function_is_a_tool_with_its_doc_and_a_schema_of_its_parameters() {
     let tool = LookupOrder::tool();
@@ -106,6 +115,11 @@ fn a_tool_function_is_a_tool_with_its_doc_and_a_schema_of_its_parameters() {
             },
             "required": ["order_id"]
         })
+    );
+    // An unused parameter's `_` is not part of the property's name.
+    assert_eq!(
+        Refuse::tool().parameters()["properties"],
+        json!({"request": {"type": "string", "description": "What was asked."}})
     );
     assert_eq!(CheckStock::NAME, "check-stock");
     assert_eq!(

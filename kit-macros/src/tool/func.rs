@@ -204,7 +204,7 @@ fn model(args: TokenStream, mut func: syn::ItemFn) -> Result<Model, syn::Error> 
             .or_else(|| {
                 arg_docs
                     .iter()
-                    .find(|(name, _)| ident == name)
+                    .find(|(name, _)| *name == property_name(&ident) || ident == name)
                     .map(|(_, text)| text.clone())
             });
         params.push(Param::Arg(Box::new(Arg {
@@ -259,6 +259,15 @@ fn result_ok_type(output: &syn::ReturnType) -> Option<(syn::Type, Option<syn::Ty
     });
     let ok = types.next()?.clone();
     Some((ok, types.next().cloned()))
+}
+
+/// The argument property a parameter fills: its name without a leading `_`.
+fn property_name(ident: &syn::Ident) -> String {
+    let name = ident.to_string();
+    match name.trim_start_matches('_') {
+        "" => name,
+        trimmed => trimmed.to_string(),
+    }
 }
 
 /// The kit type a parameter is given as, if it is one.
@@ -380,9 +389,14 @@ fn expand(model: &Model) -> TokenStream {
                     // schema leaves it out of `required`.
                     None => quote!(),
                 };
+                // `_order` (an unused parameter) is still the property `order`.
+                let property = property_name(ident);
+                let rename =
+                    (property != ident.to_string()).then(|| quote!(#[serde(rename = #property)]));
                 fields.push(quote_spanned! {ty.span()=>
                     #(#[doc = #doc])*
                     #serde_default
+                    #rename
                     #ident: #ty,
                 });
                 call_args.push(quote!(self.#ident));

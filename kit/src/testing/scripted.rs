@@ -113,7 +113,9 @@ impl ScriptedModel {
         lock(&self.script).len()
     }
 
-    /// Every request received so far, oldest first.
+    /// Every request received so far, oldest first. A model made with
+    /// [`from_fn`](Self::from_fn) keeps none (it serves benchmarks, where the copies would cost);
+    /// give it a script with [`new`](Self::new) to inspect requests.
     pub fn requests(&self) -> Vec<ModelRequest> {
         lock(&self.requests).clone()
     }
