@@ -9,7 +9,7 @@
 //! use kit_graph_rules::{Edge, Endpoint, Spec, check};
 //!
 //! let spec = Spec {
-//!     nodes: vec![("draft".to_string(), 1), ("review".to_string(), 2)],
+//!     nodes: vec![("draft".into(), 1), ("review".into(), 2)],
 //!     edges: vec![
 //!         Edge::Plain { from: Endpoint::Start(3), to: Endpoint::Node("draft".into(), 4), when: None },
 //!         Edge::Plain { from: Endpoint::Node("draft".into(), 5), to: Endpoint::Node("reveiw".into(), 6), when: None },
@@ -37,7 +37,8 @@
 //! | every node has a way out: an edge, a join, a route or declared goto destinations | "node `x` has no way out" |
 //! | every node can be reached (only when the front-end knows every way between nodes) | "node `x` is never reached" |
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// The most sources a join waits for (one bit each in a `u64`).
 pub const MAX_JOIN_SOURCES: usize = 64;
@@ -49,16 +50,16 @@ pub const END: &str = "__end__";
 
 /// One end of an edge: the graph's entry, its exit, or a node by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Endpoint<L> {
+pub enum Endpoint<'a, L> {
     /// The entry.
     Start(L),
     /// The exit.
     End(L),
     /// A node.
-    Node(String, L),
+    Node(Cow<'a, str>, L),
 }
 
-impl<L: Copy> Endpoint<L> {
+impl<L: Copy> Endpoint<'_, L> {
     /// Where it was written.
     pub fn at(&self) -> L {
         match self {
@@ -69,22 +70,22 @@ impl<L: Copy> Endpoint<L> {
 
 /// A way from one place of the graph to another.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Edge<L> {
+pub enum Edge<'a, L> {
     /// `from -> to`, with the location of its `when` condition if it has one.
     Plain {
         /// Where it starts.
-        from: Endpoint<L>,
+        from: Endpoint<'a, L>,
         /// Where it leads.
-        to: Endpoint<L>,
+        to: Endpoint<'a, L>,
         /// The condition, if any.
         when: Option<L>,
     },
     /// `[a, b] -> to`: runs `to` once every source has run.
     Join {
         /// The sources.
-        from: Vec<Endpoint<L>>,
+        from: Vec<Endpoint<'a, L>>,
         /// Where it leads.
-        to: Endpoint<L>,
+        to: Endpoint<'a, L>,
         /// The condition, if any (a join may not have one).
         when: Option<L>,
         /// Where the join was written.
@@ -94,30 +95,30 @@ pub enum Edge<L> {
     /// it may return any node).
     Route {
         /// Where it starts.
-        from: Endpoint<L>,
+        from: Endpoint<'a, L>,
         /// The nodes it may return.
-        targets: Vec<Endpoint<L>>,
+        targets: Vec<Endpoint<'a, L>>,
     },
     /// The nodes a node may go to by itself (`goto`, `Send`).
     Destinations {
         /// The node.
-        node: (String, L),
+        node: (Cow<'a, str>, L),
         /// Where it may go.
-        targets: Vec<Endpoint<L>>,
+        targets: Vec<Endpoint<'a, L>>,
     },
 }
 
 /// A graph's shape, as a front-end describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Spec<L> {
+pub struct Spec<'a, L> {
     /// The declared nodes, in order.
-    pub nodes: Vec<(String, L)>,
+    pub nodes: Vec<(Cow<'a, str>, L)>,
     /// Every edge, route, join and destination list.
-    pub edges: Vec<Edge<L>>,
+    pub edges: Vec<Edge<'a, L>>,
     /// Nodes to pause before.
-    pub interrupt_before: Vec<(String, L)>,
+    pub interrupt_before: Vec<(Cow<'a, str>, L)>,
     /// Nodes to pause after.
-    pub interrupt_after: Vec<(String, L)>,
+    pub interrupt_after: Vec<(Cow<'a, str>, L)>,
     /// Where problems of the graph as a whole point (nothing runs first, no nodes).
     pub whole: L,
     /// Whether to report nodes that are never reached. Only a front-end that knows every way
@@ -136,14 +137,15 @@ pub struct Problem<L> {
 }
 
 /// Checks every rule and returns every problem found (empty when the graph is sound).
-pub fn check<L: Copy>(spec: &Spec<L>) -> Vec<Problem<L>> {
+pub fn check<L: Copy>(spec: &Spec<'_, L>) -> Vec<Problem<L>> {
     let mut checker = Checker {
         problems: Vec::new(),
-        declared: HashMap::new(),
+        declared: HashMap::with_capacity(spec.nodes.len()),
     };
     checker.declare(&spec.nodes);
-    let mut way_out: HashSet<&str> = HashSet::new();
-    let mut reached: HashSet<&str> = HashSet::new();
+    // By node position: each name is looked up once, where it is used.
+    let mut way_out = vec![false; spec.nodes.len()];
+    let mut reached = vec![false; spec.nodes.len()];
     let mut starts = 0usize;
     for edge in &spec.edges {
         match edge {
@@ -186,8 +188,10 @@ pub fn check<L: Copy>(spec: &Spec<L>) -> Vec<Problem<L>> {
                 }
             }
             Edge::Destinations { node, targets } => {
-                if checker.known(&node.0, node.1) && !targets.is_empty() {
-                    way_out.insert(&node.0);
+                if let Some(i) = checker.known(&node.0, node.1)
+                    && !targets.is_empty()
+                {
+                    way_out[i] = true;
                 }
                 for t in targets {
                     checker.target(t, "a node cannot go to START", &mut reached);
@@ -211,8 +215,8 @@ pub fn check<L: Copy>(spec: &Spec<L>) -> Vec<Problem<L>> {
         );
     }
     if names_ok {
-        for (name, at) in &spec.nodes {
-            if !way_out.contains(name.as_str()) {
+        for (i, (name, at)) in spec.nodes.iter().enumerate() {
+            if !way_out[i] {
                 checker.problem(
                     *at,
                     format!(
@@ -221,7 +225,7 @@ pub fn check<L: Copy>(spec: &Spec<L>) -> Vec<Problem<L>> {
                     ),
                 );
             }
-            if spec.check_reachability && !reached.contains(name.as_str()) {
+            if spec.check_reachability && !reached[i] {
                 checker.problem(
                     *at,
                     format!(
@@ -238,7 +242,8 @@ pub fn check<L: Copy>(spec: &Spec<L>) -> Vec<Problem<L>> {
 
 struct Checker<'a, L> {
     problems: Vec<Problem<L>>,
-    declared: HashMap<&'a str, L>,
+    /// Each declared name, with its position (the first declaration's).
+    declared: HashMap<&'a str, usize>,
 }
 
 impl<'a, L: Copy> Checker<'a, L> {
@@ -249,8 +254,9 @@ impl<'a, L: Copy> Checker<'a, L> {
         });
     }
 
-    fn declare(&mut self, nodes: &'a [(String, L)]) {
-        for (name, at) in nodes {
+    fn declare(&mut self, nodes: &'a [(Cow<'_, str>, L)]) {
+        for (i, (name, at)) in nodes.iter().enumerate() {
+            let name: &'a str = name;
             if name == START || name == END {
                 self.problem(
                     *at,
@@ -265,16 +271,18 @@ impl<'a, L: Copy> Checker<'a, L> {
                     ),
                 );
             }
-            if self.declared.insert(name, *at).is_some() {
+            if self.declared.contains_key(name) {
                 self.problem(*at, format!("node `{name}` is declared twice"));
+            } else {
+                self.declared.insert(name, i);
             }
         }
     }
 
-    /// True when `name` is a declared node; otherwise reports it with a hint.
-    fn known(&mut self, name: &str, at: L) -> bool {
-        if self.declared.contains_key(name) {
-            return true;
+    /// The position of the declared node `name`; reports an unknown one, with a hint.
+    fn known(&mut self, name: &str, at: L) -> Option<usize> {
+        if let Some(&i) = self.declared.get(name) {
+            return Some(i);
         }
         let names: Vec<&str> = self.declared.keys().copied().collect();
         let hint = match closest(name, names.iter().copied()) {
@@ -287,16 +295,11 @@ impl<'a, L: Copy> Checker<'a, L> {
             }
         };
         self.problem(at, format!("unknown node `{name}`{hint}"));
-        false
+        None
     }
 
     /// Checks where `what` starts; returns 1 when it starts at START.
-    fn source<'n>(
-        &mut self,
-        from: &'n Endpoint<L>,
-        what: &str,
-        way_out: &mut HashSet<&'n str>,
-    ) -> usize {
+    fn source(&mut self, from: &Endpoint<'_, L>, what: &str, way_out: &mut [bool]) -> usize {
         match from {
             Endpoint::Start(_) => 1,
             Endpoint::End(at) => {
@@ -304,26 +307,21 @@ impl<'a, L: Copy> Checker<'a, L> {
                 0
             }
             Endpoint::Node(name, at) => {
-                if self.known(name, *at) {
-                    way_out.insert(name);
+                if let Some(i) = self.known(name, *at) {
+                    way_out[i] = true;
                 }
                 0
             }
         }
     }
 
-    fn target<'n>(
-        &mut self,
-        to: &'n Endpoint<L>,
-        into_start: &str,
-        reached: &mut HashSet<&'n str>,
-    ) {
+    fn target(&mut self, to: &Endpoint<'_, L>, into_start: &str, reached: &mut [bool]) {
         match to {
             Endpoint::Start(at) => self.problem(*at, into_start),
             Endpoint::End(_) => {}
             Endpoint::Node(name, at) => {
-                if self.known(name, *at) {
-                    reached.insert(name);
+                if let Some(i) = self.known(name, *at) {
+                    reached[i] = true;
                 }
             }
         }

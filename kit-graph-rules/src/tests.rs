@@ -2,11 +2,11 @@
 
 use super::*;
 
-fn node(name: &str, at: u32) -> Endpoint<u32> {
-    Endpoint::Node(name.to_string(), at)
+fn node(name: &str, at: u32) -> Endpoint<'_, u32> {
+    Endpoint::Node(name.into(), at)
 }
 
-fn plain(from: Endpoint<u32>, to: Endpoint<u32>) -> Edge<u32> {
+fn plain<'a>(from: Endpoint<'a, u32>, to: Endpoint<'a, u32>) -> Edge<'a, u32> {
     Edge::Plain {
         from,
         to,
@@ -14,9 +14,9 @@ fn plain(from: Endpoint<u32>, to: Endpoint<u32>) -> Edge<u32> {
     }
 }
 
-fn spec(nodes: &[(&str, u32)], edges: Vec<Edge<u32>>) -> Spec<u32> {
+fn spec<'a>(nodes: &[(&'a str, u32)], edges: Vec<Edge<'a, u32>>) -> Spec<'a, u32> {
     Spec {
-        nodes: nodes.iter().map(|(n, l)| (n.to_string(), *l)).collect(),
+        nodes: nodes.iter().map(|(n, l)| ((*n).into(), *l)).collect(),
         edges,
         interrupt_before: vec![],
         interrupt_after: vec![],
@@ -25,7 +25,7 @@ fn spec(nodes: &[(&str, u32)], edges: Vec<Edge<u32>>) -> Spec<u32> {
     }
 }
 
-fn messages(spec: &Spec<u32>) -> Vec<(u32, String)> {
+fn messages(spec: &Spec<'_, u32>) -> Vec<(u32, String)> {
     check(spec).into_iter().map(|p| (p.at, p.message)).collect()
 }
 

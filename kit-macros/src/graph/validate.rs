@@ -30,12 +30,12 @@ pub fn validate(def: &GraphDef) -> Result<(), syn::Error> {
 }
 
 /// The graph's shape, as the shared rulebook reads it.
-fn shape(def: &GraphDef) -> Spec<Span> {
-    let mut edges: Vec<Edge<Span>> = Vec::new();
+fn shape(def: &GraphDef) -> Spec<'static, Span> {
+    let mut edges: Vec<Edge<'static, Span>> = Vec::new();
     for node in &def.nodes {
         if !node.destinations.is_empty() {
             edges.push(Edge::Destinations {
-                node: (node.name.to_string(), node.name.span()),
+                node: (node.name.to_string().into(), node.name.span()),
                 targets: node.destinations.iter().map(endpoint).collect(),
             });
         }
@@ -64,12 +64,16 @@ fn shape(def: &GraphDef) -> Spec<Span> {
             targets: route.targets.iter().map(endpoint).collect(),
         });
     }
-    let names = |list: &[syn::Ident]| list.iter().map(|i| (i.to_string(), i.span())).collect();
+    let names = |list: &[syn::Ident]| {
+        list.iter()
+            .map(|i| (i.to_string().into(), i.span()))
+            .collect()
+    };
     Spec {
         nodes: def
             .nodes
             .iter()
-            .map(|n| (n.name.to_string(), n.name.span()))
+            .map(|n| (n.name.to_string().into(), n.name.span()))
             .collect(),
         edges,
         interrupt_before: names(&def.interrupt_before),
@@ -80,10 +84,12 @@ fn shape(def: &GraphDef) -> Spec<Span> {
     }
 }
 
-fn endpoint(e: &Endpoint) -> kit_graph_rules::Endpoint<Span> {
+fn endpoint(e: &Endpoint) -> kit_graph_rules::Endpoint<'static, Span> {
     match e {
         Endpoint::Start(span) => kit_graph_rules::Endpoint::Start(*span),
         Endpoint::End(span) => kit_graph_rules::Endpoint::End(*span),
-        Endpoint::Node(ident) => kit_graph_rules::Endpoint::Node(ident.to_string(), ident.span()),
+        Endpoint::Node(ident) => {
+            kit_graph_rules::Endpoint::Node(ident.to_string().into(), ident.span())
+        }
     }
 }

@@ -70,8 +70,8 @@ pub enum EventData {
     ModelDelta(ModelDelta),
     /// The model answered.
     ModelEnd {
-        /// The whole answer.
-        message: Message,
+        /// The whole answer (boxed: events move through channels, and an answer is large).
+        message: Box<Message>,
         /// Its token usage, when known.
         usage: Option<Usage>,
     },

@@ -103,7 +103,7 @@ fn one_of_each() -> Vec<EventData> {
             },
         }),
         EventData::ModelEnd {
-            message: Message::assistant("Hello"),
+            message: Box::new(Message::assistant("Hello")),
             usage: Some(Usage::default()),
         },
         EventData::ToolStart {

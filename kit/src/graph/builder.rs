@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use super::error::GraphError;
 use super::node::{IntoNodeOutput, NodeContext, NodeFn, Send};
+use std::borrow::Cow;
+
 use kit_graph_rules::{Edge, Endpoint, Spec};
 
 use super::{CompiledNode, END, ErrorKindFn, Graph, GraphInner, Join, START, Target, WhenEdge};
@@ -310,13 +312,20 @@ impl<S: State> GraphBuilder<S> {
     }
 
     /// The graph's shape, as the rulebook shared with `graph!` reads it.
-    fn shape(&self) -> Spec<()> {
-        let end = |name: &str| match name {
-            START => Endpoint::Start(()),
-            END => Endpoint::End(()),
-            _ => Endpoint::Node(name.to_string(), ()),
-        };
-        let mut edges: Vec<Edge<()>> = self
+    fn shape(&self) -> Spec<'_, ()> {
+        fn end(name: &str) -> Endpoint<'_, ()> {
+            match name {
+                START => Endpoint::Start(()),
+                END => Endpoint::End(()),
+                _ => Endpoint::Node(Cow::Borrowed(name), ()),
+            }
+        }
+        fn names(list: &[String]) -> Vec<(Cow<'_, str>, ())> {
+            list.iter()
+                .map(|n| (Cow::Borrowed(n.as_str()), ()))
+                .collect()
+        }
+        let mut edges: Vec<Edge<'_, ()>> = self
             .edges
             .iter()
             .map(|edge| match edge {
@@ -348,13 +357,16 @@ impl<S: State> GraphBuilder<S> {
             self.destinations
                 .iter()
                 .map(|(node, targets)| Edge::Destinations {
-                    node: (node.clone(), ()),
+                    node: (Cow::Borrowed(node.as_str()), ()),
                     targets: targets.iter().map(|t| end(t)).collect(),
                 }),
         );
-        let names = |list: &[String]| list.iter().map(|n| (n.clone(), ())).collect();
         Spec {
-            nodes: self.nodes.iter().map(|(n, _)| (n.clone(), ())).collect(),
+            nodes: self
+                .nodes
+                .iter()
+                .map(|(n, _)| (Cow::Borrowed(n.as_str()), ()))
+                .collect(),
             edges,
             interrupt_before: names(&self.interrupt_before),
             interrupt_after: names(&self.interrupt_after),
@@ -386,11 +398,11 @@ impl<S: State> GraphBuilder<S> {
             }
         }
         // The rules hold: every name below resolves.
-        let index: HashMap<String, usize> = self
+        let index: HashMap<&str, usize> = self
             .nodes
             .iter()
             .enumerate()
-            .map(|(i, (name, _))| (name.clone(), i))
+            .map(|(i, (name, _))| (name.as_str(), i))
             .collect();
         let unresolved = |name: &str| invalid(format!("unknown node `{name}`"));
         let resolve_from = |name: &str| -> Result<Option<usize>, GraphError> {
@@ -497,7 +509,7 @@ impl<S: State> GraphBuilder<S> {
             }
         }
         for (node, targets) in &self.destinations {
-            let Some(&i) = index.get(node) else {
+            let Some(&i) = index.get(node.as_str()) else {
                 return Err(unresolved(node));
             };
             for t in targets {
@@ -510,7 +522,7 @@ impl<S: State> GraphBuilder<S> {
             (&self.interrupt_after, false),
         ] {
             for name in names {
-                let Some(&i) = index.get(name) else {
+                let Some(&i) = index.get(name.as_str()) else {
                     return Err(unresolved(name));
                 };
                 if before {
@@ -520,9 +532,11 @@ impl<S: State> GraphBuilder<S> {
                 }
             }
         }
-        let index = index
-            .into_iter()
-            .map(|(k, v)| (Arc::from(k.as_str()), v))
+        // The node names are already shared: the index reuses them.
+        let index = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
             .collect();
         Ok(Graph {
             inner: Arc::new(GraphInner {

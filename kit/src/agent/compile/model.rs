@@ -201,7 +201,7 @@ where
     }
     if let (Some(sink), Ok(execution)) = (ctx.events(), &result) {
         let end = EventData::ModelEnd {
-            message: execution.response.message.clone(),
+            message: Box::new(execution.response.message.clone()),
             usage: execution.response.message.usage,
         };
         sink.send(ctx.event(core.model.model_name(), end)).await;

@@ -213,10 +213,14 @@ impl<S: State> Exec<S> {
 
     /// Sends a `checkpoint` event for each checkpoint that became durable since the last call.
     pub(super) async fn send_checkpoint_events(&mut self) {
-        let Some(sink) = self.opts.events.clone() else {
+        if self.durable.is_empty() {
+            return;
+        }
+        let durable = std::mem::take(&mut self.durable);
+        let Some(sink) = &self.opts.events else {
             return;
         };
-        for (checkpoint_id, step) in std::mem::take(&mut self.durable) {
+        for (checkpoint_id, step) in durable {
             let data = EventData::Checkpoint {
                 checkpoint_id,
                 step,

@@ -132,24 +132,29 @@ impl<S: State> Exec<S> {
         }
         self.next = merge_tasks(next, sends, self.inner().nodes.len());
         self.save(CheckpointSource::Loop).await?;
-        if let Some(sink) = self.opts.events.clone() {
+        if self.opts.events.is_none() {
+            return Ok(());
+        }
+        if let Some(sink) = &self.opts.events {
             for event in node_end_events {
                 sink.send(event).await;
             }
-            self.send_checkpoint_events().await;
-            if self.opts.stream_values {
-                let state = serde_json::to_value(&*self.state).unwrap_or(Value::Null);
-                let event = self.event(
-                    EventData::Values(state),
-                    self.inner().name.to_string(),
-                    None,
-                );
-                sink.send(event).await;
-            }
-            // Let the consumer see this step's events now rather than after the whole run
-            // (on a single-threaded runtime the run would otherwise never yield).
-            tokio::task::yield_now().await;
         }
+        self.send_checkpoint_events().await;
+        if self.opts.stream_values
+            && let Some(sink) = &self.opts.events
+        {
+            let state = serde_json::to_value(&*self.state).unwrap_or(Value::Null);
+            let event = self.event(
+                EventData::Values(state),
+                self.inner().name.to_string(),
+                None,
+            );
+            sink.send(event).await;
+        }
+        // Let the consumer see this step's events now rather than after the whole run (on a
+        // single-threaded runtime the run would otherwise never yield).
+        tokio::task::yield_now().await;
         Ok(())
     }
 
