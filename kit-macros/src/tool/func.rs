@@ -391,8 +391,7 @@ fn expand(model: &Model) -> TokenStream {
                 };
                 // `_order` (an unused parameter) is still the property `order`.
                 let property = property_name(ident);
-                let rename =
-                    (property != ident.to_string()).then(|| quote!(#[serde(rename = #property)]));
+                let rename = (*ident != property).then(|| quote!(#[serde(rename = #property)]));
                 fields.push(quote_spanned! {ty.span()=>
                     #(#[doc = #doc])*
                     #serde_default

@@ -385,6 +385,23 @@ impl Agent {
         Invocation::new(self, RunRequest::Resume(payload.into()))
     }
 
+    /// Continues a paused run as [`resume`](Self::resume) does, first applying `update` (new
+    /// messages, say) to its state: LangGraph's `Command(resume=..., update=...)`. Input
+    /// middleware (PII) sees the update as it sees new input.
+    pub fn resume_with(
+        &self,
+        payload: impl Into<Resume>,
+        update: impl Into<AgentInput>,
+    ) -> Invocation<'_, Self> {
+        Invocation::new(
+            self,
+            RunRequest::Command {
+                resume: payload.into(),
+                update: update.into(),
+            },
+        )
+    }
+
     /// Runs the agent and streams its events (model tokens, tool calls, middleware, state
     /// updates, interrupts, errors, completion).
     pub fn stream_events(&self, input: impl Into<AgentInput>, opts: &RunOptions) -> EventStream {
@@ -411,32 +428,35 @@ impl Runnable for Agent {
             let request = match request {
                 RunRequest::Input(input) => RunRequest::Input(self.prepare_input(input)?),
                 RunRequest::Resume(resume) => RunRequest::Resume(resume),
+                RunRequest::Command { resume, update } => RunRequest::Command {
+                    resume,
+                    update: self.prepare_input(update)?,
+                },
             };
             Ok(self.graph.run(request, self.options(&opts)).await?)
         })
     }
 
     fn run_streamed(&self, request: RunRequest<AgentInput>, opts: RunOptions) -> EventStream {
-        let opts = &opts;
+        let request = match request {
+            RunRequest::Resume(resume) => Ok(RunRequest::Resume(resume)),
+            RunRequest::Input(input) => self.prepare_input(input).map(RunRequest::Input),
+            RunRequest::Command { resume, update } => self
+                .prepare_input(update)
+                .map(|update| RunRequest::Command { resume, update }),
+        };
         match request {
-            RunRequest::Resume(resume) => {
+            Ok(request) => {
                 self.graph
-                    .stream_resume_filtered(resume, &self.options(opts), self.event_filter())
+                    .stream_input(request.into(), &self.options(&opts), self.event_filter())
             }
-            RunRequest::Input(input) => match self.prepare_input(input) {
-                Ok(update) => self.graph.stream_events_filtered(
-                    update,
-                    &self.options(opts),
-                    self.event_filter(),
-                ),
-                Err(e) => {
-                    // A refused input: the stream reports it and ends.
-                    let mut event =
-                        crate::event::Event::error(&*self.inner.name, e.to_string(), e.kind());
-                    event.metadata.thread_id = opts.thread_id.clone();
-                    Box::pin(futures::stream::once(async move { event }))
-                }
-            },
+            Err(e) => {
+                // A refused input: the stream reports it and ends.
+                let mut event =
+                    crate::event::Event::error(&*self.inner.name, e.to_string(), e.kind());
+                event.metadata.thread_id = opts.thread_id.clone();
+                Box::pin(futures::stream::once(async move { event }))
+            }
         }
     }
 }

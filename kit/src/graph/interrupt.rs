@@ -135,6 +135,18 @@ pub enum Resume {
 }
 
 impl Resume {
+    /// The payload as JSON (traces and logs): `null` to continue, the value, or an object of
+    /// values by interrupt id.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Resume::Continue => Value::Null,
+            Resume::Value(v) => v.clone(),
+            Resume::ByIds(map) => {
+                Value::Object(map.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            }
+        }
+    }
+
     /// A single resume value.
     pub fn value(value: impl Serialize) -> Self {
         Resume::Value(serde_json::to_value(value).unwrap_or(Value::Null))

@@ -23,6 +23,14 @@ pub enum RunRequest<I> {
     Input(I),
     /// An answer to the thread's interrupts (or [`Resume::Continue`]).
     Resume(Resume),
+    /// An answer to the thread's interrupts with an update applied first (LangGraph's
+    /// `Command(resume=..., update=...)`).
+    Command {
+        /// The answer.
+        resume: Resume,
+        /// Applied to the state before the resumed step runs.
+        update: I,
+    },
 }
 
 /// Something that runs: a graph or an agent. The seam between [`Invocation`] and what it

@@ -176,8 +176,31 @@ pub struct StateSnapshot<S> {
     pub checkpoint: CheckpointMeta,
     /// Interrupts pending at this checkpoint.
     pub interrupts: Vec<Interrupt>,
-    /// Errors recorded at this checkpoint, by node (a failed step).
+    /// Errors recorded at this checkpoint, by task id (a failed step).
     pub errors: Vec<(String, String)>,
+    /// The tasks of the step this checkpoint leads to (LangGraph's `StateSnapshot.tasks`): for
+    /// a step that stopped half-way, which finished (their writes are saved), which failed and
+    /// which paused.
+    pub tasks: Vec<TaskSnapshot>,
+}
+
+/// One task of a [`StateSnapshot`]: a node due in the next step, and what it left behind if
+/// that step already ran and stopped.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TaskSnapshot {
+    /// The task's id (`<step>:<node>`, or `<step>:<node>:<send index>`).
+    pub id: String,
+    /// The node.
+    pub name: String,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+    /// What it waits for, if it paused.
+    pub interrupts: Vec<Interrupt>,
+    /// True when it finished and its writes are saved: it will not run again.
+    pub writes_saved: bool,
+    /// What it wrote (`{"updates": [..], "goto": [..]}`), when its writes are saved.
+    pub result: Option<serde_json::Value>,
 }
 
 impl<S: State> Graph<S> {
@@ -216,8 +239,29 @@ impl<S: State> Graph<S> {
     }
 
     /// Continues a paused (or failed) thread: answers its interrupts with `resume` and runs on.
+    ///
+    /// A thread paused at a breakpoint (`interrupt_before`) runs the paused node, also after
+    /// its state was edited with [`update_state`](Self::update_state): going on does not pause
+    /// at the same place again.
     pub fn resume(&self, resume: impl Into<Resume>) -> Invocation<'_, Self> {
         Invocation::new(self, RunRequest::Resume(resume.into()))
+    }
+
+    /// Continues a paused thread as [`resume`](Self::resume) does, first applying `update` to
+    /// its state (LangGraph's `Command(resume=..., update=...)`): the resumed nodes see it, and
+    /// it is saved with their step.
+    pub fn resume_with(
+        &self,
+        resume: impl Into<Resume>,
+        update: S::Update,
+    ) -> Invocation<'_, Self> {
+        Invocation::new(
+            self,
+            RunRequest::Command {
+                resume: resume.into(),
+                update,
+            },
+        )
     }
 
     /// Runs the graph and streams its events. The stream ends after `run_end` (or `error`).
@@ -228,30 +272,11 @@ impl<S: State> Graph<S> {
 
     /// Resumes a thread and streams its events.
     pub fn stream_resume(&self, resume: impl Into<Resume>, opts: &RunOptions) -> EventStream {
-        self.stream_input(RunInput::Resume(resume.into()), opts, None)
+        self.stream_input(RunInput::Resume(resume.into(), None), opts, None)
     }
 
-    /// [`stream_events`](Self::stream_events) with every event passed through `filter`.
-    pub(crate) fn stream_events_filtered(
-        &self,
-        input: S::Update,
-        opts: &RunOptions,
-        filter: Option<Arc<dyn EventFilter>>,
-    ) -> EventStream {
-        self.stream_input(RunInput::Input(input), opts, filter)
-    }
-
-    /// [`stream_resume`](Self::stream_resume) with every event passed through `filter`.
-    pub(crate) fn stream_resume_filtered(
-        &self,
-        resume: Resume,
-        opts: &RunOptions,
-        filter: Option<Arc<dyn EventFilter>>,
-    ) -> EventStream {
-        self.stream_input(RunInput::Resume(resume), opts, filter)
-    }
-
-    fn stream_input(
+    /// Streams a run of `input`, every event passed through `filter`.
+    pub(crate) fn stream_input(
         &self,
         input: RunInput<S>,
         opts: &RunOptions,
@@ -360,7 +385,8 @@ impl<S: State> From<RunRequest<S::Update>> for RunInput<S> {
     fn from(request: RunRequest<S::Update>) -> Self {
         match request {
             RunRequest::Input(input) => RunInput::Input(input),
-            RunRequest::Resume(resume) => RunInput::Resume(resume),
+            RunRequest::Resume(resume) => RunInput::Resume(resume, None),
+            RunRequest::Command { resume, update } => RunInput::Resume(resume, Some(update)),
         }
     }
 }

@@ -34,7 +34,8 @@ use crate::state::{ChannelChange, State};
 
 pub(crate) enum RunInput<S: State> {
     Input(S::Update),
-    Resume(Resume),
+    /// A resume, with an update applied before the resumed step runs (a `Command`).
+    Resume(Resume, Option<S::Update>),
 }
 
 /// A task due in the next superstep.
@@ -313,7 +314,10 @@ impl<S: State> Exec<S> {
             kind,
             || match input {
                 RunInput::Input(update) => serde_json::to_value(update).unwrap_or(Value::Null),
-                RunInput::Resume(resume) => json!({ "resume": format!("{resume:?}") }),
+                RunInput::Resume(resume, update) => json!({
+                    "resume": resume.to_json(),
+                    "update": update.as_ref().map(|u| serde_json::to_value(u).unwrap_or(Value::Null)),
+                }),
             },
             Some(&options),
         )
@@ -326,7 +330,7 @@ impl<S: State> Exec<S> {
                     input: Some(serde_json::to_value(u).unwrap_or(Value::Null)),
                     resume: false,
                 },
-                RunInput::Resume(_) => EventData::RunStart {
+                RunInput::Resume(..) => EventData::RunStart {
                     input: None,
                     resume: true,
                 },
@@ -350,7 +354,7 @@ impl<S: State> Exec<S> {
                 self.save(CheckpointSource::Input).await?;
                 self.send_checkpoint_events().await;
             }
-            RunInput::Resume(resume) => {
+            RunInput::Resume(resume, update) => {
                 if !self.loaded {
                     return Err(match &self.persist {
                         None => GraphError::Resume(
@@ -363,8 +367,16 @@ impl<S: State> Exec<S> {
                         )),
                     });
                 }
-                skip_before = self.pending.keys().any(|k| k.starts_with("before:"));
+                // Going on from a pause does not pause again before the same step: the run
+                // was stopped there already (LangGraph marks the channels as seen on resume),
+                // also when the state was edited in between (`update_state`, or `update` here).
+                skip_before = true;
                 self.assign_resume(resume).await?;
+                if let Some(update) = update {
+                    // Seen by the resumed step; saved with that step's checkpoint.
+                    let mut updates = vec![update];
+                    self.apply(&mut updates)?;
+                }
             }
         }
         let limit = self

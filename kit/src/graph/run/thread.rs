@@ -2,13 +2,15 @@
 
 use std::sync::Arc;
 
+use super::codec::Body;
 use super::{Exec, merge_tasks};
 use crate::checkpoint::{CheckpointSource, Checkpointer, LoadedCheckpoint, pending};
 use crate::event::Event;
 use crate::graph::error::GraphError;
 use crate::graph::interrupt::Interrupt;
+use crate::graph::node::task_id;
 use crate::graph::options::RunOptions;
-use crate::graph::{Graph, StateSnapshot};
+use crate::graph::{Graph, StateSnapshot, TaskSnapshot};
 use crate::state::State;
 
 /// Rebuilds a state from a loaded checkpoint.
@@ -40,26 +42,64 @@ pub(super) fn snapshot<S: State>(
     let values = restore_state::<S>(&graph.inner.schema, &loaded)?;
     let mut interrupts = Vec::new();
     let mut errors = Vec::new();
+    // The tasks of the step this checkpoint leads to, with what each left behind when that
+    // step stopped (a sibling failed or paused): its output, its interrupts, its error.
+    let body: Body = serde_json::from_slice(&loaded.body).unwrap_or_default();
+    let step = loaded.meta.step + 1;
+    let mut tasks: Vec<TaskSnapshot> = body
+        .next
+        .iter()
+        .map(|t| TaskSnapshot {
+            id: task_id(step, &t.node, t.send),
+            name: t.node.clone(),
+            error: None,
+            interrupts: Vec::new(),
+            writes_saved: false,
+            result: None,
+        })
+        .collect();
     for w in &loaded.pending_writes {
+        // A static pause before a task is written under `before:<task id>`.
+        let id = w.task_id.strip_prefix("before:").unwrap_or(&w.task_id);
+        let task = tasks.iter_mut().find(|t| t.id == id);
         match w.channel.as_str() {
             pending::INTERRUPT => {
                 if let Ok(list) = serde_json::from_value::<Vec<Interrupt>>(w.value.clone()) {
+                    if let Some(task) = task {
+                        task.interrupts.extend(list.iter().cloned());
+                    }
                     interrupts.extend(list);
                 }
             }
-            pending::ERROR => errors.push((
-                w.task_id.clone(),
-                w.value.as_str().unwrap_or_default().to_string(),
-            )),
+            pending::ERROR => {
+                let message = w.value.as_str().unwrap_or_default().to_string();
+                if let Some(task) = task {
+                    task.error = Some(message.clone());
+                }
+                errors.push((w.task_id.clone(), message));
+            }
+            pending::OUTPUT => {
+                if let Some(task) = task {
+                    task.writes_saved = true;
+                    task.result = Some(w.value.clone());
+                }
+            }
             _ => {}
         }
     }
+    // A task whose writes are saved will not run again: only the others are still due.
+    let next = tasks
+        .iter()
+        .filter(|t| !t.writes_saved)
+        .map(|t| t.name.clone())
+        .collect();
     Ok(StateSnapshot {
         values,
-        next: loaded.meta.next.clone(),
+        next,
         checkpoint: loaded.meta,
         interrupts,
         errors,
+        tasks,
     })
 }
 
