@@ -12,6 +12,7 @@
 //!     node refund = handle_refund;           // a path to such a fn
 //!     node start = begin -> [refund];        // declares goto destinations
 //!     node quick = |s, ctx| async move { .. };// a closure (Arc<Ticket>, NodeContext)
+//!     node research = kit::graph::subgraph(child, map_in, map_out); // any node expression
 //!     edge START -> classify;
 //!     edge classify -> refund when kind == "refund";
 //!     edge classify -> escalate when { kind: "other", urgent: true };
@@ -99,6 +100,39 @@ pub struct RouteDef {
     pub from: Endpoint,
     pub targets: Vec<Endpoint>,
     pub router: Expr,
+}
+
+/// The tokens of a node's expression: everything up to a top-level `->` or `;` (an expression
+/// parser would read `f -> [a]` as `f - (> ..)`).
+fn node_expr_tokens(input: ParseStream) -> syn::Result<proc_macro2::TokenStream> {
+    input.step(|cursor| {
+        let mut tokens = proc_macro2::TokenStream::new();
+        let mut rest = *cursor;
+        loop {
+            if let Some((p, next)) = rest.punct() {
+                if p.as_char() == ';' {
+                    break;
+                }
+                if p.as_char() == '-'
+                    && p.spacing() == proc_macro2::Spacing::Joint
+                    && next.punct().is_some_and(|(q, _)| q.as_char() == '>')
+                {
+                    break;
+                }
+            }
+            match rest.token_tree() {
+                Some((tt, next)) => {
+                    tokens.extend(std::iter::once(tt));
+                    rest = next;
+                }
+                None => break,
+            }
+        }
+        if tokens.is_empty() {
+            return Err(cursor.error("expected the node's function after `=`"));
+        }
+        Ok((tokens, rest))
+    })
 }
 
 fn parse_endpoint(input: ParseStream) -> syn::Result<Endpoint> {
@@ -193,18 +227,10 @@ impl Parse for GraphDef {
                 let name: Ident = input.parse()?;
                 let func = if input.peek(Token![=]) {
                     input.parse::<Token![=]>()?;
-                    let expr: Expr = if input.peek(Token![|])
-                        || input.peek(Token![move])
-                        || input.peek(Token![async])
-                    {
-                        input.parse()?
-                    } else {
-                        Expr::Path(syn::ExprPath {
-                            attrs: Vec::new(),
-                            qself: None,
-                            path: input.parse()?,
-                        })
-                    };
+                    // A path to a node function, or any expression giving a node closure
+                    // (`|s, ctx| async move { .. }`, `kit::graph::subgraph(..)`), up to the
+                    // `->` of goto destinations or the `;`.
+                    let expr: Expr = syn::parse2(node_expr_tokens(input)?)?;
                     match expr {
                         Expr::Path(p) if p.qself.is_none() => NodeFunc::Path(p.path),
                         other => NodeFunc::Expr(other),

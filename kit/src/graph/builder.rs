@@ -176,6 +176,24 @@ impl<S: State> GraphBuilder<S> {
         self
     }
 
+    /// Adds a compiled graph as the node `name` (see [`subgraph`](super::subgraph)): `input`
+    /// maps this graph's state to the child's input, `output` the child's final state to an
+    /// update of this graph.
+    pub fn subgraph<C, I, O>(
+        self,
+        name: impl Into<String>,
+        graph: Graph<C>,
+        input: I,
+        output: O,
+    ) -> Self
+    where
+        C: State,
+        I: Fn(&S) -> C::Update + std::marker::Send + Sync + 'static,
+        O: Fn(&C) -> S::Update + std::marker::Send + Sync + 'static,
+    {
+        self.node(name, super::subgraph(graph, input, output))
+    }
+
     /// Adds a synchronous node: `|state: &S, ctx: &NodeContext| update`.
     pub fn sync_node<F, R>(mut self, name: impl Into<String>, f: F) -> Self
     where

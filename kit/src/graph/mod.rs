@@ -31,6 +31,7 @@ mod mermaid;
 mod node;
 mod options;
 mod run;
+mod subgraph;
 
 pub use builder::{GraphBuilder, Route};
 pub use error::{BoxError, GraphError};
@@ -40,6 +41,7 @@ pub use node::{
     Command, Goto, IntoNodeOutput, NodeContext, NodeError, NodeFuture, NodeOutput, Send,
 };
 pub use options::{DEFAULT_RECURSION_LIMIT, Durability, RunOptions};
+pub use subgraph::subgraph;
 
 pub use node::NodeFn;
 

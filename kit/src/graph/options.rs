@@ -114,6 +114,15 @@ impl RunOptions {
         self
     }
 
+    /// Reads or runs the subgraph at this checkpoint namespace (`research:0:research`, as an
+    /// interrupt's `namespace` gives it; nested ones joined by `|`): with a subgraph's own graph,
+    /// `get_state` returns the subgraph's state.
+    #[must_use]
+    pub fn checkpoint_ns(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = namespace.into();
+        self
+    }
+
     /// Uses this checkpointer for the run.
     #[must_use]
     pub fn checkpointer(mut self, checkpointer: Arc<dyn Checkpointer>) -> Self {
