@@ -560,7 +560,6 @@ struct Guarded;
 
 #[tokio::test]
 async fn the_pii_and_review_blocks_redact_what_the_model_sees_and_gate_the_tool() {
-    let before = REFUNDS.load(Ordering::SeqCst);
     let out = Guarded::invoke("Refund A-7 for carol@example.com, card 4111 1111 1111 1111.")
         .thread_id("guarded")
         .await
@@ -589,11 +588,16 @@ async fn the_pii_and_review_blocks_redact_what_the_model_sees_and_gate_the_tool(
         done.state().final_text(),
         "Refund declined by the reviewer."
     );
-    assert_eq!(
-        REFUNDS.load(Ordering::SeqCst),
-        before,
-        "a rejected refund never runs"
-    );
+    // A rejected refund never runs: its result is the rejection, not the tool's answer (the
+    // REFUNDS counter is shared with a test running alongside, so it cannot tell).
+    let result = done
+        .state()
+        .messages
+        .iter()
+        .find(|m| m.tool_call_id.as_deref() == Some("r1"))
+        .unwrap();
+    assert!(result.text().contains("rejected"), "{}", result.text());
+    assert!(!result.text().contains("refunded"), "{}", result.text());
 }
 
 // ---------------------------------------------------------------------------------------------

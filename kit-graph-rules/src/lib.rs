@@ -16,6 +16,7 @@
 //!     ],
 //!     interrupt_before: vec![],
 //!     interrupt_after: vec![],
+//!     policies: vec![],
 //!     whole: 0,
 //!     check_reachability: true,
 //! };
@@ -119,6 +120,8 @@ pub struct Spec<'a, L> {
     pub interrupt_before: Vec<(Cow<'a, str>, L)>,
     /// Nodes to pause after.
     pub interrupt_after: Vec<(Cow<'a, str>, L)>,
+    /// Nodes that retry and cache policies name.
+    pub policies: Vec<(Cow<'a, str>, L)>,
     /// Where problems of the graph as a whole point (nothing runs first, no nodes).
     pub whole: L,
     /// Whether to report nodes that are never reached. Only a front-end that knows every way
@@ -199,7 +202,12 @@ pub fn check<L: Copy>(spec: &Spec<'_, L>) -> Vec<Problem<L>> {
             }
         }
     }
-    for (name, at) in spec.interrupt_before.iter().chain(&spec.interrupt_after) {
+    for (name, at) in spec
+        .interrupt_before
+        .iter()
+        .chain(&spec.interrupt_after)
+        .chain(&spec.policies)
+    {
         checker.known(name, *at);
     }
 

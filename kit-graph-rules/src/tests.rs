@@ -20,6 +20,7 @@ fn spec<'a>(nodes: &[(&'a str, u32)], edges: Vec<Edge<'a, u32>>) -> Spec<'a, u32
         edges,
         interrupt_before: vec![],
         interrupt_after: vec![],
+        policies: vec![],
         whole: 0,
         check_reachability: true,
     }

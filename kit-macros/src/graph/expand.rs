@@ -110,6 +110,11 @@ pub fn expand(def: &GraphDef) -> TokenStream {
     if !after.is_empty() {
         calls.push(quote!(.interrupt_after([#(#after),*])));
     }
+    for retry in &def.retries {
+        let node = retry.node.to_string();
+        let policy = &retry.policy;
+        calls.push(quote_spanned!(policy.span()=> .retry(#node, #policy)));
+    }
     if let Some(limit) = &def.recursion_limit {
         calls.push(quote!(.recursion_limit(#limit)));
     }

@@ -18,6 +18,7 @@
 //!     edge classify -> escalate when { kind: "other", urgent: true };
 //!     edge [refund, escalate] -> summary;    // fan-in: wait for both
 //!     route summary -> [review, END] by pick; // a routing fn(&Ticket) -> impl Into<Route>
+//!     retry classify = RetryPolicy::new().max_attempts(5); // a RetryPolicy for a node
 //! }
 //! ```
 
@@ -36,6 +37,7 @@ mod kw {
     syn::custom_keyword!(interrupt_before);
     syn::custom_keyword!(interrupt_after);
     syn::custom_keyword!(recursion_limit);
+    syn::custom_keyword!(retry);
     syn::custom_keyword!(START);
     syn::custom_keyword!(END);
 }
@@ -50,6 +52,13 @@ pub struct GraphDef {
     pub nodes: Vec<NodeDef>,
     pub edges: Vec<EdgeDef>,
     pub routes: Vec<RouteDef>,
+    pub retries: Vec<RetryDef>,
+}
+
+/// `retry node = policy;`
+pub struct RetryDef {
+    pub node: Ident,
+    pub policy: Expr,
 }
 
 pub struct NodeDef {
@@ -173,6 +182,7 @@ impl Parse for GraphDef {
             nodes: Vec::new(),
             edges: Vec::new(),
             routes: Vec::new(),
+            retries: Vec::new(),
         };
         while !input.is_empty() {
             let lookahead = input.lookahead1();
@@ -296,6 +306,12 @@ impl Parse for GraphDef {
                     when,
                     when_span,
                 });
+            } else if lookahead.peek(kw::retry) {
+                input.parse::<kw::retry>()?;
+                let node: Ident = input.parse()?;
+                input.parse::<Token![=]>()?;
+                let policy: Expr = input.parse()?;
+                def.retries.push(RetryDef { node, policy });
             } else if lookahead.peek(kw::route) {
                 input.parse::<kw::route>()?;
                 let from = parse_endpoint(input)?;

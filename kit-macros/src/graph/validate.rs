@@ -78,6 +78,11 @@ fn shape(def: &GraphDef) -> Spec<'static, Span> {
         edges,
         interrupt_before: names(&def.interrupt_before),
         interrupt_after: names(&def.interrupt_after),
+        policies: def
+            .retries
+            .iter()
+            .map(|r| (r.node.to_string().into(), r.node.span()))
+            .collect(),
         whole: Span::call_site(),
         // graph! lists every way between nodes (edges, routes, goto destinations).
         check_reachability: true,

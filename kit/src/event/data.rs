@@ -44,6 +44,17 @@ pub enum EventData {
         /// The node's update: `null`, one update, or a list when it made several.
         update: Value,
     },
+    /// A node failed and is run again (its retry policy).
+    NodeRetry {
+        /// The task's id.
+        task_id: String,
+        /// The attempt about to start (2 for the first retry).
+        attempt: u32,
+        /// Why the previous attempt failed.
+        error: String,
+        /// The pause before it, in milliseconds.
+        delay_ms: u64,
+    },
     /// The whole state after a superstep.
     Values(Value),
     /// A node's own event ([`NodeContext::emit`](crate::graph::NodeContext::emit)).
@@ -166,6 +177,7 @@ impl EventData {
             EventData::RunStart { .. } => EventKind::RunStart,
             EventData::NodeStart { .. } => EventKind::NodeStart,
             EventData::NodeEnd { .. } => EventKind::NodeEnd,
+            EventData::NodeRetry { .. } => EventKind::NodeRetry,
             EventData::Values(_) => EventKind::Values,
             EventData::Custom(_) => EventKind::Custom,
             EventData::Checkpoint { .. } => EventKind::Checkpoint,

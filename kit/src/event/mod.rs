@@ -14,6 +14,7 @@
 //! | `run_start` | graph or agent name | `{"input": update}`, or `{"resume": true}` when resuming | the invocation begins |
 //! | `node_start` | node name | `{"task_id"}` | a node (task) starts in a superstep |
 //! | `node_end` | node name | `{"update": update}` (the per-node *updates* mode) | a node finished |
+//! | `node_retry` | node name | `{"task_id", "attempt", "error", "delay_ms"}` | a node failed and is run again (its [`RetryPolicy`](crate::graph::RetryPolicy)); `attempt` is the one about to start |
 //! | `values` | graph name | the whole state | after each superstep, when asked for with [`RunOptions::stream_values`](crate::RunOptions::stream_values) |
 //! | `custom` | the name the node chose | the node's payload | [`NodeContext::emit`](crate::graph::NodeContext::emit) |
 //! | `checkpoint` | graph name | `{"checkpoint_id", "step"}` | a checkpoint became durable: after the `node_end` events of its step; with `Durability::Async` a slow write is reported a step later, with `Durability::Exit` one checkpoint is reported at the end |
@@ -53,6 +54,8 @@ pub enum EventKind {
     NodeStart,
     /// A node finished; `data.update` is what it wrote.
     NodeEnd,
+    /// A node failed and is about to run again.
+    NodeRetry,
     /// The whole state after a superstep.
     Values,
     /// A custom event written by a node.
@@ -86,6 +89,7 @@ impl EventKind {
             EventKind::RunStart => "run_start",
             EventKind::NodeStart => "node_start",
             EventKind::NodeEnd => "node_end",
+            EventKind::NodeRetry => "node_retry",
             EventKind::Values => "values",
             EventKind::Custom => "custom",
             EventKind::Checkpoint => "checkpoint",

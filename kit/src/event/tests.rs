@@ -81,6 +81,12 @@ fn one_of_each() -> Vec<EventData> {
         EventData::NodeEnd {
             update: json!({"n": 2}),
         },
+        EventData::NodeRetry {
+            task_id: "t1".into(),
+            attempt: 2,
+            error: "503".into(),
+            delay_ms: 500,
+        },
         EventData::Values(json!({"n": 2})),
         EventData::Custom(json!({"progress": 0.5})),
         EventData::Checkpoint {

@@ -10,6 +10,8 @@ use std::borrow::Cow;
 
 use kit_graph_rules::{Edge, Endpoint, Spec};
 
+use super::RetryPolicy;
+
 use super::{CompiledNode, END, ErrorKindFn, Graph, GraphInner, Join, START, Target, WhenEdge};
 use crate::checkpoint::Checkpointer;
 use crate::state::{DynReducer, DynSchema, State};
@@ -129,6 +131,7 @@ pub struct GraphBuilder<S: State> {
     name: String,
     nodes: Vec<(String, NodeFn<S>)>,
     destinations: HashMap<String, Vec<String>>,
+    retries: Vec<(String, RetryPolicy)>,
     edges: Vec<EdgeDef<S>>,
     schema: S::Schema,
     checkpointer: Option<Arc<dyn Checkpointer>>,
@@ -145,6 +148,7 @@ impl<S: State> GraphBuilder<S> {
             name: name.into(),
             nodes: Vec::new(),
             destinations: HashMap::new(),
+            retries: Vec::new(),
             edges: Vec::new(),
             schema: S::Schema::default(),
             checkpointer: None,
@@ -306,6 +310,15 @@ impl<S: State> GraphBuilder<S> {
         self
     }
 
+    /// Runs `node` again when it fails, as `policy` says (see [`RetryPolicy`]). A later call for
+    /// the same node replaces the policy.
+    pub fn retry(mut self, node: impl Into<String>, policy: RetryPolicy) -> Self {
+        let node = node.into();
+        self.retries.retain(|(n, _)| *n != node);
+        self.retries.push((node, policy));
+        self
+    }
+
     /// Pause before these nodes run (static interrupt).
     pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
         mut self,
@@ -388,6 +401,11 @@ impl<S: State> GraphBuilder<S> {
             edges,
             interrupt_before: names(&self.interrupt_before),
             interrupt_after: names(&self.interrupt_after),
+            policies: self
+                .retries
+                .iter()
+                .map(|(n, _)| (Cow::Borrowed(n.as_str()), ()))
+                .collect(),
             whole: (),
             // A node may `goto` or `Send` to nodes it did not declare: the builder cannot know
             // that a node is never reached.
@@ -455,8 +473,15 @@ impl<S: State> GraphBuilder<S> {
                 interrupt_before: false,
                 interrupt_after: false,
                 destinations: Vec::new(),
+                retry: None,
             })
             .collect();
+        for (name, policy) in &self.retries {
+            let Some(&i) = index.get(name.as_str()) else {
+                return Err(unresolved(name));
+            };
+            nodes[i].retry = Some(Arc::new(policy.clone()));
+        }
         let mut start = super::Outgoing::default();
         let mut joins = Vec::new();
 

@@ -30,6 +30,7 @@ mod invocation;
 mod mermaid;
 mod node;
 mod options;
+mod retry;
 mod run;
 mod subgraph;
 
@@ -41,6 +42,7 @@ pub use node::{
     Command, Goto, IntoNodeOutput, NodeContext, NodeError, NodeFuture, NodeOutput, Send,
 };
 pub use options::{DEFAULT_RECURSION_LIMIT, Durability, RunOptions};
+pub use retry::RetryPolicy;
 pub use subgraph::subgraph;
 
 pub use node::NodeFn;
@@ -115,6 +117,8 @@ pub(crate) struct CompiledNode<S: State> {
     pub(crate) interrupt_before: bool,
     pub(crate) interrupt_after: bool,
     pub(crate) destinations: Vec<Target>,
+    /// How a failure is retried; `None` (the default) costs nothing.
+    pub(crate) retry: Option<Arc<RetryPolicy>>,
 }
 
 pub(crate) struct GraphInner<S: State> {

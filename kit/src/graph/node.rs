@@ -291,6 +291,22 @@ impl NodeError {
         }
     }
 
+    /// The first error of type `E` along this failure's source chain (what the node returned
+    /// with `?`, and what that error wraps).
+    pub fn find_source<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        let NodeErrorKind::Failed(error) = &self.kind else {
+            return None;
+        };
+        let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error.as_ref());
+        while let Some(e) = current {
+            if let Some(found) = e.downcast_ref::<E>() {
+                return Some(found);
+            }
+            current = e.source();
+        }
+        None
+    }
+
     /// Splits the pause from a failure.
     pub fn into_pause(self) -> Result<Pause, NodeError> {
         match self.kind {
@@ -366,6 +382,24 @@ pub(crate) struct RunContext {
 }
 
 impl NodeContext {
+    /// The context of the next attempt of this task (a retry): the same task, its interrupt
+    /// count back at zero.
+    pub(crate) fn next_attempt(&self) -> NodeContext {
+        let t = &self.task;
+        NodeContext {
+            task: Arc::new(TaskContext {
+                node: t.node.clone(),
+                step: t.step,
+                send_index: t.send_index,
+                run: t.run.clone(),
+                resume: t.resume.clone(),
+                interrupts_raised: AtomicUsize::new(0),
+                arg: t.arg.clone(),
+                run_id: t.run_id.clone(),
+            }),
+        }
+    }
+
     /// The node's name.
     pub fn node(&self) -> &str {
         &self.task.node

@@ -71,30 +71,22 @@ impl<S: State> Exec<S> {
                 event.parent_ids.pop();
                 sink.send(event).await;
             }
-            // A panic while creating the future is caught too, not only while polling it.
-            let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| {
-                (node.func)(self.state.clone(), ctx)
-            })) {
-                Ok(fut) => fut,
-                Err(panic) => {
-                    let text = crate::text::panic_text(panic.as_ref());
-                    let message = format!(
-                        "node `{}` panicked: {}",
-                        node.name,
-                        text.unwrap_or("unknown panic payload")
-                    );
-                    Box::pin(std::future::ready(Err(NodeError::msg(message))))
-                }
-            };
-            let fut = if traced {
-                let node_run = self.trace.child(
-                    &node.name,
-                    crate::trace::RunKind::Node,
-                    || json!({ "task_id": task_id(self.step, &node.name, task.send_index) }),
-                );
-                traced_node(node_run, fut)
-            } else {
-                fut
+            let fut = match node.retry.clone() {
+                None => attempt(
+                    node,
+                    self.state.clone(),
+                    ctx,
+                    traced.then_some(&self.trace),
+                    1,
+                ),
+                Some(policy) => retrying(
+                    graph.clone(),
+                    task.node,
+                    self.state.clone(),
+                    ctx,
+                    traced.then(|| self.trace.clone()),
+                    policy,
+                ),
             };
             futures.push((i, guarded(fut, node.name.clone())));
         }
@@ -116,6 +108,84 @@ impl<S: State> Exec<S> {
             .map(|r| r.unwrap_or_else(|| Err(NodeError::msg("task produced no result"))))
             .collect()
     }
+}
+
+/// One attempt of a task: the node's future (a panic while creating it is caught too, not only
+/// while polling it), inside its own trace run when the run is traced.
+fn attempt<S: State>(
+    node: &crate::graph::CompiledNode<S>,
+    state: Arc<S>,
+    ctx: NodeContext,
+    trace: Option<&crate::trace::Run>,
+    number: u32,
+) -> crate::graph::node::NodeFuture<S> {
+    let task_id = ctx.task_id();
+    let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| (node.func)(state, ctx))) {
+        Ok(fut) => fut,
+        Err(panic) => {
+            let text = crate::text::panic_text(panic.as_ref());
+            let message = format!(
+                "node `{}` panicked: {}",
+                node.name,
+                text.unwrap_or("unknown panic payload")
+            );
+            Box::pin(std::future::ready(Err(NodeError::msg(message))))
+        }
+    };
+    match trace {
+        Some(trace) => {
+            let node_run = trace.child(&node.name, crate::trace::RunKind::Node, || {
+                if number == 1 {
+                    json!({ "task_id": task_id })
+                } else {
+                    json!({ "task_id": task_id, "attempt": number })
+                }
+            });
+            traced_node(node_run, fut)
+        }
+        None => fut,
+    }
+}
+
+/// A task whose node has a retry policy: attempts until one succeeds, pauses, or the policy
+/// gives up. A failed attempt's writes are never applied (it has none).
+fn retrying<S: State>(
+    graph: Arc<crate::graph::GraphInner<S>>,
+    node: usize,
+    state: Arc<S>,
+    ctx: NodeContext,
+    trace: Option<crate::trace::Run>,
+    policy: Arc<crate::graph::RetryPolicy>,
+) -> crate::graph::node::NodeFuture<S> {
+    Box::pin(async move {
+        let node = &graph.nodes[node];
+        let mut number = 1u32;
+        let mut ctx = ctx;
+        loop {
+            let fut = attempt(node, state.clone(), ctx.clone(), trace.as_ref(), number);
+            match guarded(fut, node.name.clone()).await {
+                Err(e) if policy.retries(&e, number) => {
+                    let delay = policy.delay(number);
+                    number += 1;
+                    if let Some(sink) = ctx.events() {
+                        let data = EventData::NodeRetry {
+                            task_id: ctx.task_id(),
+                            attempt: number,
+                            error: e.to_string(),
+                            delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        };
+                        let mut event = ctx.event(node.name.to_string(), data);
+                        event.run_id = ctx.run_id().to_string();
+                        event.parent_ids.pop();
+                        sink.send(event).await;
+                    }
+                    tokio::time::sleep(delay).await;
+                    ctx = ctx.next_attempt();
+                }
+                result => return result,
+            }
+        }
+    })
 }
 
 /// Runs a node future inside its trace run, recording its update or error.
