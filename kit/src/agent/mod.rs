@@ -146,6 +146,11 @@ impl AgentError {
         }
     }
 
+    /// True when the run was cancelled ([`CancelToken`](crate::graph::CancelToken)).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, AgentError::Graph(GraphError::Cancelled))
+    }
+
     /// The error a middleware raised, if it is an `E`.
     pub fn downcast_middleware<E: std::error::Error + 'static>(&self) -> Option<&E> {
         match self {

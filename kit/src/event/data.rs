@@ -116,6 +116,11 @@ pub enum EventData {
         /// The error's kind (`node_failed`, `pii_detected`, …).
         kind: String,
     },
+    /// The run was cancelled; nothing follows.
+    Cancelled {
+        /// Why.
+        reason: String,
+    },
     /// The invocation ended.
     RunEnd {
         /// `done` or `interrupted`.
@@ -189,6 +194,7 @@ impl EventData {
             EventData::Middleware(_) => EventKind::Middleware,
             EventData::Interrupt { .. } => EventKind::Interrupt,
             EventData::Error { .. } => EventKind::Error,
+            EventData::Cancelled { .. } => EventKind::Cancelled,
             EventData::RunEnd { .. } => EventKind::RunEnd,
         }
     }

@@ -26,6 +26,7 @@
 //! | `middleware` | `<middleware>.<hook>` | what the hook did | a middleware hook ran and changed something |
 //! | `interrupt` | graph or agent name | `{"interrupts": [{id, value, node}]}` | the run paused for input |
 //! | `error` | graph or agent name | `{"message", "kind"}` | the run failed |
+//! | `cancelled` | graph or agent name | `{"reason"}` | the run was cancelled ([`CancelToken`](crate::graph::CancelToken)); the last event of the run |
 //! | `run_end` | graph or agent name | `{"status": "done", "output"}` or `{"status": "interrupted", "interrupts"}` | the invocation ended |
 //!
 //! Events from a subagent carry its path in `metadata.namespace` (for example
@@ -78,6 +79,8 @@ pub enum EventKind {
     Interrupt,
     /// The run failed.
     Error,
+    /// The run was cancelled.
+    Cancelled,
     /// The invocation ended.
     RunEnd,
 }
@@ -101,6 +104,7 @@ impl EventKind {
             EventKind::Middleware => "middleware",
             EventKind::Interrupt => "interrupt",
             EventKind::Error => "error",
+            EventKind::Cancelled => "cancelled",
             EventKind::RunEnd => "run_end",
         }
     }

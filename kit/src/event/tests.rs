@@ -131,6 +131,9 @@ fn one_of_each() -> Vec<EventData> {
             message: "boom".into(),
             kind: "node_failed".into(),
         },
+        EventData::Cancelled {
+            reason: "the run was cancelled".into(),
+        },
         EventData::RunEnd {
             status: RunEndStatus::Done,
             output: Some(json!({"n": 2})),

@@ -109,6 +109,11 @@ impl GraphError {
         )
     }
 
+    /// True when the run was cancelled ([`CancelToken`](super::CancelToken)).
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, GraphError::Cancelled)
+    }
+
     /// The error a node returned, if this is a node failure.
     pub fn node_error(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
         match self {

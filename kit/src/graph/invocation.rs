@@ -141,6 +141,12 @@ impl<'a, R: Runnable + ?Sized, O> Invocation<'a, R, O> {
         self
     }
 
+    /// Cancels the run when `token` is cancelled (see [`CancelToken`](super::CancelToken)).
+    pub fn cancel_token(mut self, token: super::CancelToken) -> Self {
+        self.opts = self.opts.cancel_token(token);
+        self
+    }
+
     /// When checkpoints are written.
     pub fn durability(mut self, durability: Durability) -> Self {
         self.opts = self.opts.durability(durability);

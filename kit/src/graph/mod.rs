@@ -24,6 +24,7 @@
 //! no thread hops; a node doing heavy CPU work should use `tokio::task::spawn_blocking`.
 
 mod builder;
+mod cancel;
 mod error;
 mod interrupt;
 mod invocation;
@@ -35,6 +36,7 @@ mod run;
 mod subgraph;
 
 pub use builder::{GraphBuilder, Route};
+pub use cancel::CancelToken;
 pub use error::{BoxError, GraphError};
 pub use interrupt::{Interrupt, Interrupted, Outcome, Pause, Resume};
 pub use invocation::{Invocation, RunRequest, Runnable};

@@ -400,6 +400,12 @@ impl NodeContext {
         }
     }
 
+    /// The run's cancel token, when the run can be cancelled: a node holding resources can
+    /// wait on it to clean up (its future is dropped on cancellation anyway).
+    pub fn cancel_token(&self) -> Option<&super::CancelToken> {
+        self.task.run.options.cancel.as_ref()
+    }
+
     /// The node's name.
     pub fn node(&self) -> &str {
         &self.task.node

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::CancelToken;
 use crate::checkpoint::Checkpointer;
 use crate::event::EventSink;
 use crate::trace::TraceOptions;
@@ -64,6 +65,8 @@ pub struct RunOptions {
     pub(crate) events: Option<EventSink>,
     /// Run ids of the enclosing runs (for event `parent_ids`).
     pub(crate) parent_ids: Vec<String>,
+    /// Cancels the run (and the runs it starts: they inherit the options).
+    pub(crate) cancel: Option<CancelToken>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -120,6 +123,13 @@ impl RunOptions {
     #[must_use]
     pub fn checkpoint_ns(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = namespace.into();
+        self
+    }
+
+    /// Cancels the run when `token` is cancelled (see [`CancelToken`]).
+    #[must_use]
+    pub fn cancel_token(mut self, token: CancelToken) -> Self {
+        self.cancel = Some(token);
         self
     }
 
@@ -182,6 +192,11 @@ impl RunOptions {
     /// The checkpoint namespace (empty at the top level).
     pub fn namespace(&self) -> &str {
         &self.namespace
+    }
+
+    /// The run's cancel token, if it has one.
+    pub fn get_cancel_token(&self) -> Option<&CancelToken> {
+        self.cancel.as_ref()
     }
 
     // Getters are `get_*` because the setters own the plain names, as in

@@ -229,7 +229,17 @@ impl<S: State> Exec<S> {
     pub(crate) async fn run(mut self, input: RunInput<S>) -> Result<Outcome<S>, GraphError> {
         self.trace = self.start_trace(&input);
         let trace = self.trace.clone();
-        let result = trace.clone().scope(self.run_inner(input)).await;
+        let cancel = self.opts.cancel.clone();
+        let run = trace.clone().scope(self.run_inner(input));
+        let result = match cancel {
+            None => run.await,
+            // Cancelling drops the run where it is: its nodes, tools and requests with it.
+            Some(token) => tokio::select! {
+                biased;
+                () = token.cancelled() => Err(GraphError::Cancelled),
+                result = run => result,
+            },
+        };
         let result = match result {
             // Nothing is reported as done before every checkpoint is durable.
             Ok(outcome) => match self.flush().await {
@@ -275,6 +285,16 @@ impl<S: State> Exec<S> {
                         status: RunEndStatus::Interrupted,
                         output: None,
                         interrupts: Some(interrupts),
+                    };
+                    sink.send(self.event(data, self.inner().name.to_string(), None))
+                        .await;
+                }
+                // One `cancelled` event for the whole run: a subgraph's or subagent's run,
+                // cancelled with it, says nothing of its own.
+                Err(GraphError::Cancelled) if !self.ns.is_empty() => {}
+                Err(GraphError::Cancelled) => {
+                    let data = EventData::Cancelled {
+                        reason: "the run was cancelled".into(),
                     };
                     sink.send(self.event(data, self.inner().name.to_string(), None))
                         .await;
