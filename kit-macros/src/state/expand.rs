@@ -129,6 +129,31 @@ pub fn expand(model: &StateModel) -> TokenStream {
         quote!(let _ = schema;)
     };
 
+    // A state with a dynamic field takes its schema's initial values and merges schemas.
+    let dynamic_schema = match model
+        .channels
+        .iter()
+        .find(|c| matches!(c.merge, Merge::Dynamic))
+    {
+        Some(channel) => {
+            let f = &channel.ident;
+            quote! {
+                fn initial(schema: &Self::Schema) -> ::core::option::Option<#update_ident> {
+                    let dynamic = <#kit::state::DynState as #p::State>::initial(schema)?;
+                    ::core::option::Option::Some(#update_ident {
+                        #f: ::core::option::Option::Some(#p::Write::Value(dynamic)),
+                        ..::core::default::Default::default()
+                    })
+                }
+
+                fn merge_schema(into: &mut Self::Schema, other: Self::Schema) {
+                    into.merge(other);
+                }
+            }
+        }
+        None => quote!(),
+    };
+
     quote! {
         #[doc = #update_doc]
         #[derive(::core::default::Default, #p::serde::Serialize, #p::serde::Deserialize)]
@@ -215,6 +240,8 @@ pub fn expand(model: &StateModel) -> TokenStream {
             fn written_channels(update: &#update_ident, out: &mut ::std::vec::Vec<usize>) {
                 #(#written)*
             }
+
+            #dynamic_schema
 
             #[allow(clippy::needless_update)]
             fn into_update(self) -> #update_ident {

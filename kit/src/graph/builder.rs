@@ -14,7 +14,7 @@ use super::RetryPolicy;
 
 use super::{CompiledNode, END, ErrorKindFn, Graph, GraphInner, Join, START, Target, WhenEdge};
 use crate::checkpoint::Checkpointer;
-use crate::state::{DynReducer, DynSchema, State};
+use crate::state::{DynChannel, DynSchema, IntoDynChannel, State};
 
 /// Where a routing function sends the run.
 #[derive(Debug, Clone)]
@@ -336,9 +336,10 @@ impl<S: State> GraphBuilder<S> {
         self
     }
 
-    /// Sets the reducer schema directly.
+    /// Adds a reducer schema: its reducers join (and for the same key, replace) the ones added
+    /// before, so setting a schema never drops them.
     pub fn schema(mut self, schema: S::Schema) -> Self {
-        self.schema = schema;
+        S::merge_schema(&mut self.schema, schema);
         self
     }
 
@@ -603,8 +604,21 @@ impl<S: State<Schema = DynSchema>> GraphBuilder<S> {
     where
         F: Fn(&mut serde_json::Value, serde_json::Value) + std::marker::Send + Sync + 'static,
     {
-        let reducer: DynReducer = Arc::new(fun);
-        self.schema.add_reducer(key, reducer);
+        self.schema.add_channel(key, DynChannel::reducer(fun));
+        self
+    }
+
+    /// Declares a dynamic key with its reducer and starting value: a shipped one
+    /// ([`dyn_reducers::add_messages()`](crate::state::dyn_reducers::add_messages), `append()`,
+    /// `merge()`, `merge_or_remove()`) or a [`DynChannel`] of your own.
+    pub fn add_channel(mut self, key: impl Into<String>, channel: impl IntoDynChannel) -> Self {
+        self.schema.add_channel(key, channel);
+        self
+    }
+
+    /// The value a dynamic key reads as in a new thread, before its first write.
+    pub fn initial(mut self, key: impl Into<String>, value: impl Into<serde_json::Value>) -> Self {
+        self.schema.set_initial(key, value);
         self
     }
 }

@@ -469,6 +469,15 @@ impl NodeContext {
         }]))
     }
 
+    /// Whether this task was started by a [`Send`], and with what: `None` when it was not,
+    /// else its input as a `T` (an error when it is not one).
+    pub fn send_input<T: DeserializeOwned + Clone + 'static>(
+        &self,
+    ) -> Option<Result<T, NodeError>> {
+        self.task.arg.as_ref()?;
+        Some(self.arg())
+    }
+
     /// The [`Send`] input of this task, when it was started by a `Send`.
     pub fn arg<T: DeserializeOwned + Clone + 'static>(&self) -> Result<T, NodeError> {
         match &self.task.arg {

@@ -161,10 +161,12 @@ impl DynUpdate {
     }
 }
 
-/// The run-time reducers of a dynamic state.
+/// The run-time reducers of a dynamic state, and the values keys read as before their first
+/// write.
 #[derive(Clone, Default)]
 pub struct DynSchema {
     reducers: HashMap<String, DynReducer>,
+    initial: BTreeMap<String, Value>,
 }
 
 impl std::fmt::Debug for DynSchema {
@@ -183,9 +185,54 @@ impl DynSchema {
         self.reducers.insert(key.into(), reducer);
     }
 
+    /// Declares `key`: its reducer (none: the last value written wins) and the value it holds
+    /// before its first write (none: absent). See [`dyn_reducers`](super::dyn_reducers).
+    pub fn add_channel(&mut self, key: impl Into<String>, channel: impl super::IntoDynChannel) {
+        let key = key.into();
+        let channel = channel.into_dyn_channel();
+        match channel.reducer {
+            Some(reducer) => {
+                self.reducers.insert(key.clone(), reducer);
+            }
+            None => {
+                self.reducers.remove(&key);
+            }
+        }
+        match channel.initial {
+            Some(initial) => {
+                self.initial.insert(key, initial);
+            }
+            None => {
+                self.initial.remove(&key);
+            }
+        }
+    }
+
+    /// The value `key` reads as in a new thread, before its first write.
+    pub fn set_initial(&mut self, key: impl Into<String>, value: impl Into<Value>) {
+        self.initial.insert(key.into(), value.into());
+    }
+
     /// True when the key has a reducer.
     pub fn has_reducer(&self, key: &str) -> bool {
         self.reducers.contains_key(key)
+    }
+
+    /// Adds `other`'s reducers and initial values (`other`'s win for the same key).
+    pub fn merge(&mut self, other: DynSchema) {
+        self.reducers.extend(other.reducers);
+        self.initial.extend(other.initial);
+    }
+
+    /// The update that gives a new thread its initial values; `None` when none are declared.
+    pub fn initial_update(&self) -> Option<DynUpdate> {
+        (!self.initial.is_empty()).then(|| DynUpdate {
+            writes: self
+                .initial
+                .iter()
+                .map(|(k, v)| (k.clone(), Write::Overwrite(v.clone())))
+                .collect(),
+        })
     }
 
     /// A reducer that appends arrays (a non-array update is appended as one element).
@@ -291,6 +338,14 @@ impl State for DynState {
                 .map(|(k, v)| (k, Write::Value(v)))
                 .collect(),
         }
+    }
+
+    fn initial(schema: &DynSchema) -> Option<DynUpdate> {
+        schema.initial_update()
+    }
+
+    fn merge_schema(into: &mut DynSchema, other: DynSchema) {
+        into.merge(other);
     }
 }
 

@@ -38,9 +38,11 @@
 //! For channels only known at run time there is [`DynState`]: string keys, JSON values, and
 //! reducers registered with [`GraphBuilder::add_reducer`](crate::graph::GraphBuilder::add_reducer).
 
+pub mod dyn_reducers;
 mod dynamic;
 pub mod reducers;
 
+pub use dyn_reducers::{DynChannel, IntoDynChannel};
 pub use dynamic::{DynReducer, DynSchema, DynState, DynUpdate};
 
 use serde::de::DeserializeOwned;
@@ -92,6 +94,19 @@ pub trait State: Clone + Default + Send + Sync + Serialize + DeserializeOwned + 
 
     /// Turns a full state into an update that writes every channel (used as graph input).
     fn into_update(self) -> Self::Update;
+
+    /// The values a new thread starts with before its input (the declared initial values of
+    /// dynamic keys); `None` when there are none.
+    fn initial(schema: &Self::Schema) -> Option<Self::Update> {
+        let _ = schema;
+        None
+    }
+
+    /// Adds `other`'s configuration to `into` (a later reducer for the same key wins), so a
+    /// schema set after reducers were added does not drop them.
+    fn merge_schema(into: &mut Self::Schema, other: Self::Schema) {
+        *into = other;
+    }
 }
 
 /// Static description of one channel.

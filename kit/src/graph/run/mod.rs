@@ -367,6 +367,12 @@ impl<S: State> Exec<S> {
             RunInput::Input(update) => {
                 self.pending.clear();
                 self.step += 1;
+                // A new thread starts from the declared initial values, then takes its input.
+                if !self.loaded
+                    && let Some(initial) = S::initial(&self.graph.inner.schema)
+                {
+                    self.apply(&mut vec![initial])?;
+                }
                 let mut updates = vec![update];
                 self.apply(&mut updates)?;
                 let (next, sends) = self.route_from(None, &[])?;
