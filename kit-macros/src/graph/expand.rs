@@ -110,6 +110,14 @@ pub fn expand(def: &GraphDef) -> TokenStream {
     if !after.is_empty() {
         calls.push(quote!(.interrupt_after([#(#after),*])));
     }
+    for cache in &def.caches {
+        let node = cache.node.to_string();
+        let policy = &cache.policy;
+        calls.push(quote_spanned!(policy.span()=> .cache_policy(#node, #policy)));
+    }
+    if let Some(store) = &def.cache_store {
+        calls.push(quote_spanned!(store.span()=> .cache(#store)));
+    }
     for retry in &def.retries {
         let node = retry.node.to_string();
         let policy = &retry.policy;

@@ -19,6 +19,8 @@
 //!     edge [refund, escalate] -> summary;    // fan-in: wait for both
 //!     route summary -> [review, END] by pick; // a routing fn(&Ticket) -> impl Into<Route>
 //!     retry classify = RetryPolicy::new().max_attempts(5); // a RetryPolicy for a node
+//!     cache_store: Arc::new(MemoryCache::new());  // where cached outputs live
+//!     cache classify = CachePolicy::new();         // a CachePolicy for a node
 //! }
 //! ```
 
@@ -38,6 +40,8 @@ mod kw {
     syn::custom_keyword!(interrupt_after);
     syn::custom_keyword!(recursion_limit);
     syn::custom_keyword!(retry);
+    syn::custom_keyword!(cache);
+    syn::custom_keyword!(cache_store);
     syn::custom_keyword!(START);
     syn::custom_keyword!(END);
 }
@@ -53,9 +57,11 @@ pub struct GraphDef {
     pub edges: Vec<EdgeDef>,
     pub routes: Vec<RouteDef>,
     pub retries: Vec<RetryDef>,
+    pub caches: Vec<RetryDef>,
+    pub cache_store: Option<Expr>,
 }
 
-/// `retry node = policy;`
+/// `retry node = policy;` or `cache node = policy;`: a policy for one node.
 pub struct RetryDef {
     pub node: Ident,
     pub policy: Expr,
@@ -183,6 +189,8 @@ impl Parse for GraphDef {
             edges: Vec::new(),
             routes: Vec::new(),
             retries: Vec::new(),
+            caches: Vec::new(),
+            cache_store: None,
         };
         while !input.is_empty() {
             let lookahead = input.lookahead1();
@@ -306,6 +314,19 @@ impl Parse for GraphDef {
                     when,
                     when_span,
                 });
+            } else if lookahead.peek(kw::cache_store) {
+                let key: kw::cache_store = input.parse()?;
+                input.parse::<Token![:]>()?;
+                if def.cache_store.is_some() {
+                    return Err(syn::Error::new(key.span, "`cache_store` is given twice"));
+                }
+                def.cache_store = Some(input.parse()?);
+            } else if lookahead.peek(kw::cache) {
+                input.parse::<kw::cache>()?;
+                let node: Ident = input.parse()?;
+                input.parse::<Token![=]>()?;
+                let policy: Expr = input.parse()?;
+                def.caches.push(RetryDef { node, policy });
             } else if lookahead.peek(kw::retry) {
                 input.parse::<kw::retry>()?;
                 let node: Ident = input.parse()?;

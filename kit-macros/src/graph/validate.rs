@@ -23,6 +23,15 @@ pub fn validate(def: &GraphDef) -> Result<(), syn::Error> {
             );
         }
     }
+    if def.cache_store.is_none()
+        && let Some(first) = def.caches.first()
+    {
+        errors.at(
+            first.node.span(),
+            "a cache policy needs a store for the outputs: add `cache_store: \
+             Arc::new(MemoryCache::new());` (or a SqliteCache, a PostgresCache)",
+        );
+    }
     for problem in check(&shape(def)) {
         errors.at(problem.at, problem.message);
     }

@@ -43,6 +43,10 @@ pub enum EventData {
     NodeEnd {
         /// The node's update: `null`, one update, or a list when it made several.
         update: Value,
+        /// True when the update came from the node's cache (its cache policy), not from
+        /// running it.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        cached: bool,
     },
     /// A node failed and is run again (its retry policy).
     NodeRetry {

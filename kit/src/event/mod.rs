@@ -13,7 +13,7 @@
 //! |---|---|---|---|
 //! | `run_start` | graph or agent name | `{"input": update}`, or `{"resume": true}` when resuming | the invocation begins |
 //! | `node_start` | node name | `{"task_id"}` | a node (task) starts in a superstep |
-//! | `node_end` | node name | `{"update": update}` (the per-node *updates* mode) | a node finished |
+//! | `node_end` | node name | `{"update": update}` (the per-node *updates* mode), with `"cached": true` when it came from the node's cache | a node finished |
 //! | `node_retry` | node name | `{"task_id", "attempt", "error", "delay_ms"}` | a node failed and is run again (its [`RetryPolicy`](crate::graph::RetryPolicy)); `attempt` is the one about to start |
 //! | `values` | graph name | the whole state | after each superstep, when asked for with [`RunOptions::stream_values`](crate::RunOptions::stream_values) |
 //! | `custom` | the name the node chose | the node's payload | [`NodeContext::emit`](crate::graph::NodeContext::emit) |

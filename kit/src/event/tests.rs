@@ -10,6 +10,7 @@ use super::*;
 fn envelope_serialises_with_required_fields() {
     let e = Event {
         data: EventData::NodeEnd {
+            cached: false,
             update: serde_json::json!({"counter": 1}),
         },
         name: "n0".into(),
@@ -80,6 +81,7 @@ fn one_of_each() -> Vec<EventData> {
         },
         EventData::NodeEnd {
             update: json!({"n": 2}),
+            cached: true,
         },
         EventData::NodeRetry {
             task_id: "t1".into(),

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use kit_graph_rules::{Edge, Endpoint, Spec};
 
-use super::RetryPolicy;
+use super::{CachePolicy, NodeCache, RetryPolicy};
 
 use super::{CompiledNode, END, ErrorKindFn, Graph, GraphInner, Join, START, Target, WhenEdge};
 use crate::checkpoint::Checkpointer;
@@ -132,6 +132,8 @@ pub struct GraphBuilder<S: State> {
     nodes: Vec<(String, NodeFn<S>)>,
     destinations: HashMap<String, Vec<String>>,
     retries: Vec<(String, RetryPolicy)>,
+    caches: Vec<(String, CachePolicy<S>)>,
+    cache: Option<Arc<dyn NodeCache>>,
     edges: Vec<EdgeDef<S>>,
     schema: S::Schema,
     checkpointer: Option<Arc<dyn Checkpointer>>,
@@ -149,6 +151,8 @@ impl<S: State> GraphBuilder<S> {
             nodes: Vec::new(),
             destinations: HashMap::new(),
             retries: Vec::new(),
+            caches: Vec::new(),
+            cache: None,
             edges: Vec::new(),
             schema: S::Schema::default(),
             checkpointer: None,
@@ -319,6 +323,22 @@ impl<S: State> GraphBuilder<S> {
         self
     }
 
+    /// Caches `node`'s output as `policy` says (see [`CachePolicy`]); the graph needs a cache
+    /// store ([`cache`](Self::cache)). A later call for the same node replaces the policy.
+    pub fn cache_policy(mut self, node: impl Into<String>, policy: CachePolicy<S>) -> Self {
+        let node = node.into();
+        self.caches.retain(|(n, _)| *n != node);
+        self.caches.push((node, policy));
+        self
+    }
+
+    /// Where the outputs of nodes with a cache policy are kept ([`MemoryCache`](super::MemoryCache),
+    /// `SqliteCache`, `PostgresCache`, or a [`NodeCache`] of your own).
+    pub fn cache(mut self, cache: Arc<dyn NodeCache>) -> Self {
+        self.cache = Some(cache);
+        self
+    }
+
     /// Pause before these nodes run (static interrupt).
     pub fn interrupt_before<I: IntoIterator<Item = T>, T: Into<String>>(
         mut self,
@@ -405,7 +425,9 @@ impl<S: State> GraphBuilder<S> {
             policies: self
                 .retries
                 .iter()
-                .map(|(n, _)| (Cow::Borrowed(n.as_str()), ()))
+                .map(|(n, _)| n)
+                .chain(self.caches.iter().map(|(n, _)| n))
+                .map(|n| (Cow::Borrowed(n.as_str()), ()))
                 .collect(),
             whole: (),
             // A node may `goto` or `Send` to nodes it did not declare: the builder cannot know
@@ -475,8 +497,22 @@ impl<S: State> GraphBuilder<S> {
                 interrupt_after: false,
                 destinations: Vec::new(),
                 retry: None,
+                cache: None,
             })
             .collect();
+        if !self.caches.is_empty() && self.cache.is_none() {
+            return Err(invalid(format!(
+                "node `{}` has a cache policy but the graph has no cache store: add \
+                 `.cache(Arc::new(MemoryCache::new()))` (or `cache_store: ..;` in graph!)",
+                self.caches[0].0
+            )));
+        }
+        for (name, policy) in &self.caches {
+            let Some(&i) = index.get(name.as_str()) else {
+                return Err(unresolved(name));
+            };
+            nodes[i].cache = Some(Arc::new(policy.clone()));
+        }
         for (name, policy) in &self.retries {
             let Some(&i) = index.get(name.as_str()) else {
                 return Err(unresolved(name));
@@ -594,6 +630,7 @@ impl<S: State> GraphBuilder<S> {
                 error_kind: self.error_kind.unwrap_or(GraphError::kind),
             }),
             checkpointer: self.checkpointer,
+            cache: self.cache,
         })
     }
 }

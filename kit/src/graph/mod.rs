@@ -24,6 +24,7 @@
 //! no thread hops; a node doing heavy CPU work should use `tokio::task::spawn_blocking`.
 
 mod builder;
+mod cache;
 mod cancel;
 mod error;
 mod interrupt;
@@ -36,6 +37,11 @@ mod run;
 mod subgraph;
 
 pub use builder::{GraphBuilder, Route};
+#[cfg(feature = "postgres")]
+pub use cache::PostgresCache;
+#[cfg(feature = "sqlite")]
+pub use cache::SqliteCache;
+pub use cache::{CacheError, CachePolicy, MemoryCache, NodeCache};
 pub use cancel::CancelToken;
 pub use error::{BoxError, GraphError};
 pub use interrupt::{Interrupt, Interrupted, Outcome, Pause, Resume};
@@ -121,6 +127,8 @@ pub(crate) struct CompiledNode<S: State> {
     pub(crate) destinations: Vec<Target>,
     /// How a failure is retried; `None` (the default) costs nothing.
     pub(crate) retry: Option<Arc<RetryPolicy>>,
+    /// How the output is cached; `None` (the default) costs nothing.
+    pub(crate) cache: Option<Arc<CachePolicy<S>>>,
 }
 
 pub(crate) struct GraphInner<S: State> {
@@ -132,6 +140,7 @@ pub(crate) struct GraphInner<S: State> {
     pub(crate) schema: S::Schema,
     /// The graph's default recursion limit (a run's own wins).
     pub(crate) recursion_limit: Option<usize>,
+
     /// Names a run's failure in its `error` event.
     pub(crate) error_kind: ErrorKindFn,
 }
@@ -145,6 +154,8 @@ pub(crate) type ErrorKindFn = fn(&GraphError) -> &'static str;
 pub struct Graph<S: State> {
     pub(crate) inner: Arc<GraphInner<S>>,
     pub(crate) checkpointer: Option<Arc<dyn Checkpointer>>,
+    /// Where the outputs of nodes with a cache policy are kept.
+    pub(crate) cache: Option<Arc<dyn NodeCache>>,
 }
 
 impl<S: State> Clone for Graph<S> {
@@ -152,6 +163,7 @@ impl<S: State> Clone for Graph<S> {
         Graph {
             inner: self.inner.clone(),
             checkpointer: self.checkpointer.clone(),
+            cache: self.cache.clone(),
         }
     }
 }
@@ -222,12 +234,24 @@ impl<S: State> Graph<S> {
         self.inner.nodes.iter().map(|n| &*n.name).collect()
     }
 
+    /// The same graph with a different cache store for its nodes' cache policies (see
+    /// [`CachePolicy`]).
+    #[must_use]
+    pub fn with_cache(&self, cache: Arc<dyn NodeCache>) -> Graph<S> {
+        Graph {
+            inner: self.inner.clone(),
+            checkpointer: self.checkpointer.clone(),
+            cache: Some(cache),
+        }
+    }
+
     /// The same graph with a different default checkpointer.
     #[must_use]
     pub fn with_checkpointer(&self, checkpointer: Arc<dyn Checkpointer>) -> Graph<S> {
         Graph {
             inner: self.inner.clone(),
             checkpointer: Some(checkpointer),
+            cache: self.cache.clone(),
         }
     }
 

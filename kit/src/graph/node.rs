@@ -37,6 +37,8 @@ pub type NodeFn<S> = Arc<dyn Fn(Arc<S>, NodeContext) -> NodeFuture<S> + std::mar
 pub struct NodeOutput<S: State> {
     pub(crate) updates: Vec<S::Update>,
     pub(crate) goto: Vec<Goto>,
+    /// True when the output came from the node's cache, not from running it.
+    pub(crate) cached: bool,
 }
 
 /// A routing instruction carried by a [`NodeOutput`].
@@ -53,6 +55,7 @@ impl<S: State> Default for NodeOutput<S> {
         NodeOutput {
             updates: Vec::new(),
             goto: Vec::new(),
+            cached: false,
         }
     }
 }
@@ -80,6 +83,7 @@ impl<S: State> NodeOutput<S> {
         NodeOutput {
             updates: vec![update],
             goto: Vec::new(),
+            cached: false,
         }
     }
 
@@ -88,6 +92,7 @@ impl<S: State> NodeOutput<S> {
         NodeOutput {
             updates: Vec::new(),
             goto: vec![Goto::Node(node.into())],
+            cached: false,
         }
     }
 
@@ -96,6 +101,7 @@ impl<S: State> NodeOutput<S> {
         NodeOutput {
             updates: Vec::new(),
             goto: sends.into_iter().map(Goto::Send).collect(),
+            cached: false,
         }
     }
 

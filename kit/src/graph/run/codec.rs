@@ -3,7 +3,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Exec;
 use crate::graph::node::{Goto, NodeError, NodeOutput, SendArg};
 use crate::state::State;
 
@@ -49,47 +48,49 @@ pub(super) enum StoredGoto {
     Send { node: String, arg: Value },
 }
 
-impl<S: State> Exec<S> {
-    pub(super) fn decode_output(&self, stored: Value) -> Result<NodeOutput<S>, NodeError> {
-        let stored: StoredOutput = serde_json::from_value(stored)
-            .map_err(|e| NodeError::msg(format!("stored task output is unreadable: {e}")))?;
-        let mut out = NodeOutput::new();
-        for u in stored.updates {
-            out.updates.push(serde_json::from_value(u).map_err(|e| {
+/// A task output read back from a pending write or a cache entry.
+pub(super) fn decode_output<S: State>(stored: Value) -> Result<NodeOutput<S>, NodeError> {
+    let stored: StoredOutput = serde_json::from_value(stored)
+        .map_err(|e| NodeError::msg(format!("stored task output is unreadable: {e}")))?;
+    let mut out = NodeOutput::new();
+    for u in stored.updates {
+        out.updates.push(
+            serde_json::from_value(u).map_err(|e| {
                 NodeError::msg(format!("stored update does not match the state: {e}"))
-            })?);
-        }
-        for g in stored.goto {
-            out.goto.push(match g {
-                StoredGoto::Node { node } => Goto::Node(node),
-                StoredGoto::Send { node, arg } => Goto::Send(crate::graph::node::Send {
-                    node,
-                    arg: SendArg::Json(arg),
-                }),
-            });
-        }
-        Ok(out)
+            })?,
+        );
     }
+    for g in stored.goto {
+        out.goto.push(match g {
+            StoredGoto::Node { node } => Goto::Node(node),
+            StoredGoto::Send { node, arg } => Goto::Send(crate::graph::node::Send {
+                node,
+                arg: SendArg::Json(arg),
+            }),
+        });
+    }
+    Ok(out)
+}
 
-    pub(super) fn encode_output(out: &NodeOutput<S>) -> Value {
-        let stored = StoredOutput {
-            updates: out
-                .updates
-                .iter()
-                .map(|u| serde_json::to_value(u).unwrap_or(Value::Null))
-                .collect(),
-            goto: out
-                .goto
-                .iter()
-                .map(|g| match g {
-                    Goto::Node(node) => StoredGoto::Node { node: node.clone() },
-                    Goto::Send(s) => StoredGoto::Send {
-                        node: s.node.clone(),
-                        arg: s.arg.to_json(),
-                    },
-                })
-                .collect(),
-        };
-        serde_json::to_value(stored).unwrap_or(Value::Null)
-    }
+/// A task output as a pending write or a cache entry stores it.
+pub(super) fn encode_output<S: State>(out: &NodeOutput<S>) -> Value {
+    let stored = StoredOutput {
+        updates: out
+            .updates
+            .iter()
+            .map(|u| serde_json::to_value(u).unwrap_or(Value::Null))
+            .collect(),
+        goto: out
+            .goto
+            .iter()
+            .map(|g| match g {
+                Goto::Node(node) => StoredGoto::Node { node: node.clone() },
+                Goto::Send(s) => StoredGoto::Send {
+                    node: s.node.clone(),
+                    arg: s.arg.to_json(),
+                },
+            })
+            .collect(),
+    };
+    serde_json::to_value(stored).unwrap_or(Value::Null)
 }

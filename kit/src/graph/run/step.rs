@@ -45,7 +45,7 @@ impl<S: State> Exec<S> {
                 writes.push(PendingWrite {
                     task_id: id,
                     channel: pending::OUTPUT.to_string(),
-                    value: Self::encode_output(&outputs[i]),
+                    value: super::codec::encode_output(&outputs[i]),
                 });
             }
             for (i, list) in &interrupts {
@@ -110,7 +110,10 @@ impl<S: State> Exec<S> {
                     _ => serde_json::to_value(&out.updates).unwrap_or(Value::Null),
                 };
                 let mut event = self.event(
-                    EventData::NodeEnd { update },
+                    EventData::NodeEnd {
+                        update,
+                        cached: out.cached,
+                    },
                     node.name.to_string(),
                     Some(&node.name),
                 );

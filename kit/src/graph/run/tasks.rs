@@ -35,7 +35,7 @@ impl<S: State> Exec<S> {
                 let id = task_id(self.step, &node.name, task.send_index);
                 if let Some(p) = self.pending.get_mut(&id) {
                     if let Some(stored) = p.output.take() {
-                        results[i] = Some(self.decode_output(stored));
+                        results[i] = Some(super::codec::decode_output(stored));
                         continue;
                     }
                     resume = std::mem::take(&mut p.resume);
@@ -87,6 +87,17 @@ impl<S: State> Exec<S> {
                     traced.then(|| self.trace.clone()),
                     policy,
                 ),
+            };
+            let fut = match (&node.cache, &self.graph.cache) {
+                (Some(policy), Some(store)) => cached(
+                    fut,
+                    policy.clone(),
+                    store.clone(),
+                    format!("{}:{}", graph.name, node.name),
+                    self.state.clone(),
+                    task.arg.as_ref().map(crate::graph::node::SendArg::to_json),
+                ),
+                _ => fut,
             };
             futures.push((i, guarded(fut, node.name.clone())));
         }
@@ -185,6 +196,47 @@ fn retrying<S: State>(
                 result => return result,
             }
         }
+    })
+}
+
+/// A task whose node has a cache policy: the stored output for its input when there is one,
+/// else the node's output, stored for next time. The store's failures never fail the task.
+fn cached<S: State>(
+    run: crate::graph::node::NodeFuture<S>,
+    policy: Arc<crate::graph::CachePolicy<S>>,
+    store: Arc<dyn crate::graph::NodeCache>,
+    namespace: String,
+    state: Arc<S>,
+    arg: Option<Value>,
+) -> crate::graph::node::NodeFuture<S> {
+    Box::pin(async move {
+        let key = policy.key_of(&state, arg.as_ref());
+        match store.get(&namespace, &key).await {
+            Ok(Some(stored)) => match super::codec::decode_output::<S>(stored) {
+                Ok(mut out) => {
+                    out.cached = true;
+                    return Ok(out);
+                }
+                Err(e) => {
+                    tracing::warn!(%namespace, error = %e, "unreadable cache entry; running the node")
+                }
+            },
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(%namespace, error = %e, "node cache unavailable; running the node")
+            }
+        }
+        let result = run.await;
+        if let Ok(out) = &result {
+            let stored = super::codec::encode_output(out);
+            if let Err(e) = store
+                .put(&namespace, &key, stored, policy.time_to_live())
+                .await
+            {
+                tracing::warn!(%namespace, error = %e, "could not store a node's output in its cache");
+            }
+        }
+        result
     })
 }
 
