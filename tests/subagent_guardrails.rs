@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kit::agent::{Agent, AgentBuilder};
+use kit::checkpoint::SqliteCheckpointer;
+use kit::middleware::pii::{PiiMiddleware, PiiType};
 use kit::middleware::review::{
     self, Decision, HumanReviewMiddleware, ReviewRequest, resume_review,
 };
@@ -245,4 +247,89 @@ async fn a_built_agent_as_child_must_carry_the_guardrails_or_opt_out() {
         "the builder child got the parent's gate"
     );
     assert_eq!(sent.load(Ordering::SeqCst), 0);
+}
+
+/// The whole thread file, as bytes: what was stored, parent and child alike.
+fn stored(path: &std::path::Path) -> String {
+    let mut all = Vec::new();
+    for suffix in ["", "-wal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        if let Ok(bytes) = std::fs::read(&p) {
+            all.extend(bytes);
+        }
+    }
+    String::from_utf8_lossy(&all).into_owned()
+}
+
+/// A parent that redacts emails (input and tool results), a child that looks a customer up
+/// and answers with the address it found.
+fn redacting_parent(dir: &std::path::Path, spec: SubagentSpec) -> Agent {
+    let model = ScriptedModel::new([
+        delegate("t1", "clerk", "Who ordered A-7?"),
+        call("l1", "lookup_customer", json!({"order": "A-7"})),
+        Message::assistant("A-7 was ordered by ann@example.com."),
+        Message::assistant("Found the customer."),
+    ]);
+    let lookup = Tool::from_fn(
+        "lookup_customer",
+        "Finds who placed an order.",
+        json!({"type": "object", "properties": {"order": {"type": "string"}}}),
+        |_, _| async { Ok::<_, ToolError>("customer: ann@example.com") },
+    );
+    Agent::builder()
+        .model(model)
+        .tool(lookup)
+        .middleware(PiiMiddleware::new(PiiType::Email).apply_to_tool_results(true))
+        .checkpointer(Arc::new(
+            SqliteCheckpointer::open(dir.join("threads.sqlite")).unwrap(),
+        ))
+        .subagents([spec])
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn redaction_covers_what_the_child_stores_and_what_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = redacting_parent(
+        dir.path(),
+        SubagentSpec::new("clerk", "Looks customers up."),
+    );
+    let done = agent
+        .invoke("Who ordered A-7?")
+        .thread_id("pii")
+        .await
+        .unwrap()
+        .into_state();
+    let result = done
+        .messages
+        .iter()
+        .find(|m| m.tool_call_id.as_deref() == Some("t1"))
+        .unwrap();
+    assert_eq!(result.text(), "A-7 was ordered by [REDACTED_EMAIL].");
+    drop(agent);
+    let file = stored(&dir.path().join("threads.sqlite"));
+    assert!(
+        file.contains("[REDACTED_EMAIL]"),
+        "the scan reads the stored messages"
+    );
+    assert!(
+        !file.contains("ann@example.com"),
+        "the address is stored nowhere, child included"
+    );
+
+    // The control: a child that opts out stores and returns the address.
+    let dir = tempfile::tempdir().unwrap();
+    let agent = redacting_parent(
+        dir.path(),
+        SubagentSpec::new("clerk", "Looks customers up.").inherit_guardrails(false),
+    );
+    agent
+        .invoke("Who ordered A-7?")
+        .thread_id("pii")
+        .await
+        .unwrap();
+    drop(agent);
+    assert!(stored(&dir.path().join("threads.sqlite")).contains("ann@example.com"));
 }

@@ -11,6 +11,7 @@
 //! cargo run --release --example bench -- w5         # checkpointing: memory, SQLite x3, size
 //! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w5  # + PostgreSQL
 //! cargo run --release --example bench -- w7         # 1000 async-subagent runs on a worker
+//! cargo run --release --example bench -- pii        # PII precision/recall and linear time
 //! ```
 //!
 //! Output lines starting with `RESULT` have the anchor's format, so the two can be compared
@@ -21,6 +22,7 @@ mod checkpoint;
 mod compare;
 mod graphs;
 mod measure;
+mod pii;
 mod worker;
 
 use agent::{w2, w2_trace, w4};
@@ -36,7 +38,7 @@ pub(crate) fn fail(message: &str) -> ! {
     std::process::exit(1)
 }
 
-const WORKLOADS: &[&str] = &["w1", "w2", "w2t", "w3", "w4", "w5", "w6", "w7"];
+const WORKLOADS: &[&str] = &["w1", "w2", "w2t", "w3", "w4", "w5", "w6", "w7", "pii"];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -78,6 +80,10 @@ fn main() {
     }
     if which == "w7" {
         w7();
+        return;
+    }
+    if which == "pii" {
+        pii::pii();
         return;
     }
     let rt = tokio::runtime::Builder::new_current_thread()

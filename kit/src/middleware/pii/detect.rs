@@ -1,23 +1,25 @@
 //! PII detectors: the built-in types and custom ones (a regex, or a function returning byte
 //! offsets).
 
-use std::net::{Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 
 use super::PiiError;
+use super::{card, email, ip, url};
 
 /// A built-in kind of personal data.
 ///
 /// | type | name | what is found |
 /// |---|---|---|
-/// | [`Email`](PiiType::Email) | `email` | `local@domain.tld`; Latin, Greek and Cyrillic letters allowed, surrounding punctuation left out |
-/// | [`CreditCard`](PiiType::CreditCard) | `credit_card` | 13–19 digits, optionally grouped by single spaces or dashes, that pass the Luhn check (Visa, Mastercard, 15-digit Amex, ...) |
-/// | [`Ip`](PiiType::Ip) | `ip` | IPv4 (no leading zeros, octets ≤ 255) and IPv6 (every form std parses: `::1`, `2001:db8::1`, `::ffff:192.0.2.1`, with a `%zone` suffix kept in the match); not version strings like `1.2.3.4.5` |
+/// | [`Email`](PiiType::Email) | `email` | `local@domain.tld`; Latin, Greek and Cyrillic letters allowed, surrounding punctuation left out; `john..doe@example.com` whole |
+/// | [`CreditCard`](PiiType::CreditCard) | `credit_card` | a plausible card: 13–19 digits of any script (`４１１１…`), contiguous or grouped in the network's printed pattern (4-4-4-4, Amex 4-6-5, …) with one kind of separator (space, tab, no-break space, dash, one line break), from a real issuer range with that network's length, passing the Luhn check; judged at word boundaries (`4111 1111 1111 1111 2nd try` finds the card, `ID4111111111111111x` is an identifier) |
+/// | [`Ip`](PiiType::Ip) | `ip` | IPv4 (no leading zeros, octets ≤ 255) and IPv6 (every form std parses: `::1`, `2001:db8::1`, `::ffff:192.0.2.1`, with a `%zone` suffix kept in the match); not version strings like `1.2.3.4.5`, not code such as `arr[::2]`, `a[1::3]`, `f(x)::2`, `std::vec` |
 /// | [`MacAddress`](PiiType::MacAddress) | `mac_address` | six hex pairs separated by `:` or by `-` (one separator throughout) |
-/// | [`Url`](PiiType::Url) | `url` | `http(s)://` URLs with a host, and bare ones that start with `www.` or have a path (`example.com/about`); bare `example.com` in prose is not a URL; trailing sentence punctuation is left out |
+/// | [`Url`](PiiType::Url) | `url` | `http`, `https`, `ftp`, `ftps`, `sftp`, `ws` and `wss` URLs with a host, and bare ones that start with `www.` or have a path and a real top-level domain (`example.com/about`, not `x.length/2`); bare `example.com` in prose is not a URL; trailing sentence punctuation is left out |
+///
+/// Every detector is linear in the length of the text.
 ///
 /// ```
 /// use kit::middleware::pii::PiiType;
@@ -31,7 +33,7 @@ use super::PiiError;
 pub enum PiiType {
     /// Email addresses.
     Email,
-    /// Payment card numbers (Luhn-checked).
+    /// Payment card numbers (issuer, length, grouping and Luhn checked).
     CreditCard,
     /// IPv4 and IPv6 addresses.
     Ip,
@@ -65,14 +67,18 @@ impl PiiType {
     /// Finds this type in `text`: byte ranges on character boundaries, sorted, overlapping
     /// matches merged.
     pub fn detect(self, text: &str) -> Vec<PiiMatch> {
-        let spans = match self {
-            PiiType::Email => emails(text),
-            PiiType::CreditCard => credit_cards(text),
-            PiiType::Ip => ips(text),
-            PiiType::MacAddress => macs(text),
-            PiiType::Url => urls(text),
-        };
-        normalize(text, spans)
+        normalize(text, self.raw_spans(text))
+    }
+
+    /// The byte ranges this type's detector finds, before sorting and merging.
+    fn raw_spans(self, text: &str) -> Vec<(usize, usize)> {
+        match self {
+            PiiType::Email => email::emails(text),
+            PiiType::CreditCard => card::credit_cards(text),
+            PiiType::Ip => ip::ips(text),
+            PiiType::MacAddress => ip::macs(text),
+            PiiType::Url => url::urls(text),
+        }
     }
 }
 
@@ -220,19 +226,36 @@ impl Detector {
         &self.pii_type
     }
 
+    /// The built-in type this detector finds, `None` for a custom one. The mask strategy
+    /// formats values by this type, never by the name: a custom detector named `email` is
+    /// masked like any custom type.
+    pub fn builtin_type(&self) -> Option<PiiType> {
+        match self.kind {
+            DetectorKind::Builtin(t) => Some(t),
+            _ => None,
+        }
+    }
+
     /// Finds the data in `text`: sorted, on character boundaries, overlapping matches merged.
     pub fn find(&self, text: &str) -> Vec<PiiMatch> {
-        match &self.kind {
-            DetectorKind::Builtin(t) => t.detect(text),
-            DetectorKind::Regex(r) => normalize(
-                text,
-                r.find_iter(text).map(|m| (m.start(), m.end())).collect(),
-            ),
-            DetectorKind::Function(f) => normalize(
-                text,
-                f(text).into_iter().map(|m| (m.start, m.end)).collect(),
-            ),
-        }
+        self.spans(text)
+            .into_iter()
+            .map(|(start, end)| PiiMatch {
+                start,
+                end,
+                text: text[start..end].to_string(),
+            })
+            .collect()
+    }
+
+    /// [`find`](Self::find) without the texts: sorted, merged byte ranges.
+    pub(crate) fn spans(&self, text: &str) -> Vec<(usize, usize)> {
+        let raw = match &self.kind {
+            DetectorKind::Builtin(t) => t.raw_spans(text),
+            DetectorKind::Regex(r) => r.find_iter(text).map(|m| (m.start(), m.end())).collect(),
+            DetectorKind::Function(f) => f(text).into_iter().map(|m| (m.start, m.end)).collect(),
+        };
+        merge_spans(text, raw)
     }
 }
 
@@ -259,20 +282,7 @@ fn snap(text: &str, start: usize, end: usize) -> (usize, usize) {
 
 /// Sorted, snapped, non-empty, merged matches.
 pub(crate) fn normalize(text: &str, spans: Vec<(usize, usize)>) -> Vec<PiiMatch> {
-    let mut spans: Vec<(usize, usize)> = spans
-        .into_iter()
-        .map(|(s, e)| snap(text, s, e))
-        .filter(|(s, e)| s < e)
-        .collect();
-    spans.sort_unstable();
-    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
-    for (s, e) in spans {
-        match merged.last_mut() {
-            Some(last) if s < last.1 => last.1 = last.1.max(e),
-            _ => merged.push((s, e)),
-        }
-    }
-    merged
+    merge_spans(text, spans)
         .into_iter()
         .map(|(start, end)| PiiMatch {
             start,
@@ -282,272 +292,75 @@ pub(crate) fn normalize(text: &str, spans: Vec<(usize, usize)>) -> Vec<PiiMatch>
         .collect()
 }
 
+/// Byte ranges snapped outwards to character boundaries, without empty ones, sorted, with
+/// overlapping ones merged.
+pub(crate) fn merge_spans(text: &str, spans: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    let mut spans: Vec<(usize, usize)> = spans
+        .into_iter()
+        .map(|(s, e)| snap(text, s, e))
+        .filter(|(s, e)| s < e)
+        .collect();
+    // The built-in detectors return their spans in order: no sort needed then.
+    if !spans.is_sorted() {
+        spans.sort_unstable();
+    }
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(spans.len());
+    for (s, e) in spans {
+        match merged.last_mut() {
+            Some(last) if s < last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    merged
+}
+
 /// A compiled pattern, built once. The patterns are constants covered by tests, so a failure
 /// to compile cannot happen in a released build; should it, the detector finds nothing
 /// rather than panicking.
-fn pattern(cell: &'static OnceLock<Option<Regex>>, source: &str) -> Option<&'static Regex> {
+pub(super) fn pattern(
+    cell: &'static OnceLock<Option<Regex>>,
+    source: &str,
+) -> Option<&'static Regex> {
     cell.get_or_init(|| Regex::new(source).ok()).as_ref()
 }
 
-fn before(text: &str, at: usize) -> Option<char> {
+pub(super) fn before(text: &str, at: usize) -> Option<char> {
     text[..at].chars().next_back()
 }
 
-fn after(text: &str, at: usize) -> Option<char> {
+pub(super) fn after(text: &str, at: usize) -> Option<char> {
     text[at..].chars().next()
 }
 
-fn is_word(c: Option<char>) -> bool {
+pub(super) fn is_word(c: Option<char>) -> bool {
     c.is_some_and(|c| c.is_alphanumeric() || c == '_')
 }
 
-// ---------------------------------------------------------------------------------------------
-// email
-
-const EMAIL: &str = r"[\p{Latin}\p{Greek}\p{Cyrillic}\p{M}\p{Nd}._%+-]+@(?:[\p{Latin}\p{Greek}\p{Cyrillic}\p{M}\p{Nd}-]+\.)+[\p{Latin}\p{Greek}\p{Cyrillic}]{2,}";
-
-fn emails(text: &str) -> Vec<(usize, usize)> {
-    static RE: OnceLock<Option<Regex>> = OnceLock::new();
-    let Some(re) = pattern(&RE, EMAIL) else {
-        return Vec::new();
-    };
-    re.find_iter(text)
-        .filter_map(|m| {
-            // A local part has no two dots in a row and does not start with one: in
-            // "see...alice@x.com" the address is "alice@x.com".
-            let at = m.start() + m.as_str().find('@')?;
-            let mut start = m.start();
-            if let Some(i) = text[start..at].rfind("..") {
-                start += i + 2;
-            }
-            start += text[start..at].len() - text[start..at].trim_start_matches('.').len();
-            (start < at).then_some((start, m.end()))
-        })
-        .collect()
-}
-
-// ---------------------------------------------------------------------------------------------
-// credit_card
-
-const DIGIT_GROUPS: &str = r"[0-9]+(?:[ -][0-9]+)*";
-
-/// The Luhn checksum over ASCII digits.
+/// The Luhn checksum over ASCII digits (anything else counts as 0).
+#[cfg(test)]
 pub(crate) fn luhn(digits: &[u8]) -> bool {
-    let mut sum = 0u32;
-    for (i, d) in digits.iter().rev().enumerate() {
-        let mut v = u32::from(d - b'0');
-        if i % 2 == 1 {
-            v *= 2;
-            if v > 9 {
-                v -= 9;
-            }
-        }
-        sum += v;
-    }
-    sum.is_multiple_of(10)
+    let values: Vec<u8> = digits
+        .iter()
+        .map(|d| d.wrapping_sub(b'0'))
+        .map(|v| if v > 9 { 0 } else { v })
+        .collect();
+    super::card::luhn_values(&values)
 }
 
-fn credit_cards(text: &str) -> Vec<(usize, usize)> {
-    static RE: OnceLock<Option<Regex>> = OnceLock::new();
-    let Some(re) = pattern(&RE, DIGIT_GROUPS) else {
-        return Vec::new();
-    };
-    let mut found = Vec::new();
-    for m in re.find_iter(text) {
-        if is_word(before(text, m.start())) || is_word(after(text, m.end())) {
-            continue;
-        }
-        // The groups of digits, with their byte ranges.
-        let mut groups: Vec<(usize, usize)> = Vec::new();
-        let mut start = None;
-        for (i, b) in m.as_str().bytes().enumerate() {
-            match (b.is_ascii_digit(), start) {
-                (true, None) => start = Some(i),
-                (false, Some(s)) => {
-                    groups.push((m.start() + s, m.start() + i));
-                    start = None;
-                }
-                _ => {}
-            }
-        }
-        if let Some(s) = start {
-            groups.push((m.start() + s, m.end()));
-        }
-        // The longest run of whole groups that is a valid card, left to right: a card number
-        // next to other numbers ("qty 2 4111 1111 1111 1111") is still found.
-        let mut i = 0;
-        while i < groups.len() {
-            let mut best = None;
-            let mut digits: Vec<u8> = Vec::with_capacity(19);
-            for (j, &(s, e)) in groups.iter().enumerate().skip(i) {
-                digits.extend_from_slice(&text.as_bytes()[s..e]);
-                if digits.len() > 19 {
-                    break;
-                }
-                if digits.len() >= 13 && luhn(&digits) {
-                    best = Some(j);
-                }
-            }
-            match best {
-                Some(j) => {
-                    found.push((groups[i].0, groups[j].1));
-                    i = j + 1;
-                }
-                None => i += 1,
-            }
-        }
-    }
-    found
-}
-
-// ---------------------------------------------------------------------------------------------
-// ip
-
-const IPV4: &str = r"[0-9]{1,3}(?:\.[0-9]{1,3}){3}";
-const IPV6: &str = r"[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,8}(?:\.[0-9]{1,3}){0,3}";
-const ZONE: &str = r"^%[0-9A-Za-z_.-]+";
-
-fn ips(text: &str) -> Vec<(usize, usize)> {
-    static V4: OnceLock<Option<Regex>> = OnceLock::new();
-    static V6: OnceLock<Option<Regex>> = OnceLock::new();
-    static ZONE_RE: OnceLock<Option<Regex>> = OnceLock::new();
-    let mut found = Vec::new();
-    if let Some(re) = pattern(&V4, IPV4) {
-        for m in re.find_iter(text) {
-            let prev = before(text, m.start());
-            let next = after(text, m.end());
-            // Not part of a longer dotted number (a version such as 1.2.3.4.5).
-            let dotted_next = next == Some('.')
-                && text[m.end() + 1..]
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_digit());
-            if is_word(prev) || prev == Some('.') || is_word(next) || dotted_next {
-                continue;
-            }
-            if m.as_str().parse::<Ipv4Addr>().is_ok() {
-                found.push((m.start(), m.end()));
-            }
-        }
-    }
-    if let Some(re) = pattern(&V6, IPV6) {
-        for m in re.find_iter(text) {
-            let prev = before(text, m.start());
-            if is_word(prev) || prev == Some(':') || prev == Some('.') {
-                continue;
-            }
-            // A colon or dot that ends a sentence is not part of the address.
-            let candidate = m.as_str();
-            let trimmed = candidate.trim_end_matches('.');
-            let trimmed = if trimmed.ends_with("::") {
-                trimmed
-            } else {
-                trimmed.trim_end_matches(':')
-            };
-            let end = m.start() + trimmed.len();
-            let next = after(text, end);
-            if is_word(next)
-                || !trimmed.bytes().any(|b| b.is_ascii_digit())
-                || trimmed.parse::<Ipv6Addr>().is_err()
-            {
-                continue;
-            }
-            let zone = if next == Some('%') {
-                pattern(&ZONE_RE, ZONE)
-                    .and_then(|z| z.find(&text[end..]))
-                    .map_or(0, |z| z.end())
-            } else {
-                0
-            };
-            found.push((m.start(), end + zone));
-        }
-    }
-    found
-}
-
-// ---------------------------------------------------------------------------------------------
-// mac_address
-
-const MAC: &str = r"[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){5}|[0-9A-Fa-f]{2}(?:-[0-9A-Fa-f]{2}){5}";
-
-fn macs(text: &str) -> Vec<(usize, usize)> {
-    static RE: OnceLock<Option<Regex>> = OnceLock::new();
-    let Some(re) = pattern(&RE, MAC) else {
-        return Vec::new();
-    };
-    re.find_iter(text)
-        .filter(|m| {
-            let prev = before(text, m.start());
-            let next = after(text, m.end());
-            let continues = matches!(next, Some(':' | '-'))
-                && text[m.end() + 1..]
-                    .chars()
-                    .next()
-                    .is_some_and(|c| c.is_ascii_hexdigit());
-            !is_word(prev) && prev != Some(':') && !is_word(next) && !continues
-        })
-        .map(|m| (m.start(), m.end()))
-        .collect()
-}
-
-// ---------------------------------------------------------------------------------------------
-// url
-
-const URL_SCHEME: &str = r#"(?i)\bhttps?://[^\s<>"{}|\\^`\[\]]+"#;
-const URL_BARE: &str = r#"(?i)(?:www\.)?[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*\.[a-z]{2,}(?:/[^\s<>"{}|\\^`\[\]]*)?"#;
-
-/// Leaves out sentence punctuation after a URL, and a closing parenthesis without an opening
-/// one inside the URL.
-fn trim_url(url: &str) -> &str {
-    let mut url = url;
+/// Two lists of spans, each sorted, merged into one sorted list in linear time.
+pub(super) fn merge_sorted(a: Vec<(usize, usize)>, b: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
     loop {
-        let Some(last) = url.chars().next_back() else {
-            return url;
+        let next = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x <= y => a.next(),
+            (Some(_), Some(_)) => b.next(),
+            (Some(_), None) => a.next(),
+            (None, _) => b.next(),
         };
-        let strip = match last {
-            '.' | ',' | ';' | ':' | '!' | '?' | '\'' | '"' => true,
-            ')' => url.matches('(').count() < url.matches(')').count(),
-            _ => false,
-        };
-        if !strip {
-            return url;
-        }
-        url = &url[..url.len() - last.len_utf8()];
-    }
-}
-
-fn urls(text: &str) -> Vec<(usize, usize)> {
-    static SCHEME: OnceLock<Option<Regex>> = OnceLock::new();
-    static BARE: OnceLock<Option<Regex>> = OnceLock::new();
-    let mut found = Vec::new();
-    if let Some(re) = pattern(&SCHEME, URL_SCHEME) {
-        for m in re.find_iter(text) {
-            let url = trim_url(m.as_str());
-            let host = url
-                .split_once("://")
-                .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or_default())
-                .unwrap_or_default();
-            if !host.is_empty() && host.chars().any(|c| c.is_alphanumeric()) {
-                found.push((m.start(), m.start() + url.len()));
-            }
+        match next {
+            Some(span) => out.push(span),
+            None => return out,
         }
     }
-    if let Some(re) = pattern(&BARE, URL_BARE) {
-        for m in re.find_iter(text) {
-            let prev = before(text, m.start());
-            if is_word(prev) || matches!(prev, Some('@' | '.' | '/' | '-')) {
-                continue;
-            }
-            let url = trim_url(m.as_str());
-            let next = after(text, m.start() + url.len());
-            if next == Some('@') || is_word(next) {
-                continue;
-            }
-            let www = url.len() > 4 && url[..4].eq_ignore_ascii_case("www.");
-            if www || url.contains('/') {
-                found.push((m.start(), m.start() + url.len()));
-            }
-        }
-    }
-    found
 }

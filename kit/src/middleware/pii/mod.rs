@@ -39,22 +39,35 @@
 //! **Closing the anchor's gaps.** LangChain's `PIIMiddleware` passes tool-call arguments to the
 //! tool unredacted (langchain #37659), finds only IPv4, and only 16-digit cards (no 15-digit
 //! Amex, no 13-digit cards). Here arguments are scrubbed before any tool runs, IPv6 is found
-//! and validated, cards of 13–19 digits are found and Luhn-checked, redaction never splits a
-//! UTF-8 character (custom detectors' byte offsets are snapped outwards to character
-//! boundaries), and overlapping matches are merged into one replacement.
+//! and validated (code such as `arr[::2]` is not an address), cards are found when they are
+//! plausible — issuer range and length, printed grouping, Luhn — in any script's digits and
+//! with the separators people use, URLs of the `ftp`, `sftp` and `ws` families too, redaction
+//! never splits a UTF-8 character (custom detectors' byte offsets are snapped outwards to
+//! character boundaries), and overlapping matches are merged into one replacement. The
+//! [keyed hash](PiiMiddleware::keyed_hash) replaces LangChain's brute-forceable 32-bit hash
+//! where compatibility with it is not needed. `docs/pii.md` in the repository lists what is
+//! and is not found, type by type, with the measured precision and recall.
+//!
+//! **Cost.** Every built-in detector and the stream filter run in time linear in the text
+//! (tens of milliseconds per MiB). A message or tool result over 64 KiB is scanned on
+//! tokio's blocking pool (`spawn_blocking`), so a large tool result does not stall the
+//! runtime; the input is scrubbed where it enters the run, synchronously.
 //!
 //! **Streaming.** With `apply_to_output`, streamed tokens are scrubbed too: the middleware's
 //! [event filter](crate::agent::Middleware::event_filter) holds back the last 128 characters of
 //! each streamed answer and tool-call argument text ([`stream_lookback`] changes it), so a
 //! match split across two `model_delta` events is still found; a match reaching into the
-//! held-back part waits whole. When the call ends the rest is released, so the deltas of a call
-//! add up to the scrubbed answer that `model_end`, the state and the trace hold. Subagents'
-//! tokens (and their `model_end`) pass through the same filter; a subagent's state, tools and
-//! result are guarded by its own middleware
-//! ([`SubagentSpec::middleware`](crate::middleware::subagents::SubagentSpec::middleware)). A model call that ends without an answer (a retry,
-//! an error) drops what it held back: with the `block` strategy the stream shows the data
-//! redacted if it was released at all, then the run fails with `PiiDetected`. A tool call's first chunk (its id and name)
-//! goes out at once, so it can overtake answer text still held back: group deltas by their
+//! held-back part waits whole. Text is released in pieces of at least half the lookback, so
+//! each byte is scanned about three times. When the call ends the rest is released, so the
+//! deltas of a call add up to the scrubbed answer that `model_end`, the state and the trace
+//! hold. Subagents' tokens (and their `model_end`) pass through the same filter; a sync
+//! subagent also runs this middleware itself (inherited, see
+//! [`subagents`](crate::middleware::subagents)), on its input, its tool results as configured
+//! here, and always on its answer, so what it stores and what it returns are scrubbed. A model
+//! call that ends without an answer (a retry, an error) drops what it held back: with the
+//! `block` strategy the stream shows the data redacted if it was released at all, then the run
+//! fails with `PiiDetected`. A tool call's first chunk (its id and name) goes out at once, so
+//! it can overtake answer text still held back: group deltas by their
 //! `tool_call.index`. Filters apply to [`Agent`](crate::Agent) runs (`stream_events`, or an
 //! event sink in the options); streaming the compiled graph itself bypasses them.
 //!
@@ -65,16 +78,26 @@
 //!
 //! [`stream_lookback`]: PiiMiddleware::stream_lookback
 
+mod card;
+#[doc(hidden)]
+pub mod corpus;
 mod detect;
+mod email;
 mod error;
+mod hash;
+mod ip;
 mod strategy;
 mod stream;
 #[cfg(test)]
 mod tests;
+mod url;
 
 pub use detect::{Detector, PiiMatch, PiiType};
 pub use error::PiiDetected;
+pub use hash::HashKey;
 pub use strategy::PiiStrategy;
+
+use strategy::Replacer;
 
 use std::sync::Arc;
 
@@ -85,7 +108,7 @@ use crate::agent::{
     Runtime, ToolNext,
 };
 use crate::graph::Pause;
-use crate::message::{Content, Message, Role, ToolCall};
+use crate::message::{Content, ContentPart, Message, Role, ToolCall};
 use crate::model::ModelRequest;
 use crate::tool::{ToolContext, ToolExecution};
 
@@ -119,7 +142,20 @@ pub enum PiiError {
     /// A strategy name that does not exist.
     #[error("unknown PII strategy `{0}`: use redact, mask, hash or block")]
     UnknownStrategy(String),
+    /// A [`HashKey`] too short to keep hashed values secret.
+    #[error(
+        "the PII hash key is {len} bytes long; use at least 16 bytes of secret random data \
+         (32 random bytes from your secret store are a good choice), or known emails and card \
+         numbers can be recovered from their hashes by trying them"
+    )]
+    WeakHashKey {
+        /// The key's length in bytes.
+        len: usize,
+    },
 }
+
+/// Messages and tool results larger than this are scanned on tokio's blocking pool.
+const OFFLOAD_BYTES: usize = 64 * 1024;
 
 /// Finds one type of personal data and redacts, masks, hashes or blocks it (see the
 /// [module documentation](self) for where it applies).
@@ -140,6 +176,7 @@ pub struct PiiMiddleware {
     name: String,
     detector: Detector,
     strategy: PiiStrategy,
+    hash_key: Option<HashKey>,
     input: bool,
     output: bool,
     tool_results: bool,
@@ -177,6 +214,7 @@ impl PiiMiddleware {
             name: format!("PIIMiddleware[{}]", detector.pii_type()),
             detector,
             strategy: PiiStrategy::Redact,
+            hash_key: None,
             input: true,
             output: false,
             tool_results: false,
@@ -188,6 +226,30 @@ impl PiiMiddleware {
     #[must_use]
     pub fn strategy(mut self, strategy: PiiStrategy) -> Self {
         self.strategy = strategy;
+        self
+    }
+
+    /// The [`Hash`](PiiStrategy::Hash) strategy keyed with a secret: each value becomes
+    /// `<{type}_hmac:{32 hex digits}>`, the first 128 bits of its HMAC-SHA-256 under `key`.
+    /// Equal values still get equal replacements, so they can be correlated, but nobody
+    /// without the key can recover a value by hashing guesses, as they can with the unkeyed,
+    /// 32-bit, LangChain-compatible `Hash`. The key applies whenever the strategy is `Hash`.
+    ///
+    /// ```
+    /// use kit::middleware::pii::{HashKey, PiiMiddleware, PiiType};
+    ///
+    /// let key = HashKey::new("0123456789abcdef0123456789abcdef").unwrap();
+    /// let cards = PiiMiddleware::new(PiiType::CreditCard).keyed_hash(key);
+    /// let once = cards.apply("card 4111 1111 1111 1111").unwrap();
+    /// let twice = cards.apply("again 4111 1111 1111 1111").unwrap();
+    /// assert!(once.starts_with("card <credit_card_hmac:"));
+    /// assert_eq!(once["card ".len()..], twice["again ".len()..]);
+    /// assert!(!format!("{cards:?}").contains("0123456789abcdef"));
+    /// ```
+    #[must_use]
+    pub fn keyed_hash(mut self, key: HashKey) -> Self {
+        self.strategy = PiiStrategy::Hash;
+        self.hash_key = Some(key);
         self
     }
 
@@ -213,9 +275,9 @@ impl PiiMiddleware {
     }
 
     /// How many characters of a streamed answer are held back so a match split across tokens
-    /// is still found (default 128, as in LangChain). Matters only with
-    /// [`apply_to_output`](Self::apply_to_output); raise it for custom types with longer
-    /// values.
+    /// is still found (default 128, as in LangChain); text is released in pieces of at least
+    /// half of it. Matters only with [`apply_to_output`](Self::apply_to_output); raise it for
+    /// custom types with longer values.
     #[must_use]
     pub fn stream_lookback(mut self, chars: usize) -> Self {
         self.lookback = chars;
@@ -254,14 +316,41 @@ impl PiiMiddleware {
         AgentError::middleware_error(&self.name, PiiDetected::KIND, detected)
     }
 
+    /// What replaces a match.
+    fn replacer(&self) -> Replacer {
+        Replacer::new(self.strategy, self.hash_key.clone())
+    }
+
     /// `None` when nothing is found; else the count and the scrubbed text (`None` to block).
     fn scrub(&self, text: &str) -> Option<(usize, Option<String>)> {
         let found = self.detector.find(text);
         if found.is_empty() {
             return None;
         }
-        let scrubbed = self.strategy.apply(self.detector.pii_type(), text, &found);
+        let scrubbed = self.replacer().apply_detector(&self.detector, text, &found);
         Some((found.len(), scrubbed))
+    }
+
+    /// [`scrub_message`](Self::scrub_message), on the blocking pool for a large message.
+    async fn scrub_message_async(
+        &self,
+        message: &Message,
+        location: &'static str,
+    ) -> Result<Option<Message>, AgentError> {
+        if message_bytes(message) < OFFLOAD_BYTES {
+            return self.scrub_message(message, location);
+        }
+        let (this, message) = (self.clone(), message.clone());
+        offload(move || this.scrub_message(&message, location)).await
+    }
+
+    /// [`scrub_content`](Self::scrub_content), on the blocking pool for a large content.
+    async fn scrub_content_async(&self, content: &Content) -> (usize, Option<Content>) {
+        if content_bytes(content) < OFFLOAD_BYTES {
+            return self.scrub_content(content);
+        }
+        let (this, content) = (self.clone(), content.clone());
+        offload(move || this.scrub_content(&content)).await
     }
 
     /// The count found in the content, and the scrubbed content when it changed.
@@ -303,7 +392,7 @@ impl PiiMiddleware {
     fn scrub_message(
         &self,
         message: &Message,
-        location: &str,
+        location: &'static str,
     ) -> Result<Option<Message>, AgentError> {
         let (in_text, content) = self.scrub_content(&message.content);
         let mut calls: Vec<ToolCall> = message.tool_calls.clone();
@@ -337,6 +426,15 @@ impl Middleware for PiiMiddleware {
         &self.name
     }
 
+    /// A sync subagent runs the same detector and strategy on what it is given and on its
+    /// tool results as this agent does, and always on its own answers: its answer is what it
+    /// returns to this agent, and what its thread stores.
+    fn for_subagent(&self) -> Option<Arc<dyn Middleware>> {
+        let mut child = self.clone();
+        child.output = true;
+        Some(Arc::new(child))
+    }
+
     fn hooks(&self) -> &[Hook] {
         if self.input || self.tool_results {
             &[Hook::BeforeModel]
@@ -348,9 +446,9 @@ impl Middleware for PiiMiddleware {
     /// Scrubs streamed tokens when the output is checked.
     fn event_filter(&self) -> Option<Arc<dyn crate::event::EventFilter>> {
         self.output.then(|| {
-            Arc::new(stream::StreamScrubber::new(
+            Arc::new(stream::StreamScrubber::with_replacer(
                 self.detector.clone(),
-                self.strategy,
+                &self.replacer(),
                 self.lookback,
             )) as Arc<dyn crate::event::EventFilter>
         })
@@ -389,7 +487,7 @@ impl Middleware for PiiMiddleware {
                 Role::Tool if self.tool_results => "tool result",
                 _ => continue,
             };
-            if let Some(m) = self.scrub_message(message, location)? {
+            if let Some(m) = self.scrub_message_async(message, location).await? {
                 scrubbed.push(m);
             }
         }
@@ -405,7 +503,9 @@ impl Middleware for PiiMiddleware {
     ) -> Result<ModelExecution, AgentError> {
         let mut execution = next.call(request).await?;
         if self.output
-            && let Some(scrubbed) = self.scrub_message(&execution.response.message, "output")?
+            && let Some(scrubbed) = self
+                .scrub_message_async(&execution.response.message, "output")
+                .await?
         {
             execution.response.message = scrubbed;
         }
@@ -424,10 +524,57 @@ impl Middleware for PiiMiddleware {
         let mut execution = next.call(call, ctx).await?;
         if self.tool_results
             && self.strategy != PiiStrategy::Block
-            && let (_, Some(content)) = self.scrub_content(&execution.message.content)
+            && let (_, Some(content)) = self.scrub_content_async(&execution.message.content).await
         {
             execution.message.content = content;
         }
         Ok(execution)
     }
+}
+
+/// Runs CPU-bound work on tokio's blocking pool, so the runtime's workers keep running other
+/// tasks; inline when there is no runtime, or when the pool could not run it (shutting down).
+async fn offload<T: Send + 'static>(work: impl Fn() -> T + Send + Sync + 'static) -> T {
+    let work = Arc::new(work);
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        let pooled = Arc::clone(&work);
+        if let Ok(done) = handle.spawn_blocking(move || pooled()).await {
+            return done;
+        }
+    }
+    work()
+}
+
+/// The bytes of text a detector reads in a content.
+fn content_bytes(content: &Content) -> usize {
+    match content {
+        Content::Text(text) => text.len(),
+        Content::Parts(parts) => parts
+            .iter()
+            .map(|p| match p {
+                ContentPart::Text { text } => text.len(),
+                _ => 0,
+            })
+            .sum(),
+    }
+}
+
+/// The bytes of text a detector reads in a JSON value's strings.
+fn value_bytes(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(value_bytes).sum(),
+        Value::Object(map) => map.values().map(value_bytes).sum(),
+        _ => 0,
+    }
+}
+
+/// The bytes of text a detector reads in a message: its text and its tool-call arguments.
+fn message_bytes(message: &Message) -> usize {
+    content_bytes(&message.content)
+        + message
+            .tool_calls
+            .iter()
+            .map(|c| value_bytes(&c.args))
+            .sum::<usize>()
 }

@@ -384,3 +384,134 @@ fn configuration_errors_are_clear() {
         "PIIMiddleware[url]"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Precision, keyed hashing, masking by type, large inputs
+
+#[test]
+fn masking_follows_the_detectors_type_not_its_name() {
+    use PiiStrategy::Mask;
+    let named_email = PiiMiddleware::regex("email", r"[a-z]+@[a-z]+")
+        .unwrap()
+        .strategy(Mask);
+    assert_eq!(named_email.apply("to ann@host").unwrap(), "to ****host");
+    let named_ip = PiiMiddleware::function("ip", |t: &str| vec![PiiMatch::new(t, 0, t.len())])
+        .unwrap()
+        .strategy(Mask);
+    assert_eq!(named_ip.apply("10.1.2.3").unwrap(), "****.2.3");
+    assert_eq!(
+        Detector::builtin(PiiType::Ip).builtin_type(),
+        Some(PiiType::Ip)
+    );
+    assert_eq!(named_ip.detector().builtin_type(), None);
+}
+
+#[test]
+fn masking_always_changes_the_value() {
+    use PiiStrategy::Mask;
+    assert_eq!(scrub(PiiType::Ip, Mask, "::1"), "::*");
+    assert_eq!(scrub(PiiType::Ip, Mask, "bind [::2]:80"), "bind [::*]:80");
+    assert_eq!(scrub(PiiType::Ip, Mask, "::192.0.2.1"), "::*.*.*.1");
+    assert_eq!(
+        scrub(
+            PiiType::CreditCard,
+            Mask,
+            "４１１１－１１１１－１１１１－１１１１"
+        ),
+        "****－****－****－１１１１"
+    );
+}
+
+#[test]
+fn the_whole_address_is_redacted_even_with_a_double_dot() {
+    assert_eq!(
+        scrub(
+            PiiType::Email,
+            PiiStrategy::Redact,
+            "from john..doe@example.com!"
+        ),
+        "from [REDACTED_EMAIL]!"
+    );
+}
+
+#[test]
+fn the_keyed_hash_is_hmac_sha256_and_the_key_never_shows() {
+    let key = HashKey::new("a secret of 32 bytes, not shown!").unwrap();
+    let mw = PiiMiddleware::new(PiiType::Email).keyed_hash(key.clone());
+    let out = mw.apply("ann@example.com and ann@example.com").unwrap();
+    let (a, b) = out.split_once(" and ").unwrap();
+    assert_eq!(a, b, "equal values, equal replacements");
+    assert!(a.starts_with("<email_hmac:") && a.len() == "<email_hmac:>".len() + 32);
+    assert_ne!(
+        a,
+        PiiMiddleware::new(PiiType::Email)
+            .strategy(PiiStrategy::Hash)
+            .apply("ann@example.com")
+            .unwrap()
+    );
+    for shown in [format!("{mw:?}"), format!("{key:?}")] {
+        assert!(!shown.contains("a secret"), "{shown}");
+    }
+    // The unkeyed hash is still LangChain's.
+    assert_eq!(
+        scrub(PiiType::Email, PiiStrategy::Hash, "alice@example.com"),
+        "<email_hash:ff8d9819>"
+    );
+    // The stream filter uses the key too.
+    let streamed = super::corpus::stream_text(
+        &mw.clone().apply_to_output(true).stream_lookback(8),
+        ["write to ann@exa", "mple.com now, thanks for all"],
+    );
+    assert_eq!(streamed, format!("write to {a} now, thanks for all"));
+    assert_eq!(
+        HashKey::new("short").unwrap_err(),
+        PiiError::WeakHashKey { len: 5 }
+    );
+}
+
+#[tokio::test]
+async fn a_large_tool_result_is_scanned_on_the_blocking_pool_and_scrubbed() {
+    let mw = PiiMiddleware::new(PiiType::Email).apply_to_tool_results(true);
+    let filler = "x".repeat(super::OFFLOAD_BYTES);
+    let content = Content::Text(format!("{filler} ann@example.com {filler}"));
+    let (count, scrubbed) = mw.scrub_content_async(&content).await;
+    assert_eq!(count, 1);
+    assert_eq!(
+        scrubbed.unwrap().text(),
+        format!("{filler} [REDACTED_EMAIL] {filler}")
+    );
+    let message = Message::assistant(format!("{filler} bob@example.org"));
+    let out = mw
+        .scrub_message_async(&message, "output")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.text(), format!("{filler} [REDACTED_EMAIL]"));
+    // Blocking still blocks.
+    let block = mw.strategy(PiiStrategy::Block);
+    let err = block
+        .scrub_message_async(&message, "output")
+        .await
+        .unwrap_err();
+    assert_eq!(err.pii_detected().unwrap().count, 1);
+}
+
+#[test]
+fn every_detector_stays_correct_on_a_megabyte_of_its_worst_input() {
+    // No timing: a quadratic detector would not finish in a debug build.
+    let mib = 1 << 20;
+    let cases: [(PiiType, String, usize); 5] = [
+        (
+            PiiType::Url,
+            format!("http://x.org/a{}", ")".repeat(mib)),
+            1,
+        ),
+        (PiiType::CreditCard, "4111 ".repeat(mib / 5), 0),
+        (PiiType::Email, "a.b_c+d-e%f.g@".repeat(mib / 14), 0),
+        (PiiType::Ip, "1:".repeat(mib / 2), 0),
+        (PiiType::MacAddress, "0a:".repeat(mib / 3), 0),
+    ];
+    for (t, text, expected) in cases {
+        assert_eq!(t.detect(&text).len(), expected, "{t}");
+    }
+}
