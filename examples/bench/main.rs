@@ -12,6 +12,8 @@
 //! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w5  # + PostgreSQL
 //! cargo run --release --example bench -- w7         # 1000 async-subagent runs on a worker
 //! cargo run --release --example bench -- pii        # PII precision/recall and linear time
+//! cargo run --release --example bench -- fuzz       # 1 M hostile inputs per parser, no panic
+//! cargo run --release --example bench -- fuzz --inputs=20000 --seed=7
 //! ```
 //!
 //! Output lines starting with `RESULT` have the anchor's format, so the two can be compared
@@ -20,6 +22,7 @@
 mod agent;
 mod checkpoint;
 mod compare;
+mod fuzz;
 mod graphs;
 mod measure;
 mod pii;
@@ -38,7 +41,9 @@ pub(crate) fn fail(message: &str) -> ! {
     std::process::exit(1)
 }
 
-const WORKLOADS: &[&str] = &["w1", "w2", "w2t", "w3", "w4", "w5", "w6", "w7", "pii"];
+const WORKLOADS: &[&str] = &[
+    "w1", "w2", "w2t", "w3", "w4", "w5", "w6", "w7", "pii", "fuzz",
+];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -67,6 +72,9 @@ fn main() {
             if reps_given {
                 command.arg(format!("--reps={reps}"));
             }
+            if *w == "fuzz" {
+                command.arg(format!("--inputs={}", fuzz::ALL_INPUTS));
+            }
             let status = command.status();
             if !matches!(status, Ok(s) if s.success()) {
                 fail(&format!("workload {w} failed"));
@@ -84,6 +92,14 @@ fn main() {
     }
     if which == "pii" {
         pii::pii();
+        return;
+    }
+    if which == "fuzz" {
+        let arg = |name: &str| args.iter().find_map(|a| a.strip_prefix(name)?.parse().ok());
+        fuzz::fuzz(
+            arg("--inputs=").unwrap_or(fuzz::DEFAULT_INPUTS),
+            arg("--seed=").unwrap_or(1),
+        );
         return;
     }
     let rt = tokio::runtime::Builder::new_current_thread()

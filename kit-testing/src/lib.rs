@@ -29,6 +29,7 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod hostile;
 #[cfg(feature = "server")]
 pub mod load;
 pub mod mock;

@@ -39,13 +39,15 @@ impl std::fmt::Debug for Config {
     /// Never prints secrets.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let set = |o: &Option<String>| if o.is_some() { "<set>" } else { "<unset>" };
+        // URLs may carry a password (`https://user:pw@host`): shown without it.
+        let url = |o: &Option<String>| o.as_deref().map(crate::http::redact_url_text);
         f.debug_struct("Config")
             .field("openai_api_key", &set(&self.openai_api_key))
-            .field("openai_base_url", &self.openai_base_url)
+            .field("openai_base_url", &url(&self.openai_base_url))
             .field("anthropic_api_key", &set(&self.anthropic_api_key))
-            .field("anthropic_base_url", &self.anthropic_base_url)
-            .field("ollama_base_url", &self.ollama_base_url)
-            .field("trace_endpoint", &self.trace_endpoint)
+            .field("anthropic_base_url", &url(&self.anthropic_base_url))
+            .field("ollama_base_url", &url(&self.ollama_base_url))
+            .field("trace_endpoint", &url(&self.trace_endpoint))
             .field("trace_api_key", &set(&self.trace_api_key))
             .finish_non_exhaustive()
     }

@@ -142,6 +142,7 @@ pub mod checkpoint;
 pub mod config;
 pub mod dsl;
 pub mod event;
+pub mod fuzz;
 pub mod graph;
 pub mod http;
 pub mod ids;

@@ -263,17 +263,23 @@ fn is_zero(n: &u64) -> bool {
 }
 
 impl Usage {
-    /// Input plus output tokens.
+    /// Input plus output tokens (saturating: the counts come from a provider, which may send
+    /// any number).
     pub fn total_tokens(&self) -> u64 {
-        self.input_tokens + self.output_tokens
+        self.input_tokens.saturating_add(self.output_tokens)
     }
 
-    /// Adds another call's usage to this one.
+    /// Adds another call's usage to this one; each count saturates at `u64::MAX` rather than
+    /// overflow.
     pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_tokens += other.cache_read_tokens;
-        self.cache_creation_tokens += other.cache_creation_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_tokens = self
+            .cache_read_tokens
+            .saturating_add(other.cache_read_tokens);
+        self.cache_creation_tokens = self
+            .cache_creation_tokens
+            .saturating_add(other.cache_creation_tokens);
     }
 }
 

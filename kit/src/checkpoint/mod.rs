@@ -36,7 +36,7 @@ pub use postgres::PostgresCheckpointer;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteCheckpointer;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -334,7 +334,17 @@ pub fn resolve_channels<'a>(
         let mut deltas = Vec::new();
         let mut full = None;
         let mut cursor = Some(version.clone());
+        // Versions seen on this chain: a chain that comes back to one loops (a damaged store).
+        let mut seen: HashSet<String> = HashSet::new();
         while let Some(v) = cursor {
+            if !seen.insert(v.clone()) {
+                return Err(CheckpointError::Corrupt(format!(
+                    "the delta chain of channel `{channel}` loops: version {v} comes back after \
+                     {} steps, so the channel's value cannot be rebuilt; restore the store from \
+                     a backup, or load an earlier checkpoint",
+                    seen.len()
+                )));
+            }
             let blob = lookup(channel, &v).ok_or_else(|| {
                 CheckpointError::Corrupt(format!(
                     "channel `{channel}` version {v} is referenced but missing"
@@ -360,6 +370,18 @@ pub fn resolve_channels<'a>(
         });
     }
     Ok(out)
+}
+
+impl CheckpointError {
+    /// A [`Corrupt`](Self::Corrupt) error with the thread and checkpoint it was found in.
+    pub(crate) fn in_checkpoint(self, thread_id: &str, checkpoint_id: &str) -> Self {
+        match self {
+            CheckpointError::Corrupt(what) => CheckpointError::Corrupt(format!(
+                "thread `{thread_id}`, checkpoint `{checkpoint_id}`: {what}"
+            )),
+            other => other,
+        }
+    }
 }
 
 /// Upserts pending writes by (task id, channel), keeping the order of first appearance.

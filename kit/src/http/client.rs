@@ -3,12 +3,14 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use bytes::{Bytes, BytesMut};
+
 use super::error::{Inner, retryable_status};
-use super::response::{BodyMeta, body_stream};
+use super::response::{BodyMeta, SseContext, body_stream};
 use super::retry::{retry_reason, should_retry_header};
 use super::{
-    HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpStream, Method, RetryPolicy,
-    parse_retry_after,
+    HttpError, HttpErrorKind, HttpLimits, HttpRequest, HttpResponse, HttpStream, Method,
+    RetryPolicy, parse_retry_after,
 };
 use crate::text::clip;
 
@@ -26,10 +28,36 @@ fn shared_client() -> Result<reqwest::Client, String> {
             reqwest::Client::builder()
                 .user_agent(concat!("kit/", env!("CARGO_PKG_VERSION")))
                 .connect_timeout(CONNECT_TIMEOUT)
+                .redirect(same_origin_redirects())
                 .build()
                 .map_err(|e| format!("the HTTP client could not be created: {e}"))
         })
         .clone()
+}
+
+/// The most redirects kit follows for one request.
+const MAX_REDIRECTS: usize = 10;
+
+/// kit's redirect rule: at most [`MAX_REDIRECTS`], and only to the origin (scheme, host and
+/// port) of the first request. A redirect to another origin is not followed — the request
+/// carries credentials (`Authorization`, `x-api-key`, custom headers) that must not reach
+/// another host — and comes back as the 3xx response, which becomes a status error saying so.
+pub(crate) fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!(
+                "more than {MAX_REDIRECTS} redirects; point the URL at the final location"
+            ))
+        } else if same_origin {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
 }
 
 /// Sends requests with timeouts, retries and tracing. Cheap to clone; clones share the
@@ -39,6 +67,7 @@ pub struct HttpClient {
     client: Result<reqwest::Client, String>,
     timeout: Duration,
     retry: RetryPolicy,
+    limits: HttpLimits,
 }
 
 impl Default for HttpClient {
@@ -53,17 +82,21 @@ enum Attempt {
 }
 
 impl HttpClient {
-    /// A client on the process-wide shared connection pool, with [`DEFAULT_TIMEOUT`] and the
-    /// default [`RetryPolicy`].
+    /// A client on the process-wide shared connection pool, with [`DEFAULT_TIMEOUT`], the
+    /// default [`RetryPolicy`] and the default [`HttpLimits`].
     pub fn new() -> Self {
         HttpClient {
             client: shared_client(),
             timeout: DEFAULT_TIMEOUT,
             retry: RetryPolicy::default(),
+            limits: HttpLimits::default(),
         }
     }
 
-    /// A client on your own `reqwest::Client` (proxies, custom TLS roots).
+    /// A client on your own `reqwest::Client` (proxies, custom TLS roots). Its redirect policy
+    /// is yours: build it with `.redirect(reqwest::redirect::Policy::none())` (or a policy
+    /// that stays on one origin) so credentials never follow a redirect to another host, as
+    /// kit's own client ensures.
     pub fn with_reqwest(client: reqwest::Client) -> Self {
         HttpClient {
             client: Ok(client),
@@ -102,26 +135,63 @@ impl HttpClient {
         &self.retry
     }
 
+    /// Sets the size and time limits on responses (see [`HttpLimits`]).
+    #[must_use]
+    pub fn limits(mut self, limits: HttpLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The size and time limits on responses.
+    pub fn get_limits(&self) -> &HttpLimits {
+        &self.limits
+    }
+
     /// Sends a request and reads the whole response; retries as the [`RetryPolicy`] says.
-    /// A non-2xx status is an [`HttpErrorKind::Status`] error carrying the body.
+    /// A non-2xx status is an [`HttpErrorKind::Status`] error carrying the body. A body over
+    /// [`HttpLimits::max_body_bytes`] is an [`HttpErrorKind::TooLarge`] error (a larger
+    /// declared `Content-Length` is refused before anything is read).
     pub async fn send(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
         let timeout = request.timeout.unwrap_or(self.timeout);
         let shown = request.shown_url();
+        let max = self.limits.max_body_bytes;
+        let secrets = request.secrets();
         self.run(&request, false, |response, attempt, _started| {
             let shown = shown.clone();
             let method = request.method.clone();
+            let secrets = secrets.clone();
             async move {
                 let status = response.status().as_u16();
                 let headers = response.headers().clone();
-                match response.bytes().await {
-                    Ok(body) => Ok(HttpResponse {
+                match read_capped(response, max).await {
+                    Read::Done(body) => Ok(HttpResponse {
                         status,
                         headers,
                         body,
                         method: method.to_string(),
                         url: shown,
+                        secrets,
                     }),
-                    Err(e) => Err(classify(&method, &shown, e, timeout, attempt)),
+                    Read::Over { declared, read } => {
+                        let message = match declared {
+                            Some(n) => format!(
+                                "its Content-Length is {n} bytes, over the limit of {max} \
+                                 bytes (nothing was read)"
+                            ),
+                            None => format!(
+                                "more than {max} bytes arrived ({read} read when it was cut)"
+                            ),
+                        };
+                        Err(limit_error(
+                            &method,
+                            &shown,
+                            HttpErrorKind::TooLarge,
+                            "max_body_bytes",
+                            message,
+                            attempt,
+                        ))
+                    }
+                    Read::Failed(e) => Err(classify(&method, &shown, e, timeout, attempt)),
                 }
             }
         })
@@ -131,17 +201,29 @@ impl HttpClient {
     /// Sends a request and returns as soon as a 2xx response head arrives, with the body as a
     /// stream. Retries happen only before that point; a failure mid-body is reported by the
     /// stream and never retried (the caller has seen part of it).
+    ///
+    /// The stream ends with an error when the peer falls silent for the timeout, when the body
+    /// passes [`HttpLimits::max_stream_bytes`], and when it outlives
+    /// [`HttpLimits::stream_deadline`] however much it talks.
     pub async fn send_stream(&self, request: HttpRequest) -> Result<HttpStream, HttpError> {
         let timeout = request.timeout.unwrap_or(self.timeout);
         let shown = request.shown_url();
+        let limits = self.limits;
+        let secrets = request.secrets();
         self.run(&request, true, |response, attempt, started| {
             let shown = shown.clone();
             let method = request.method.clone();
+            let secrets = secrets.clone();
             async move {
                 let status = response.status().as_u16();
                 let headers = response.headers().clone();
                 let host = response.url().host_str().unwrap_or("").to_string();
                 let path = response.url().path().to_string();
+                let sse = SseContext {
+                    method: method.clone(),
+                    shown: shown.clone(),
+                    limits,
+                };
                 let body = body_stream(
                     response,
                     BodyMeta {
@@ -152,12 +234,16 @@ impl HttpClient {
                         timeout,
                         attempt,
                         started,
+                        deadline: started.checked_add(limits.stream_deadline),
+                        limits,
+                        secrets: secrets.clone(),
                     },
                 );
                 Ok(HttpStream {
                     status,
                     headers,
                     body,
+                    sse,
                 })
             }
         })
@@ -197,6 +283,7 @@ impl HttpClient {
             .map_err(|e| HttpError::new(HttpErrorKind::Request, &method, &shown, e))?;
         let host = url.host_str().unwrap_or("").to_string();
         let path = url.path().to_string();
+        let secrets = request.secrets();
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
@@ -252,10 +339,12 @@ impl HttpClient {
                     }
                 }
                 Attempt::Done(response) => {
-                    status_error(&method, &shown, response, timeout, attempt, started).await
+                    let max = self.limits.max_error_body_bytes;
+                    status_error(&method, &shown, response, timeout, attempt, started, max).await
                 }
                 Attempt::Failed(e) => e,
-            };
+            }
+            .scrubbed(&secrets);
             let duration_ms = started.elapsed().as_millis() as u64;
             match error.status() {
                 Some(status) => tracing::debug!(
@@ -321,7 +410,10 @@ impl HttpClient {
                 }
             }
             HttpErrorKind::Timeout | HttpErrorKind::Connection => true,
-            HttpErrorKind::Body | HttpErrorKind::Decode | HttpErrorKind::Request => false,
+            HttpErrorKind::Body
+            | HttpErrorKind::Decode
+            | HttpErrorKind::Request
+            | HttpErrorKind::TooLarge => false,
         };
         if !retry {
             return None;
@@ -387,7 +479,76 @@ fn classify(
     .into()
 }
 
-/// Reads the body of a non-2xx response (bounded by the timeout) into a status error.
+/// An error for a broken [`HttpLimits`] limit.
+pub(super) fn limit_error(
+    method: &Method,
+    shown: &str,
+    kind: HttpErrorKind,
+    limit: &'static str,
+    message: String,
+    attempt: u32,
+) -> HttpError {
+    Inner {
+        attempts: attempt,
+        limit: Some(limit),
+        ..Inner::new(kind, method, shown, message)
+    }
+    .into()
+}
+
+/// What reading a whole body came to.
+enum Read {
+    Done(Bytes),
+    /// Over the limit: the declared length, or how much was read.
+    Over {
+        declared: Option<u64>,
+        read: u64,
+    },
+    Failed(reqwest::Error),
+}
+
+/// Reads a body of at most `max` bytes; a larger declared length is refused unread.
+async fn read_capped(mut response: reqwest::Response, max: u64) -> Read {
+    let declared = response.content_length();
+    if declared.is_some_and(|n| n > max) {
+        return Read::Over { declared, read: 0 };
+    }
+    // Never trust a declared length for more than a first megabyte of room.
+    let room = declared.unwrap_or(0).min(max).min(1 << 20);
+    let mut body = BytesMut::with_capacity(usize::try_from(room).unwrap_or(0));
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let read = (body.len() as u64).saturating_add(chunk.len() as u64);
+                if read > max {
+                    return Read::Over {
+                        declared: None,
+                        read,
+                    };
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Read::Done(body.freeze()),
+            Err(e) => return Read::Failed(e),
+        }
+    }
+}
+
+/// The first `max` bytes of a body (the rest is never read), or what arrived before a failure.
+async fn read_prefix(mut response: reqwest::Response, max: u64) -> Bytes {
+    let mut body = BytesMut::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = usize::try_from(max.saturating_sub(body.len() as u64)).unwrap_or(usize::MAX);
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if chunk.len() >= room {
+            break;
+        }
+    }
+    body.freeze()
+}
+
+/// Reads the start of a non-2xx response's body (at most `max` bytes, bounded by the timeout)
+/// into a status error.
 async fn status_error(
     method: &Method,
     shown: &str,
@@ -395,6 +556,7 @@ async fn status_error(
     timeout: Duration,
     attempt: u32,
     started: Instant,
+    max: u64,
 ) -> HttpError {
     let status = response.status().as_u16();
     let headers = response.headers().clone();
@@ -402,9 +564,9 @@ async fn status_error(
     let left = timeout
         .saturating_sub(started.elapsed())
         .max(Duration::from_secs(1));
-    let body = match tokio::time::timeout(left, response.bytes()).await {
-        Ok(Ok(b)) => clip(&String::from_utf8_lossy(&b), 8000),
-        Ok(Err(_)) | Err(_) => String::new(),
+    let body = match tokio::time::timeout(left, read_prefix(response, max)).await {
+        Ok(b) => clip(&String::from_utf8_lossy(&b), 8000),
+        Err(_) => String::new(),
     };
     Inner {
         status: Some(status),

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use reqwest::Method;
 
-use super::{HeaderMap, redact_headers};
+use super::{HeaderMap, Secrets, redact_headers, redact_url_text};
 use crate::text::clip;
 
 /// What went wrong with a request.
@@ -23,6 +23,9 @@ pub enum HttpErrorKind {
     Decode,
     /// The request could not be built (invalid URL or header value).
     Request,
+    /// The response was larger than a limit of [`HttpLimits`](super::HttpLimits) (see
+    /// [`HttpError::limit`]).
+    TooLarge,
 }
 
 /// A request failed. The message says what happened and what to do. The error is opaque, in
@@ -67,6 +70,8 @@ pub(super) struct Inner {
     pub(super) attempts: u32,
     /// The underlying error, without secrets.
     pub(super) message: String,
+    /// The [`HttpLimits`](super::HttpLimits) field that was hit, if one was.
+    pub(super) limit: Option<&'static str>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -82,6 +87,7 @@ impl std::fmt::Debug for Inner {
             .field("timeout", &self.timeout)
             .field("attempts", &self.attempts)
             .field("message", &self.message)
+            .field("limit", &self.limit)
             .finish()
     }
 }
@@ -171,15 +177,47 @@ impl HttpError {
         self.inner.kind == HttpErrorKind::Decode
     }
 
+    /// True when the response broke a size limit of [`HttpLimits`](super::HttpLimits).
+    pub fn is_too_large(&self) -> bool {
+        self.inner.kind == HttpErrorKind::TooLarge
+    }
+
+    /// The [`HttpLimits`](super::HttpLimits) field whose limit was hit (`max_body_bytes`,
+    /// `max_sse_line_bytes`, `stream_deadline`, ...), if one was.
+    pub fn limit(&self) -> Option<&'static str> {
+        self.inner.limit
+    }
+
     /// True when waiting and trying again may help (429, 5xx, timeouts, connection failures).
     pub fn is_transient(&self) -> bool {
         self.inner.is_transient()
     }
 
-    /// Rewrites the texts a peer wrote (the body) and the details, e.g. to scrub secrets.
-    pub(crate) fn scrub(&mut self, f: impl Fn(&str) -> String) {
-        self.inner.body = f(&self.inner.body);
-        self.inner.message = f(&self.inner.message);
+    /// Removes `secrets` from every text of the error (body, message, URL, header values), in
+    /// every form [`Secrets::scrub`] knows.
+    pub fn scrub(&mut self, secrets: &Secrets) {
+        if secrets.is_empty() {
+            return;
+        }
+        let inner = &mut self.inner;
+        secrets.scrub_in_place(&mut inner.body);
+        secrets.scrub_in_place(&mut inner.message);
+        secrets.scrub_in_place(&mut inner.url);
+        for value in inner.headers.values_mut() {
+            let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+            let clean = secrets.scrub(&text);
+            if clean != text {
+                *value = super::HeaderValue::from_str(&clean)
+                    .unwrap_or_else(|_| super::HeaderValue::from_static(super::REDACTED));
+            }
+        }
+    }
+
+    /// This error with `secrets` scrubbed (see [`scrub`](Self::scrub)).
+    #[must_use]
+    pub fn scrubbed(mut self, secrets: &Secrets) -> Self {
+        self.scrub(secrets);
+        self
     }
 }
 
@@ -201,6 +239,7 @@ impl Inner {
             timeout: None,
             attempts: 1,
             message: message.into(),
+            limit: None,
         }
     }
 
@@ -208,7 +247,7 @@ impl Inner {
         match self.kind {
             HttpErrorKind::Status => self.status.is_some_and(retryable_status),
             HttpErrorKind::Timeout | HttpErrorKind::Connection | HttpErrorKind::Body => true,
-            HttpErrorKind::Decode | HttpErrorKind::Request => false,
+            HttpErrorKind::Decode | HttpErrorKind::Request | HttpErrorKind::TooLarge => false,
         }
     }
 
@@ -225,6 +264,18 @@ impl Inner {
                 let hint = match status {
                     401 | 403 => "check the credentials (API key)".to_string(),
                     408 => "the server timed out; try again".to_string(),
+                    300..=399 => {
+                        let to = self
+                            .headers
+                            .get("location")
+                            .and_then(|v| v.to_str().ok())
+                            .map_or_else(|| "another location".to_string(), redact_url_text);
+                        format!(
+                            "the server redirected to {to}; kit follows redirects only within \
+                             the same origin (scheme, host and port) because the request \
+                             carries credentials; point the URL at the new location"
+                        )
+                    }
                     429 => match self.retry_after {
                         Some(d) => format!("rate limited; retry after {:.1}s", d.as_secs_f64()),
                         None => "rate limited; retry later or lower the request rate".to_string(),
@@ -240,9 +291,20 @@ impl Inner {
                 };
                 format!("{at}: HTTP {status}{tries}{body} — {hint}")
             }
+            HttpErrorKind::Timeout if self.limit.is_some() => format!(
+                "{at}: {}; raise HttpLimits::{} if this peer is trusted to talk that long",
+                self.message,
+                self.limit.unwrap_or_default()
+            ),
             HttpErrorKind::Timeout => format!(
                 "{at}: no response within {:?}{tries}; raise the timeout or try again",
                 self.timeout.unwrap_or_default()
+            ),
+            HttpErrorKind::TooLarge => format!(
+                "{at}: the response is too large: {}; raise HttpLimits::{} if this peer is \
+                 trusted to send that much",
+                self.message,
+                self.limit.unwrap_or("max_body_bytes")
             ),
             HttpErrorKind::Connection => format!(
                 "{at}: connection failed{tries}: {}; check the URL and the network",

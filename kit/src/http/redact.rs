@@ -85,6 +85,58 @@ pub fn redact_url(url: &Url) -> String {
     out.to_string()
 }
 
+/// A URL given as text, its secrets hidden as [`redact_url`] hides them (a URL without secrets
+/// comes back exactly as given); text that does not
+/// parse as a URL still loses every `user:password@` part, so a misspelt URL in an error or a
+/// `Debug` output never shows a password.
+///
+/// ```
+/// use kit::http::redact_url_text;
+/// assert_eq!(
+///     redact_url_text("https://bot:hunter22@example.com/x?token=abc"),
+///     "https://bot:REDACTED@example.com/x?token=[REDACTED]"
+/// );
+/// assert_eq!(redact_url_text("htp:/ /u:pw@host x"), "htp:/ /u:REDACTED@host x");
+/// assert_eq!(redact_url_text("postgres://app:s3cret@db/kit"), "postgres://app:REDACTED@db/kit");
+/// ```
+pub fn redact_url_text(text: &str) -> String {
+    if let Ok(url) = Url::parse(text.trim()) {
+        let secret_query = url.query_pairs().any(|(k, _)| is_sensitive_name(&k));
+        if url.password().is_some() || secret_query {
+            return redact_url(&url);
+        }
+        // Nothing to hide for the URL parser; the text as given (not normalised), still
+        // without a `user:password@` a misspelt scheme hid in the path.
+    }
+    // Not a URL: hide whatever sits between `:` and `@` in each word that has both.
+    let mut out = String::with_capacity(text.len());
+    for (i, word) in text.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        match (word.rfind('@'), word.find("//")) {
+            (Some(at), slashes) => {
+                let from = slashes.map_or(0, |s| s + 2);
+                let colon = if from <= at {
+                    word[from..at].find(':')
+                } else {
+                    None
+                };
+                match colon {
+                    Some(colon) => {
+                        out.push_str(&word[..from + colon + 1]);
+                        out.push_str("REDACTED");
+                        out.push_str(&word[at..]);
+                    }
+                    _ => out.push_str(word),
+                }
+            }
+            _ => out.push_str(word),
+        }
+    }
+    out
+}
+
 /// Header names and values for display, secrets replaced by [`REDACTED`].
 ///
 /// ```

@@ -7,7 +7,8 @@ use reqwest::Url;
 use serde::Serialize;
 
 use super::{
-    HeaderMap, HeaderName, HeaderValue, Method, is_sensitive_name, redact_headers, redact_url,
+    HeaderMap, HeaderName, HeaderValue, Method, Secrets, is_sensitive_name, redact_url,
+    redact_url_text,
 };
 use crate::text::clip;
 
@@ -30,7 +31,14 @@ impl std::fmt::Debug for HttpRequest {
         f.debug_struct("HttpRequest")
             .field("method", &self.method)
             .field("url", &self.shown_url())
-            .field("headers", &redact_headers(&self.headers))
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .keys()
+                    .map(HeaderName::as_str)
+                    .collect::<Vec<_>>(),
+            )
             .field("body_bytes", &self.body.as_ref().map(Bytes::len))
             .finish_non_exhaustive()
     }
@@ -44,7 +52,7 @@ impl HttpRequest {
             url: Url::parse(url).map_err(|e| {
                 format!(
                     "`{}` is not a valid URL ({e}); check the configured base URL",
-                    clip(url, 200)
+                    clip(&redact_url_text(url), 200)
                 )
             }),
             raw_url: url.to_string(),
@@ -169,5 +177,43 @@ impl HttpRequest {
                 Err(_) => "<invalid URL>".to_string(),
             },
         }
+    }
+
+    /// The credentials this request carries, to scrub from whatever the peer sends back: every
+    /// header value but the plain ones (`content-type`, `accept`, `user-agent`, ...), also
+    /// without its scheme word (`Bearer`, `Basic`, ...), the URL's user name and password,
+    /// and the values of secret-looking query parameters (see [`is_sensitive_name`]).
+    pub fn secrets(&self) -> Secrets {
+        const PLAIN: &[&str] = &[
+            "content-type",
+            "accept",
+            "content-length",
+            "user-agent",
+            "anthropic-version",
+            "accept-encoding",
+        ];
+        let mut secrets = Secrets::new();
+        for (name, value) in &self.headers {
+            if PLAIN.contains(&name.as_str()) {
+                continue;
+            }
+            let value = String::from_utf8_lossy(value.as_bytes());
+            secrets.add(&value);
+            if let Some((_, credential)) = value.split_once(' ') {
+                secrets.add(credential);
+            }
+        }
+        if let Ok(url) = &self.url {
+            secrets.add_url_part(url.username());
+            if let Some(password) = url.password() {
+                secrets.add_url_part(password);
+            }
+            for (k, v) in url.query_pairs() {
+                if is_sensitive_name(&k) {
+                    secrets.add(&v);
+                }
+            }
+        }
+        secrets
     }
 }

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use super::client::error_chain;
 use super::error::Inner;
-use super::{HeaderMap, HttpError, HttpErrorKind, Method, SseStream};
+use super::{HeaderMap, HttpError, HttpErrorKind, HttpLimits, Method, Secrets, SseStream};
 use crate::text::clip;
 
 /// A complete response with a success status.
@@ -23,6 +23,8 @@ pub struct HttpResponse {
     pub body: Bytes,
     pub(super) method: String,
     pub(super) url: String,
+    /// The request's credentials, scrubbed from the errors built from this body.
+    pub(super) secrets: Secrets,
 }
 
 impl HttpResponse {
@@ -31,23 +33,34 @@ impl HttpResponse {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
-    /// The body parsed as JSON.
+    /// The body parsed as JSON. The error quotes the start of the body, the request's
+    /// credentials scrubbed from it.
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, HttpError> {
         serde_json::from_slice(&self.body).map_err(|e| {
-            Inner {
+            HttpError::from(Inner {
                 kind: HttpErrorKind::Decode,
                 method: self.method.clone(),
                 url: self.url.clone(),
                 status: Some(self.status),
                 headers: HeaderMap::new(),
-                body: clip(&self.text(), 2000),
+                body: clip(
+                    &String::from_utf8_lossy(&self.body[..self.body.len().min(64 * 1024)]),
+                    2000,
+                ),
                 retry_after: None,
                 timeout: None,
                 attempts: 1,
                 message: format!("the body is not the expected JSON ({e})"),
-            }
-            .into()
+                limit: None,
+            })
+            .scrubbed(&self.secrets)
         })
+    }
+
+    /// The credentials of the request this answers (what kit scrubs from errors built from
+    /// the body).
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
     }
 }
 
@@ -60,6 +73,15 @@ pub struct HttpStream {
     /// The body chunks. A failure after the body started is an [`HttpErrorKind::Body`] error
     /// (or [`HttpErrorKind::Timeout`] when the server fell silent).
     pub body: BoxStream<'static, Result<Bytes, HttpError>>,
+    pub(super) sse: SseContext,
+}
+
+/// What an event stream needs from the request: the limits, and what its errors name.
+#[derive(Clone)]
+pub(super) struct SseContext {
+    pub(super) method: Method,
+    pub(super) shown: String,
+    pub(super) limits: HttpLimits,
 }
 
 impl std::fmt::Debug for HttpStream {
@@ -71,9 +93,10 @@ impl std::fmt::Debug for HttpStream {
 }
 
 impl HttpStream {
-    /// The body decoded as server-sent events.
+    /// The body decoded as server-sent events, within [`HttpLimits::max_sse_line_bytes`] and
+    /// [`HttpLimits::max_sse_event_bytes`].
     pub fn sse(self) -> SseStream {
-        SseStream::new(self.body)
+        SseStream::with_context(self.body, self.sse)
     }
 }
 
@@ -85,6 +108,11 @@ pub(super) struct BodyMeta {
     pub(super) timeout: Duration,
     pub(super) attempt: u32,
     pub(super) started: Instant,
+    /// When the whole body must be done ([`HttpLimits::stream_deadline`] after the start;
+    /// `None` when that is beyond what the clock can represent).
+    pub(super) deadline: Option<Instant>,
+    pub(super) limits: HttpLimits,
+    pub(super) secrets: Secrets,
 }
 
 struct BodyState {
@@ -95,7 +123,14 @@ struct BodyState {
 }
 
 impl BodyMeta {
-    fn fail(&self, kind: HttpErrorKind, message: String, bytes: u64) -> HttpError {
+    fn fail(
+        &self,
+        kind: HttpErrorKind,
+        limit: Option<&'static str>,
+        message: String,
+        bytes: u64,
+    ) -> HttpError {
+        let message = self.secrets.scrub(&message);
         tracing::warn!(
             target: "kit::http",
             phase = "body_exception",
@@ -110,8 +145,9 @@ impl BodyMeta {
             "http body exception"
         );
         Inner {
-            timeout: (kind == HttpErrorKind::Timeout).then_some(self.timeout),
+            timeout: (kind == HttpErrorKind::Timeout && limit.is_none()).then_some(self.timeout),
             attempts: self.attempt,
+            limit,
             ..Inner::new(kind, &self.method, &self.shown, message)
         }
         .into()
@@ -133,15 +169,34 @@ pub(super) fn body_stream(
         if st.done {
             return None;
         }
-        match tokio::time::timeout(st.info.timeout, st.inner.next()).await {
+        let left = st.info.deadline.map_or(Duration::MAX, |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        let wait = st.info.timeout.min(left);
+        match tokio::time::timeout(wait, st.inner.next()).await {
             Ok(Some(Ok(chunk))) => {
-                st.bytes += chunk.len() as u64;
+                st.bytes = st.bytes.saturating_add(chunk.len() as u64);
+                let max = st.info.limits.max_stream_bytes;
+                if st.bytes > max {
+                    st.done = true;
+                    let message = format!(
+                        "the stream delivered more than {max} bytes ({} when it was cut)",
+                        st.bytes
+                    );
+                    let err = st.info.fail(
+                        HttpErrorKind::TooLarge,
+                        Some("max_stream_bytes"),
+                        message,
+                        st.bytes,
+                    );
+                    return Some((Err(err), st));
+                }
                 Some((Ok(chunk), st))
             }
             Ok(Some(Err(e))) => {
                 st.done = true;
                 let message = format!("{} after {} bytes", error_chain(e), st.bytes);
-                let err = st.info.fail(HttpErrorKind::Body, message, st.bytes);
+                let err = st.info.fail(HttpErrorKind::Body, None, message, st.bytes);
                 Some((Err(err), st))
             }
             Ok(None) => {
@@ -158,13 +213,30 @@ pub(super) fn body_stream(
                 );
                 None
             }
+            Err(_) if wait < st.info.timeout => {
+                st.done = true;
+                let message = format!(
+                    "the stream was still open after its total deadline of {:?} ({} bytes \
+                     received)",
+                    st.info.limits.stream_deadline, st.bytes
+                );
+                let err = st.info.fail(
+                    HttpErrorKind::Timeout,
+                    Some("stream_deadline"),
+                    message,
+                    st.bytes,
+                );
+                Some((Err(err), st))
+            }
             Err(_) => {
                 st.done = true;
                 let message = format!(
                     "the server sent nothing for {:?} after {} bytes",
                     st.info.timeout, st.bytes
                 );
-                let err = st.info.fail(HttpErrorKind::Timeout, message, st.bytes);
+                let err = st
+                    .info
+                    .fail(HttpErrorKind::Timeout, None, message, st.bytes);
                 Some((Err(err), st))
             }
         }

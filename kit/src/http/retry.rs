@@ -126,8 +126,17 @@ pub fn retry_after_value(value: &str, now: SystemTime) -> Option<Duration> {
     )
 }
 
-/// A peer's number of seconds as a wait: non-negative and finite, capped.
+/// A peer's number of seconds as a wait: non-negative, capped (a number too large for an
+/// `f64` — 400 digits, `1e400` — is as long as any other huge number: the cap).
 fn seconds(secs: f64) -> Option<Duration> {
-    (secs.is_finite() && secs >= 0.0)
-        .then(|| Duration::from_secs_f64(secs.min(MAX_PEER_DELAY.as_secs_f64())))
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    // `-0.0` and `0.0` alike are no wait.
+    let capped = if secs > 0.0 {
+        secs.min(MAX_PEER_DELAY.as_secs_f64())
+    } else {
+        0.0
+    };
+    Duration::try_from_secs_f64(capped).ok()
 }

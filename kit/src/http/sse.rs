@@ -14,7 +14,9 @@ use bytes::Bytes;
 use futures::Stream;
 use futures::stream::BoxStream;
 
-use super::HttpError;
+use super::client::limit_error;
+use super::response::SseContext;
+use super::{HttpError, HttpErrorKind, HttpLimits, Method};
 
 /// One server-sent event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -27,7 +29,45 @@ pub struct SseEvent {
     pub id: Option<String>,
 }
 
+/// A server-sent-event stream broke a size limit; the decoder stops at the first one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SseError {
+    /// A line did not end within the limit.
+    #[error(
+        "a line of the event stream is longer than {max} bytes; raise \
+         HttpLimits::max_sse_line_bytes if this peer is trusted to send such lines"
+    )]
+    LineTooLong {
+        /// The limit, in bytes.
+        max: usize,
+    },
+    /// An event's data grew past the limit before the blank line that ends it.
+    #[error(
+        "an event of the stream is larger than {max} bytes; raise \
+         HttpLimits::max_sse_event_bytes if this peer is trusted to send such events"
+    )]
+    EventTooLarge {
+        /// The limit, in bytes.
+        max: usize,
+    },
+}
+
+impl SseError {
+    /// The [`HttpLimits`] field that was hit.
+    pub fn limit(&self) -> &'static str {
+        match self {
+            SseError::LineTooLong { .. } => "max_sse_line_bytes",
+            SseError::EventTooLarge { .. } => "max_sse_event_bytes",
+        }
+    }
+}
+
 /// An incremental decoder: feed it bytes, take out complete events.
+///
+/// Memory is bounded: a line may hold at most `max_sse_line_bytes` and an event's data at most
+/// `max_sse_event_bytes` ([`HttpLimits`]); past either the decoder stops with an [`SseError`]
+/// ([`try_feed`](Self::try_feed) returns it, [`error`](Self::error) keeps it).
 ///
 /// ```
 /// use kit::http::SseDecoder;
@@ -41,7 +81,7 @@ pub struct SseEvent {
 /// assert_eq!(d.next_event().unwrap().data, "[DONE]");
 /// assert!(d.next_event().is_none());
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SseDecoder {
     line: Vec<u8>,
     skip_lf: bool,
@@ -50,32 +90,77 @@ pub struct SseDecoder {
     has_data: bool,
     id: Option<String>,
     ready: VecDeque<SseEvent>,
+    max_line: usize,
+    max_event: usize,
+    error: Option<SseError>,
+}
+
+impl Default for SseDecoder {
+    fn default() -> Self {
+        Self::with_limits(&HttpLimits::default())
+    }
 }
 
 impl SseDecoder {
-    /// An empty decoder.
+    /// An empty decoder with the default [`HttpLimits`].
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Adds bytes from the body.
+    /// An empty decoder with these limits on lines and events.
+    pub fn with_limits(limits: &HttpLimits) -> Self {
+        SseDecoder {
+            line: Vec::new(),
+            skip_lf: false,
+            event: None,
+            data: String::new(),
+            has_data: false,
+            id: None,
+            ready: VecDeque::new(),
+            max_line: limits.max_sse_line_bytes,
+            max_event: limits.max_sse_event_bytes,
+            error: None,
+        }
+    }
+
+    /// Adds bytes from the body. After a broken limit the bytes are ignored; see
+    /// [`try_feed`](Self::try_feed) and [`error`](Self::error).
     pub fn feed(&mut self, bytes: &[u8]) {
-        for &b in bytes {
+        let _ = self.try_feed(bytes);
+    }
+
+    /// Adds bytes from the body, or says which limit they break (then and ever after).
+    pub fn try_feed(&mut self, mut bytes: &[u8]) -> Result<(), SseError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        while !bytes.is_empty() {
             if self.skip_lf {
                 self.skip_lf = false;
-                if b == b'\n' {
+                if bytes[0] == b'\n' {
+                    bytes = &bytes[1..];
                     continue;
                 }
             }
-            match b {
-                b'\n' => self.end_line(),
-                b'\r' => {
-                    self.end_line();
-                    self.skip_lf = true;
+            match bytes.iter().position(|&b| b == b'\n' || b == b'\r') {
+                Some(end) => {
+                    self.push_line(&bytes[..end])?;
+                    self.skip_lf = bytes[end] == b'\r';
+                    self.end_line()?;
+                    bytes = &bytes[end + 1..];
                 }
-                _ => self.line.push(b),
+                None => {
+                    self.push_line(bytes)?;
+                    bytes = &[];
+                }
             }
         }
+        Ok(())
+    }
+
+    /// The limit broken so far, if any.
+    pub fn error(&self) -> Option<SseError> {
+        self.error
     }
 
     /// The next complete event, if any.
@@ -85,21 +170,39 @@ impl SseDecoder {
 
     /// Ends the body: a pending line and event are completed.
     pub fn finish(&mut self) {
-        if !self.line.is_empty() {
-            self.end_line();
+        if self.error.is_some() {
+            return;
+        }
+        if !self.line.is_empty() && self.end_line().is_err() {
+            return;
         }
         self.dispatch();
     }
 
-    fn end_line(&mut self) {
+    fn fail(&mut self, error: SseError) -> Result<(), SseError> {
+        self.error = Some(error);
+        self.line = Vec::new();
+        self.data = String::new();
+        Err(error)
+    }
+
+    fn push_line(&mut self, part: &[u8]) -> Result<(), SseError> {
+        if self.line.len().saturating_add(part.len()) > self.max_line {
+            return self.fail(SseError::LineTooLong { max: self.max_line });
+        }
+        self.line.extend_from_slice(part);
+        Ok(())
+    }
+
+    fn end_line(&mut self) -> Result<(), SseError> {
         let line = std::mem::take(&mut self.line);
         if line.is_empty() {
             self.dispatch();
-            return;
+            return Ok(());
         }
         let line = String::from_utf8_lossy(&line);
         if line.starts_with(':') {
-            return;
+            return Ok(());
         }
         let (field, value) = match line.split_once(':') {
             Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
@@ -108,6 +211,17 @@ impl SseDecoder {
         match field {
             "event" => self.event = Some(value.to_string()),
             "data" => {
+                if self
+                    .data
+                    .len()
+                    .saturating_add(value.len())
+                    .saturating_add(1)
+                    > self.max_event
+                {
+                    return self.fail(SseError::EventTooLarge {
+                        max: self.max_event,
+                    });
+                }
                 if self.has_data {
                     self.data.push('\n');
                 }
@@ -117,6 +231,7 @@ impl SseDecoder {
             "id" if !value.contains('\0') => self.id = Some(value.to_string()),
             _ => {} // `retry` and unknown fields are ignored
         }
+        Ok(())
     }
 
     fn dispatch(&mut self) {
@@ -134,9 +249,12 @@ impl SseDecoder {
 }
 
 /// A stream of events decoded from a body stream (see [`HttpStream::sse`](super::HttpStream::sse)).
+/// A broken limit ends it with an [`HttpErrorKind::TooLarge`] error naming the limit.
 pub struct SseStream {
     body: BoxStream<'static, Result<Bytes, HttpError>>,
     decoder: SseDecoder,
+    context: SseContext,
+    failed: Option<HttpError>,
     ended: bool,
 }
 
@@ -149,11 +267,27 @@ impl std::fmt::Debug for SseStream {
 }
 
 impl SseStream {
-    /// Decodes `body`.
+    /// Decodes `body` with the default [`HttpLimits`].
     pub fn new(body: BoxStream<'static, Result<Bytes, HttpError>>) -> Self {
+        Self::with_context(
+            body,
+            SseContext {
+                method: Method::GET,
+                shown: "<event stream>".to_string(),
+                limits: HttpLimits::default(),
+            },
+        )
+    }
+
+    pub(super) fn with_context(
+        body: BoxStream<'static, Result<Bytes, HttpError>>,
+        context: SseContext,
+    ) -> Self {
         SseStream {
             body,
-            decoder: SseDecoder::new(),
+            decoder: SseDecoder::with_limits(&context.limits),
+            context,
+            failed: None,
             ended: false,
         }
     }
@@ -167,12 +301,28 @@ impl Stream for SseStream {
             if let Some(event) = self.decoder.next_event() {
                 return Poll::Ready(Some(Ok(event)));
             }
+            if let Some(e) = self.failed.take() {
+                return Poll::Ready(Some(Err(e)));
+            }
             if self.ended {
                 return Poll::Ready(None);
             }
             match self.body.as_mut().poll_next(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Ok(bytes))) => self.decoder.feed(&bytes),
+                Poll::Ready(Some(Ok(bytes))) => {
+                    if let Err(e) = self.decoder.try_feed(&bytes) {
+                        self.ended = true;
+                        let c = &self.context;
+                        self.failed = Some(limit_error(
+                            &c.method,
+                            &c.shown,
+                            HttpErrorKind::TooLarge,
+                            e.limit(),
+                            e.to_string(),
+                            1,
+                        ));
+                    }
+                }
                 Poll::Ready(Some(Err(e))) => {
                     self.ended = true;
                     return Poll::Ready(Some(Err(e)));

@@ -91,7 +91,7 @@ impl CompactionMiddleware {
             model
                 .profile()
                 .max_input_tokens
-                .map(|max| max * 85 / 100)
+                .map(|max| max / 100 * 85 + max % 100 * 85 / 100)
                 .unwrap_or(170_000)
         })
     }
@@ -113,12 +113,17 @@ pub fn conversation_tokens(messages: &[Message]) -> u64 {
         .iter()
         .enumerate()
         .rev()
-        .find_map(|(i, m)| m.usage.map(|u| (i, u.input_tokens + u.output_tokens)));
+        .find_map(|(i, m)| m.usage.map(|u| (i, u.total_tokens())));
     let estimate = |ms: &[Message]| -> u64 {
-        (ms.iter().map(estimate_message_chars).sum::<usize>() as u64).div_ceil(4)
+        let chars = ms
+            .iter()
+            .map(estimate_message_chars)
+            .fold(0usize, usize::saturating_add);
+        u64::try_from(chars).unwrap_or(u64::MAX).div_ceil(4)
     };
+    // Saturating: the reported usage is a provider's number.
     match reported {
-        Some((i, tokens)) => tokens + estimate(&messages[i + 1..]),
+        Some((i, tokens)) => tokens.saturating_add(estimate(&messages[i + 1..])),
         None => estimate(messages),
     }
 }

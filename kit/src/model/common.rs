@@ -7,7 +7,7 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 
 use super::{ModelChunk, ModelError, ModelStream};
-use crate::http::{HttpError, HttpErrorKind, SseEvent, SseStream, redact_secrets};
+use crate::http::{HttpError, HttpErrorKind, Secrets, SseEvent, SseStream};
 use crate::message::Usage;
 
 /// The default timeout of a model call: 10 minutes, like the official OpenAI and Anthropic
@@ -122,6 +122,18 @@ pub(crate) fn map_http_error(provider: &str, e: HttpError) -> ModelError {
             let parsed = ProviderError::parse(e.body());
             classify(provider, Some(status), &parsed, e.retry_after())
         }
+        HttpErrorKind::Timeout | HttpErrorKind::TooLarge if e.limit().is_some() => {
+            ModelError::Limit {
+                provider,
+                limit: e.limit().unwrap_or_default().to_string(),
+                message: e.to_string(),
+            }
+        }
+        HttpErrorKind::TooLarge => ModelError::Limit {
+            provider,
+            limit: "max_body_bytes".to_string(),
+            message: e.to_string(),
+        },
         HttpErrorKind::Timeout => ModelError::Timeout {
             provider,
             after: e.timeout().unwrap_or_default(),
@@ -152,15 +164,15 @@ pub(crate) fn map_http_error(provider: &str, e: HttpError) -> ModelError {
     }
 }
 
-/// [`map_http_error`], with `secrets` (the API key) scrubbed from the body and message first,
-/// in case a proxy echoes them back.
+/// [`map_http_error`], with `secrets` (the credentials) scrubbed from what the peer sent —
+/// before the body is parsed and again after, since parsing undoes the escapes a peer may
+/// have hidden a key in.
 pub(crate) fn map_http_error_scrubbed(
     provider: &str,
-    mut e: HttpError,
-    secrets: &[&str],
+    e: HttpError,
+    secrets: &Secrets,
 ) -> ModelError {
-    e.scrub(|text| redact_secrets(text, secrets));
-    map_http_error(provider, e)
+    map_http_error(provider, e.scrubbed(secrets)).scrubbed(secrets)
 }
 
 /// Classifies a provider error by HTTP status (when known — stream error events have none)
@@ -259,14 +271,17 @@ struct StreamState<P> {
     parser: P,
     queue: VecDeque<ModelChunk>,
     finished: bool,
+    secrets: Secrets,
 }
 
-/// A model stream over an SSE body. Stops after the end marker; a broken body, a timeout or
-/// an error event ends it with an error (no panic, nothing lost silently).
+/// A model stream over an SSE body. Stops after the end marker; a broken body, a timeout, a
+/// broken limit or an error event ends it with an error (no panic, nothing lost silently),
+/// `secrets` scrubbed from it.
 pub(crate) fn model_stream<P: SseParser>(
     provider: &str,
     events: SseStream,
     parser: P,
+    secrets: Secrets,
 ) -> ModelStream {
     let state = StreamState {
         provider: provider.to_string(),
@@ -274,6 +289,7 @@ pub(crate) fn model_stream<P: SseParser>(
         parser,
         queue: VecDeque::new(),
         finished: false,
+        secrets,
     };
     futures::stream::unfold(state, |mut st| async move {
         loop {
@@ -292,24 +308,57 @@ pub(crate) fn model_stream<P: SseParser>(
                     if let Err(e) = st.parser.on_event(event, &mut st.queue) {
                         st.finished = true;
                         st.queue.clear();
-                        return Some((Err(e), st));
+                        return Some((Err(e.scrubbed(&st.secrets)), st));
                     }
                 }
                 Some(Err(e)) => {
                     st.finished = true;
-                    let error = map_http_error(&st.provider, e);
+                    let error = map_http_error_scrubbed(&st.provider, e, &st.secrets);
                     return Some((Err(error), st));
                 }
                 None => {
                     st.finished = true;
                     if let Err(e) = st.parser.at_end() {
-                        return Some((Err(e), st));
+                        return Some((Err(e.scrubbed(&st.secrets)), st));
                     }
                 }
             }
         }
     })
     .boxed()
+}
+
+/// Decodes a whole event-stream body and replays it through `parser` into the answer a
+/// streamed call would assemble: what [`model_stream`] does, without a connection (for
+/// [`crate::fuzz`]).
+pub(crate) fn replay_stream<P: SseParser>(
+    body: &[u8],
+    limits: &crate::http::HttpLimits,
+    mut parser: P,
+) -> Result<super::ModelResponse, ModelError> {
+    let mut decoder = crate::http::SseDecoder::with_limits(limits);
+    let malformed = |e: crate::http::SseError| ModelError::Limit {
+        provider: "replay".to_string(),
+        limit: e.limit().to_string(),
+        message: e.to_string(),
+    };
+    decoder.try_feed(body).map_err(malformed)?;
+    decoder.finish();
+    let mut assembler = super::StreamAssembler::new();
+    let mut queue = VecDeque::new();
+    while let Some(event) = decoder.next_event() {
+        if parser.is_done() {
+            break;
+        }
+        parser.on_event(event, &mut queue)?;
+        for chunk in queue.drain(..) {
+            assembler.push(&chunk);
+        }
+    }
+    if !parser.is_done() {
+        parser.at_end()?;
+    }
+    Ok(assembler.finish())
 }
 
 /// Parses an SSE data payload as JSON, or explains what was wrong.

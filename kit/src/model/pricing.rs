@@ -69,7 +69,10 @@ impl Price {
     pub fn cost(&self, usage: &Usage) -> f64 {
         let cached = usage.cache_read_tokens;
         let written = usage.cache_creation_tokens;
-        let plain = usage.input_tokens.saturating_sub(cached + written);
+        // Saturating: the counts are a provider's numbers.
+        let plain = usage
+            .input_tokens
+            .saturating_sub(cached.saturating_add(written));
         let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
         per(plain, self.input)
             + per(cached, self.cached_input.unwrap_or(self.input))

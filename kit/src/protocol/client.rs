@@ -178,6 +178,16 @@ impl HttpRunClient {
         if repeat == Repeat::Once {
             request = request.max_retries(0);
         }
+        // Errors name the URL without its password, and never repeat a credential the worker
+        // echoed back.
+        let shown = request.shown_url();
+        let mut secrets = request.secrets();
+        secrets.extend(&endpoint.secrets());
+        let result = self.answer(request, shown).await;
+        result.map_err(|e| e.scrubbed(&secrets))
+    }
+
+    async fn answer(&self, request: HttpRequest, url: String) -> Result<Value, RunClientError> {
         let response = self
             .http
             .send(request)
@@ -199,6 +209,36 @@ impl HttpRunClient {
                 message: format!("{e}; body starts with {:?}", clip(&text)),
             }),
         }
+    }
+}
+
+impl RunClientError {
+    /// Removes `secrets` from every text of the error (see
+    /// [`Secrets::scrub`](crate::http::Secrets::scrub)).
+    pub fn scrub(&mut self, secrets: &crate::http::Secrets) {
+        match self {
+            RunClientError::Transport { url, message }
+            | RunClientError::Malformed { url, message } => {
+                secrets.scrub_in_place(url);
+                secrets.scrub_in_place(message);
+            }
+            RunClientError::Timeout { url, .. } => secrets.scrub_in_place(url),
+            RunClientError::Unauthorized { url, body, .. }
+            | RunClientError::Status { url, body, .. } => {
+                secrets.scrub_in_place(url);
+                secrets.scrub_in_place(body);
+            }
+            RunClientError::NoWorker(text) | RunClientError::Other(text) => {
+                secrets.scrub_in_place(text);
+            }
+        }
+    }
+
+    /// This error with `secrets` scrubbed (see [`scrub`](Self::scrub)).
+    #[must_use]
+    pub fn scrubbed(mut self, secrets: &crate::http::Secrets) -> Self {
+        self.scrub(secrets);
+        self
     }
 }
 
@@ -232,14 +272,36 @@ fn clip(s: &str) -> String {
     crate::text::clip(s.trim(), 300)
 }
 
-fn segment(id: &str) -> String {
-    // Task ids come from workers; keep them one path segment.
-    id.chars()
-        .map(|c| match c {
-            '/' | '?' | '#' | ' ' => '_',
-            c => c,
-        })
-        .collect()
+/// A task id as one path segment. Ids come from workers: every byte but the unreserved ones
+/// (`A-Z a-z 0-9 - . _ ~`) is percent-encoded, so `/`, `\`, `?`, `#` and `%` can never leave
+/// the run's path, and the dot segments `.` and `..` (which a URL resolves even
+/// percent-encoded) are refused.
+///
+/// ```
+/// use kit::protocol::task_path_segment;
+/// assert_eq!(task_path_segment("run-1").unwrap(), "run-1");
+/// assert_eq!(task_path_segment(r"..\..\admin").unwrap(), "..%5C..%5Cadmin");
+/// assert_eq!(task_path_segment("a/b?c#d").unwrap(), "a%2Fb%3Fc%23d");
+/// assert!(task_path_segment("..").is_err());
+/// assert!(task_path_segment("").is_err());
+/// ```
+pub fn task_path_segment(id: &str) -> Result<String, RunClientError> {
+    if id.is_empty() || id == "." || id == ".." {
+        return Err(RunClientError::Other(format!(
+            "the task id {:?} is not a valid run id (empty or a dot segment); the worker sent \
+             an id that cannot name a run, check the worker",
+            clip(id)
+        )));
+    }
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    Ok(out)
 }
 
 #[async_trait::async_trait]
@@ -253,7 +315,7 @@ impl RunClient for HttpRunClient {
         self.send(
             endpoint,
             Method::GET,
-            &format!("/runs/{}", segment(task_id)),
+            &format!("/runs/{}", task_path_segment(task_id)?),
             None,
             Repeat::Safe,
         )
@@ -269,7 +331,7 @@ impl RunClient for HttpRunClient {
         self.send(
             endpoint,
             Method::POST,
-            &format!("/runs/{}/input", segment(task_id)),
+            &format!("/runs/{}/input", task_path_segment(task_id)?),
             Some(json!({ "message": message })),
             Repeat::Once,
         )
@@ -280,7 +342,7 @@ impl RunClient for HttpRunClient {
         self.send(
             endpoint,
             Method::POST,
-            &format!("/runs/{}/cancel", segment(task_id)),
+            &format!("/runs/{}/cancel", task_path_segment(task_id)?),
             None,
             Repeat::Safe,
         )

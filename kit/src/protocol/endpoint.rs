@@ -52,13 +52,32 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// The credentials this endpoint sends (header values, the URL's user name and password),
+    /// scrubbed from everything a worker sends back before kit shows it.
+    pub fn secrets(&self) -> crate::http::Secrets {
+        let mut request = crate::http::HttpRequest::get(self.url.as_deref().unwrap_or(""));
+        for (k, v) in &self.headers {
+            request = request.header(k, v);
+        }
+        let mut secrets = request.secrets();
+        for v in self.headers.values() {
+            secrets.add(v);
+        }
+        secrets
+    }
+}
+
 impl std::fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Header values are credentials: only their names are shown.
         f.debug_struct("Endpoint")
             .field("name", &self.name)
             .field("graph_id", &self.graph_id)
-            .field("url", &self.url)
+            .field(
+                "url",
+                &self.url.as_deref().map(crate::http::redact_url_text),
+            )
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .finish()
     }

@@ -10,6 +10,11 @@
 //! A run response carries `status`, `result`, `thread_id`, `run_id`, `id` and `values.messages`
 //! (read by the supervisor). The [`Endpoint`]'s headers are sent on every request.
 //!
+//! A worker is a peer like any other: a task id it returns is percent-encoded as one whole path
+//! segment ([`task_path_segment`]), so it can never reach another path of the worker with the
+//! endpoint's credentials; errors show the URL without its password and scrub every
+//! credential the worker echoes back ([`Endpoint::secrets`]).
+//!
 //! [`RunClient`] is the client side as a trait (implement it to reach workers another way);
 //! [`HttpRunClient`] speaks the protocol over HTTP. The worker side is
 //! `kit::server` (feature `server`).
@@ -17,5 +22,5 @@
 mod client;
 mod endpoint;
 
-pub use client::{HttpRunClient, RunClient, RunClientError};
+pub use client::{HttpRunClient, RunClient, RunClientError, task_path_segment};
 pub use endpoint::Endpoint;

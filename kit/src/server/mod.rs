@@ -113,17 +113,47 @@
 //!
 //! With [`bearer_token`](WorkerBuilder::bearer_token), every route except `GET /ok` needs
 //! `Authorization: Bearer <token>` (compared in constant time; 401 otherwise). Bodies are
-//! limited to [`body_limit`](WorkerBuilder::body_limit) bytes (1 MiB by default; 413 above).
-//! The server speaks plain HTTP: put TLS in front of it (a reverse proxy) off loopback.
+//! limited to [`body_limit`](WorkerBuilder::body_limit) bytes (1 MiB by default; 413 above,
+//! and at once — before a byte is read — when `Content-Length` declares more).
+//!
+//! A client cannot hold the worker: the server itself enforces
+//!
+//! | limit | default | on breach |
+//! |---|---|---|
+//! | [`max_connections`](WorkerBuilder::max_connections) | 512 | a further connection is answered `503` and closed |
+//! | [`header_read_timeout`](WorkerBuilder::header_read_timeout) | 10 s | the connection is closed (slow headers, and idle time between requests) |
+//! | [`body_read_timeout`](WorkerBuilder::body_read_timeout) | 30 s | `408` |
+//! | [`idle_timeout`](WorkerBuilder::idle_timeout) | 60 s without a byte either way | the connection is shut down (dropped after twice that) |
+//!
+//! so idle or stalled connections free their slot, and `GET /ok` answers again as soon as one
+//! is free. What a reverse proxy (nginx, Envoy, a cloud load balancer) still adds, and what to
+//! put in front of a worker reachable from outside loopback:
+//!
+//! * **TLS.** The server speaks plain HTTP.
+//! * **Per-client limits.** The limits above are per worker, not per client: one client with
+//!   many addresses can still take every connection slot (each for at most the timeouts), or
+//!   send requests as fast as the worker answers them. Rate limiting and per-IP connection caps
+//!   belong in the proxy.
+//! * **Buffering of slow clients.** A proxy reads slow requests and writes to slow readers
+//!   itself, so the worker's slots are held only for the time a request takes to handle.
+//! * **Header size policy.** The server refuses heads over hyper's defaults (about 400 KiB, 100
+//!   headers); a proxy can enforce a tighter one.
+//! * **HTTP/2 and connection reuse** towards many clients, and health-checked failover between
+//!   several workers.
 
 mod auth;
+mod body;
+mod config;
 mod hosted;
 mod interop;
+mod listen;
 mod queue;
 mod routes;
 pub mod store;
 
+pub use config::{FollowUp, Recovery, WorkerConfig};
 pub use hosted::{Hosted, HostedError, HostedOutput, HostedRun, RUN_ID_METADATA_KEY};
+pub(crate) use routes::parse_run_request;
 pub use store::{RunInput, RunRecord, RunStatus, RunStore, StoreError, ThreadRecord};
 
 use std::collections::HashMap;
@@ -139,68 +169,6 @@ use crate::checkpoint::Checkpointer;
 use crate::graph::Graph;
 use crate::state::State;
 use queue::Shared;
-
-/// What happens to a follow-up on a thread whose run is still in progress.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FollowUp {
-    /// Queue it behind the running run (the default).
-    #[default]
-    Enqueue,
-    /// Cancel the running run, then run the follow-up.
-    Interrupt,
-}
-
-/// What a starting worker does with runs a dead worker left `running`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Recovery {
-    /// Queue them again; they continue from the thread's last checkpoint (the default).
-    #[default]
-    Resume,
-    /// End them with status `error`, saying their worker stopped.
-    Fail,
-}
-
-/// The worker's settings (see [`WorkerBuilder`] for each).
-#[derive(Debug, Clone)]
-pub struct WorkerConfig {
-    /// Runs executing at once.
-    pub capacity: usize,
-    /// Longest a run may execute.
-    pub run_timeout: Duration,
-    /// Follow-up handling.
-    pub follow_up: FollowUp,
-    /// Crash recovery.
-    pub recovery: Recovery,
-    /// Executions of one run before recovery gives up.
-    pub max_attempts: u32,
-    /// Largest request body, in bytes.
-    pub body_limit: usize,
-    /// Lease on executing runs.
-    pub lease: Duration,
-    /// How often the queue is polled for runs submitted elsewhere.
-    pub poll_interval: Duration,
-    /// Longest `POST /runs/{id}/cancel` waits for a running run to stop.
-    pub cancel_wait: Duration,
-    /// Longest a shutdown waits for executing runs to be put back in the queue.
-    pub shutdown_grace: Duration,
-}
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        WorkerConfig {
-            capacity: 16,
-            run_timeout: Duration::from_secs(30 * 60),
-            follow_up: FollowUp::Enqueue,
-            recovery: Recovery::Resume,
-            max_attempts: 3,
-            body_limit: 1024 * 1024,
-            lease: Duration::from_secs(30),
-            poll_interval: Duration::from_millis(500),
-            cancel_wait: Duration::from_secs(10),
-            shutdown_grace: Duration::from_secs(10),
-        }
-    }
-}
 
 /// The worker could not be built, started or run.
 #[derive(Debug, thiserror::Error)]
@@ -368,6 +336,33 @@ impl WorkerBuilder {
         self
     }
 
+    /// How many connections are served at once (default 512); one more is answered `503`
+    /// with `Connection: close` at once. Keep it below the process's file-descriptor limit.
+    pub fn max_connections(mut self, connections: usize) -> Self {
+        self.config.max_connections = connections;
+        self
+    }
+
+    /// How long a request's head may take to arrive (default 10 s), counted from when the
+    /// connection opens or its previous answer was sent; a slower client is disconnected.
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.config.header_read_timeout = timeout;
+        self
+    }
+
+    /// How long a request's body may take to arrive (default 30 s); a slower one gets 408.
+    pub fn body_read_timeout(mut self, timeout: Duration) -> Self {
+        self.config.body_read_timeout = timeout;
+        self
+    }
+
+    /// How long a connection may move no byte either way (default 60 s) before it is shut
+    /// down (a request in progress still gets its answer); after twice that it is dropped.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.config.idle_timeout = timeout;
+        self
+    }
+
     /// This process's worker id (default: a random one per start). Runs it executes carry it.
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.worker_id = Some(id.into());
@@ -504,15 +499,10 @@ impl Worker {
         let scheduler = tokio::spawn(queue::schedule(shared.clone()));
         let heartbeat = tokio::spawn(queue::heartbeat(shared.clone()));
         let app = routes::router(shared.clone(), self.tokens);
-        let (stop_tx, mut stop_rx) = watch::channel(false);
-        let server = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.wait_for(|stop| *stop).await;
-                })
-                .await
-                .map_err(|e| ServerError::Serve(e.to_string()))
-        });
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let config = shared.config.clone();
+        let server =
+            tokio::spawn(async move { listen::serve(listener, app, &config, stop_rx).await });
         tracing::info!(%addr, worker_id = %shared.worker_id, graphs = ?shared.graph_ids, "kit worker serving");
         Ok(WorkerHandle {
             addr,

@@ -49,6 +49,31 @@ impl ApiError {
     pub(crate) fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
+
+    /// What the answer says is wrong.
+    pub(crate) fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// What `POST /runs` makes of a body before it looks at the store: the graph id, or the client
+/// error's message (for [`crate::fuzz`]).
+pub(crate) fn parse_run_request(body: &[u8]) -> Result<String, String> {
+    let parse = || -> ApiResult<String> {
+        let body = body_object(Ok(Bytes::copy_from_slice(body)), usize::MAX)?;
+        let graph_id = opt_str(&body, "assistant_id")?
+            .or(opt_str(&body, "graph_id")?)
+            .ok_or_else(|| ApiError::bad_request("`assistant_id` is missing"))?;
+        run_input(&body)?;
+        opt_str(&body, "thread_id")?;
+        opt_object(&body, "metadata")?;
+        Strategy::parse(
+            opt_str(&body, "multitask_strategy")?.as_deref(),
+            FollowUp::Enqueue,
+        )?;
+        Ok(graph_id)
+    };
+    parse().map_err(|e| e.message().to_string())
 }
 
 impl IntoResponse for ApiError {
@@ -520,10 +545,15 @@ pub(crate) fn router(shared: Arc<Shared>, tokens: Tokens) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(from_fn_with_state(tokens, require_bearer));
+    let body_limits = super::body::BodyLimits {
+        max: limit,
+        timeout: shared.config.body_read_timeout,
+    };
     Router::new()
         .route("/ok", get(ok))
         .merge(api)
         .layer(DefaultBodyLimit::max(limit))
+        .layer(from_fn_with_state(body_limits, super::body::guard))
         .with_state(shared)
 }
 

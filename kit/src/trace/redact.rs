@@ -1,11 +1,16 @@
 //! Redaction of secrets before anything is stored or exported.
 //!
 //! * values under keys that look secret — containing `api_key`, `apikey`, `token`, `secret`,
-//!   `password`, `passwd`, `authorization`, `credential`, `cookie` or `private_key`, in any
-//!   case, at any depth — become `"[REDACTED]"` (token *counts* such as `max_tokens` and
+//!   `password`, `passwd`, `passphrase`, `authorization`, `credential`, `cookie`,
+//!   `private_key`, `privateKey` or `private-key`, in any case, at any depth — become
+//!   `"[REDACTED]"` (token *counts* such as `max_tokens` and
 //!   `input_tokens` are kept; see [`is_secret_key`]);
-//! * in every string: `Bearer <token>` and `Basic <credentials>` lose the credential, and
-//!   strings shaped like API keys (`sk-…`, `sk-ant-…`, `pk-lf-…`/`sk-lf-…`, `ghp_…`, `AKIA…`,
+//! * in every string: `Bearer <token>` and `Basic <credentials>` lose the credential, as does
+//!   `Authorization: <any scheme> <credential>`; `key=value` and `"key": "value"` pairs whose
+//!   key ends in a secret word (`api_key`, `access_token`, `client_secret`,
+//!   `aws_secret_access_key`, `password`, `passphrase`, `private_key`, ...) lose the value;
+//!   the password of a URL or DSN (`postgres://user:password@host`) is replaced; and strings
+//!   shaped like API keys (`sk-…`, `sk-ant-…`, `pk-lf-…`/`sk-lf-…`, `ghp_…`, `AKIA…`,
 //!   `xoxb-…`) are replaced.
 
 use std::sync::OnceLock;
@@ -23,10 +28,13 @@ const SECRET_KEY_PARTS: &[&str] = &[
     "secret",
     "password",
     "passwd",
+    "passphrase",
     "authorization",
     "credential",
     "cookie",
     "private_key",
+    "privatekey",
+    "private-key",
 ];
 
 /// True for a key whose value must never be stored.
@@ -89,18 +97,31 @@ fn patterns() -> &'static Patterns {
     static PATTERNS: OnceLock<Patterns> = OnceLock::new();
     PATTERNS.get_or_init(|| {
         // `(?-u:\b)`: ASCII word boundaries keep the fast DFA engines (secrets are ASCII).
-        let specs: [(&str, &str); 4] = [
+        let specs: [(&str, &str); 6] = [
+            // `Authorization: <scheme> <credential>` whatever the scheme (`Token`, `Digest`, ...).
+            (
+                r#"(?i)(authorization["']?\s*[:=]\s*["']?)(?:[A-Za-z][A-Za-z0-9_\-]*\s+)?[^\s"',;&]{4,}"#,
+                "$1[REDACTED]",
+            ),
             (
                 r"(?i)(?-u:\b)(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{6,}",
                 "$1 [REDACTED]",
+            ),
+            // The password of a URL or DSN: `scheme://user:password@host`.
+            (
+                r"(?i)([a-z][a-z0-9+.\-]*://[^\s:/@]*:)[^\s/@]+@",
+                "${1}[REDACTED]@",
             ),
             (
                 r"(?-u:\b)(sk-ant-[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{16,}|[ps]k-lf-[A-Za-z0-9\-]{8,}|gh[pousr]_[A-Za-z0-9]{20,}|xox[abposr]-[A-Za-z0-9\-]{10,})",
                 "[REDACTED]",
             ),
             (r"(?-u:\b)AKIA[0-9A-Z]{16}(?-u:\b)", "[REDACTED]"),
+            // `key=value` and `"key": "value"` pairs whose key names a secret, also at the
+            // end of a longer name (`access_token=`, `client_secret=`,
+            // `aws_secret_access_key=`): no word boundary is needed before the key word.
             (
-                r#"(?i)(?-u:\b)(api[_-]?key|token|secret|password)(["']?\s*[:=]\s*["']?)[^\s"',;&]{4,}"#,
+                r#"(?i)([A-Za-z0-9_\-]*(?:api[_-]?key|access[_-]?key|private[_-]?key|token|secret|password|passwd|passphrase))(["']?\s*[:=]\s*["']?)[^\s"',;&]{4,}"#,
                 "$1$2[REDACTED]",
             ),
         ];

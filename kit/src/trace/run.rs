@@ -489,12 +489,13 @@ impl Run {
 
     /// Ends the run as failed with this error (redacted).
     pub fn fail(&self, error: &str) {
+        let error = redact_str(error);
         if !self.span.is_disabled() {
             self.span.record("otel.status_code", "ERROR");
-            self.span.record("otel.status_message", error);
+            self.span.record("otel.status_message", error.as_str());
             self.span.record("error.type", "_OTHER");
         }
-        self.end(Value::Null, Some(redact_str(error)));
+        self.end(Value::Null, Some(error));
     }
 
     fn end(&self, outputs: Value, error: Option<String>) {

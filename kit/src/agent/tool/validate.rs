@@ -6,6 +6,8 @@
 //! `minLength` / `maxLength`, `minItems` / `maxItems`, and `nullable`. Unknown keywords are
 //! ignored. Messages name the path of the offending value, so the model can fix its call.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
 /// Checks `args` against `schema`; on failure returns every problem found.
@@ -17,9 +19,37 @@ use serde_json::{Map, Value};
 /// let problems = kit::tool::validate_args(&schema, &json!({"n": "3"})).unwrap_err();
 /// assert_eq!(problems, ["`n`: expected integer, got string \"3\""]);
 /// ```
+///
+/// Time is linear in the size of `args` for a given schema: whether a value matches a
+/// sub-schema is worked out once and remembered, so `anyOf` / `oneOf` over recursive
+/// definitions (a tagged enum nested in itself) never re-checks a subtree; and a hard budget
+/// of a million steps ends any check that would still run away (reported as a problem).
 pub fn validate_args(schema: &Value, args: &Value) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
-    check(schema, schema, args, "", &mut problems, 0);
+    let mut ctx = Ctx {
+        memo: HashMap::new(),
+        steps: 0,
+    };
+    check(
+        schema,
+        schema,
+        args,
+        "",
+        &mut problems,
+        Depth::default(),
+        &mut ctx,
+    );
+    if ctx.steps > MAX_STEPS {
+        problems.push(format!(
+            "the arguments are too large or too deeply nested to check (more than {MAX_STEPS} \
+             steps); send smaller arguments"
+        ));
+    }
+    if problems.len() > MAX_PROBLEMS {
+        let more = problems.len() - MAX_PROBLEMS;
+        problems.truncate(MAX_PROBLEMS);
+        problems.push(format!("… and {more} more problems"));
+    }
     if problems.is_empty() {
         Ok(())
     } else {
@@ -27,7 +57,68 @@ pub fn validate_args(schema: &Value, args: &Value) -> Result<(), Vec<String>> {
     }
 }
 
-const MAX_DEPTH: usize = 64;
+/// The deepest value checked (serde_json parses no deeper either); a deeper one is a problem.
+const MAX_DEPTH: usize = 128;
+
+/// The most `$ref`s (and `anyOf` / `oneOf` / `allOf` branches) followed without descending into
+/// the value: a schema referring to itself in a loop cannot be checked, and is not.
+const MAX_REF_CHAIN: usize = 32;
+
+/// How deep a check is: in the value, and in references followed since the last step into it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Depth {
+    value: usize,
+    refs: usize,
+}
+
+impl Depth {
+    /// One level into the value.
+    fn into_value(self) -> Depth {
+        Depth {
+            value: self.value + 1,
+            refs: 0,
+        }
+    }
+
+    /// One more reference (or branch) for the same value.
+    fn through_ref(self) -> Depth {
+        Depth {
+            value: self.value,
+            refs: self.refs + 1,
+        }
+    }
+}
+
+/// The most schema-and-value steps one validation takes.
+const MAX_STEPS: usize = 1_000_000;
+
+/// The most problems listed (the model needs the first ones to fix its call).
+const MAX_PROBLEMS: usize = 100;
+
+/// What a validation remembers: whether a (sub-schema, value) pair matched, by address, and
+/// the steps taken.
+struct Ctx {
+    memo: HashMap<(usize, usize), bool>,
+    steps: usize,
+}
+
+impl Ctx {
+    /// True when `value` matches `schema`, worked out at most once per pair.
+    fn matches(&mut self, root: &Value, schema: &Value, value: &Value, depth: Depth) -> bool {
+        let key = (
+            std::ptr::from_ref(schema) as usize,
+            std::ptr::from_ref(value) as usize,
+        );
+        if let Some(&known) = self.memo.get(&key) {
+            return known;
+        }
+        let mut sub = Vec::new();
+        check(root, schema, value, "", &mut sub, depth, self);
+        let ok = sub.is_empty();
+        self.memo.insert(key, ok);
+        ok
+    }
+}
 
 fn check(
     root: &Value,
@@ -35,9 +126,21 @@ fn check(
     value: &Value,
     path: &str,
     problems: &mut Vec<String>,
-    depth: usize,
+    depth: Depth,
+    ctx: &mut Ctx,
 ) {
-    if depth > MAX_DEPTH {
+    if depth.refs > MAX_REF_CHAIN {
+        return;
+    }
+    if depth.value > MAX_DEPTH {
+        problems.push(format!(
+            "{}: nested more than {MAX_DEPTH} levels deep; send flatter arguments",
+            at(path)
+        ));
+        return;
+    }
+    ctx.steps += 1;
+    if ctx.steps > MAX_STEPS {
         return;
     }
     let Value::Object(s) = schema else {
@@ -50,7 +153,15 @@ fn check(
     if let Some(Value::String(reference)) = s.get("$ref") {
         // An unresolvable reference cannot be checked; the handler decides.
         if let Some(target) = resolve(root, reference) {
-            check(root, target, value, path, problems, depth + 1);
+            check(
+                root,
+                target,
+                value,
+                path,
+                problems,
+                depth.through_ref(),
+                ctx,
+            );
         }
     }
     if value.is_null() && s.get("nullable") == Some(&Value::Bool(true)) {
@@ -92,11 +203,7 @@ fn check(
         if let Some(Value::Array(options)) = s.get(key) {
             let matching = options
                 .iter()
-                .filter(|o| {
-                    let mut sub = Vec::new();
-                    check(root, o, value, path, &mut sub, depth + 1);
-                    sub.is_empty()
-                })
+                .filter(|o| ctx.matches(root, o, value, depth.through_ref()))
                 .count();
             let ok = if key == "oneOf" {
                 matching == 1
@@ -127,11 +234,11 @@ fn check(
     }
     if let Some(Value::Array(all)) = s.get("allOf") {
         for sub in all {
-            check(root, sub, value, path, problems, depth + 1);
+            check(root, sub, value, path, problems, depth.through_ref(), ctx);
         }
     }
     match value {
-        Value::Object(map) => check_object(root, s, map, path, problems, depth),
+        Value::Object(map) => check_object(root, s, map, path, problems, depth, ctx),
         Value::Array(items) => {
             if let Some(item_schema) = s.get("items") {
                 for (i, item) in items.iter().enumerate() {
@@ -141,7 +248,8 @@ fn check(
                         item,
                         &format!("{path}[{i}]"),
                         problems,
-                        depth + 1,
+                        depth.into_value(),
+                        ctx,
                     );
                 }
             }
@@ -191,7 +299,8 @@ fn check_object(
     map: &Map<String, Value>,
     path: &str,
     problems: &mut Vec<String>,
-    depth: usize,
+    depth: Depth,
+    ctx: &mut Ctx,
 ) {
     let properties = s.get("properties").and_then(Value::as_object);
     if let Some(Value::Array(required)) = s.get("required") {
@@ -204,7 +313,7 @@ fn check_object(
     for (key, value) in map {
         let child = join(path, key);
         match properties.and_then(|p| p.get(key)) {
-            Some(prop) => check(root, prop, value, &child, problems, depth + 1),
+            Some(prop) => check(root, prop, value, &child, problems, depth.into_value(), ctx),
             None => match s.get("additionalProperties") {
                 Some(Value::Bool(false)) => {
                     let known: Vec<&String> =
@@ -220,9 +329,15 @@ fn check_object(
                         }
                     ));
                 }
-                Some(extra @ Value::Object(_)) => {
-                    check(root, extra, value, &child, problems, depth + 1)
-                }
+                Some(extra @ Value::Object(_)) => check(
+                    root,
+                    extra,
+                    value,
+                    &child,
+                    problems,
+                    depth.into_value(),
+                    ctx,
+                ),
                 _ => {}
             },
         }
@@ -362,6 +477,44 @@ mod tests {
             errs.iter()
                 .any(|e| e.contains("`prompt` is not an accepted argument")),
             "{errs:?}"
+        );
+    }
+
+    /// `enum Expr { Num { value }, Add { left, right }, Neg { inner } }` as schemars writes it.
+    fn expr_schema() -> Value {
+        json!({
+            "$ref": "#/$defs/Expr",
+            "$defs": {"Expr": {"oneOf": [
+                {"type": "object", "properties": {"op": {"type": "string", "const": "num"},
+                    "value": {"type": "integer"}}, "required": ["op", "value"]},
+                {"type": "object", "properties": {"op": {"type": "string", "const": "add"},
+                    "left": {"$ref": "#/$defs/Expr"}, "right": {"$ref": "#/$defs/Expr"}},
+                    "required": ["op", "left", "right"]},
+                {"type": "object", "properties": {"op": {"type": "string", "const": "neg"},
+                    "inner": {"$ref": "#/$defs/Expr"}}, "required": ["op", "inner"]}
+            ]}}
+        })
+    }
+
+    fn nested(depth: usize, leaf: &str) -> Value {
+        let mut v = json!({"op": leaf, "value": 1});
+        for _ in 0..depth {
+            v = json!({"op": "add", "left": v, "right": {"op": "num", "value": 2}});
+        }
+        v
+    }
+
+    #[test]
+    fn a_deep_recursive_tagged_enum_is_checked_in_linear_time() {
+        let schema = expr_schema();
+        assert_eq!(validate_args(&schema, &nested(0, "num")), Ok(()));
+        assert_eq!(validate_args(&schema, &nested(1, "num")), Ok(()));
+        // 14 levels took 56 s when every option re-checked every subtree; 100 is instant now.
+        assert_eq!(validate_args(&schema, &nested(100, "num")), Ok(()));
+        let problems = validate_args(&schema, &nested(100, "nope")).unwrap_err();
+        assert!(
+            problems[0].contains("does not match any of the allowed shapes"),
+            "{problems:?}"
         );
     }
 

@@ -297,7 +297,13 @@ impl Checkpointer for MemoryCheckpointer {
         let mut wanted = Vec::new();
         for (channel, version) in &channel_versions {
             let mut cursor = Some(version.clone());
+            // A chain that loops (a blob written pointing back at itself) is walked once;
+            // resolve_channels reports it.
+            let mut seen = std::collections::HashSet::new();
             while let Some(v) = cursor {
+                if !seen.insert(v.clone()) {
+                    break;
+                }
                 match ns_data.blob(channel, &v)? {
                     Some(blob) => {
                         cursor = match blob.kind {
@@ -314,7 +320,8 @@ impl Checkpointer for MemoryCheckpointer {
             wanted
                 .iter()
                 .find(|b| b.channel == channel && b.version == version)
-        })?;
+        })
+        .map_err(|e| e.in_checkpoint(thread_id, id))?;
         let body = fields.body.to_vec();
         Ok(Some(LoadedCheckpoint {
             meta: stored.meta_of(fields),

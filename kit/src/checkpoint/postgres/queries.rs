@@ -258,26 +258,31 @@ impl PostgresCheckpointer {
             parse_json(&row.try_get::<_, String>(7)?, "channel versions", id)?;
         let body: Vec<u8> = row.try_get(8)?;
 
-        // Walk every channel's chain back to its full value in one recursive query.
+        // Walk every channel's chain back to its full value in one recursive query (UNION
+        // ends a chain that loops after one lap; resolve_channels reports it).
         let names: Vec<&str> = channel_versions.keys().map(String::as_str).collect();
         let versions: Vec<&str> = channel_versions.values().map(String::as_str).collect();
         let stmt = tx
             .prepare_cached(
-                "WITH RECURSIVE chain(channel, version, prev_version, kind, data, depth) AS (
-                    SELECT b.channel, b.version, b.prev_version, b.kind, b.data, 0
+                "WITH RECURSIVE chain(channel, version, prev_version, kind) AS (
+                    SELECT b.channel, b.version, b.prev_version, b.kind
                       FROM unnest($3::text[], $4::text[]) AS cv(channel, version)
                       JOIN kit_blobs AS b
                         ON b.thread_id = $1 AND b.ns = $2 AND b.channel = cv.channel
                        AND b.version = cv.version
-                    UNION ALL
-                    SELECT b.channel, b.version, b.prev_version, b.kind, b.data, c.depth + 1
+                    UNION
+                    SELECT b.channel, b.version, b.prev_version, b.kind
                       FROM chain AS c
                       JOIN kit_blobs AS b
                         ON b.thread_id = $1 AND b.ns = $2 AND b.channel = c.channel
                        AND b.version = c.prev_version
-                     WHERE c.kind = 'delta' AND c.depth < 10000000
+                     WHERE c.kind = 'delta'
                  )
-                 SELECT channel, version, prev_version, kind, data FROM chain",
+                 SELECT c.channel, c.version, c.prev_version, c.kind, b.data
+                   FROM chain AS c
+                   JOIN kit_blobs AS b
+                     ON b.thread_id = $1 AND b.ns = $2 AND b.channel = c.channel
+                    AND b.version = c.version",
             )
             .await?;
         let rows = tx
@@ -299,7 +304,8 @@ impl PostgresCheckpointer {
         }
         let channels = resolve_channels(&channel_versions, |channel, version| {
             blobs.get(&(channel.to_string(), version.to_string()))
-        })?;
+        })
+        .map_err(|e| e.in_checkpoint(thread_id, id))?;
 
         let stmt = tx
             .prepare_cached(

@@ -201,25 +201,31 @@ pub(super) fn load_tx(
     let meta = meta?;
     let channel_versions = parse_json(&versions_text, "channel versions", id)?;
 
-    // Walk every channel's chain back to its full value in one recursive query.
+    // Walk every channel's chain back to its full value in one recursive query. UNION (not
+    // UNION ALL) drops a row already seen, so a chain that loops in a damaged file ends after
+    // one lap instead of growing until memory runs out; resolve_channels then reports it.
     let mut blobs: HashMap<(String, String), ChannelBlob> = HashMap::new();
     {
         let mut stmt = conn.prepare_cached(
-            "WITH RECURSIVE chain(channel, version, prev_version, kind, data, depth) AS (
-                SELECT b.channel, b.version, b.prev_version, b.kind, b.data, 0
+            "WITH RECURSIVE chain(channel, version, prev_version, kind) AS (
+                SELECT b.channel, b.version, b.prev_version, b.kind
                   FROM json_each(?3) AS cv
                   JOIN kit_blobs AS b
                     ON b.thread_id = ?1 AND b.ns = ?2 AND b.channel = cv.key
                    AND b.version = cv.value
-                UNION ALL
-                SELECT b.channel, b.version, b.prev_version, b.kind, b.data, c.depth + 1
+                UNION
+                SELECT b.channel, b.version, b.prev_version, b.kind
                   FROM chain AS c
                   JOIN kit_blobs AS b
                     ON b.thread_id = ?1 AND b.ns = ?2 AND b.channel = c.channel
                    AND b.version = c.prev_version
-                 WHERE c.kind = 'delta' AND c.depth < 10000000
+                 WHERE c.kind = 'delta'
              )
-             SELECT channel, version, prev_version, kind, data FROM chain",
+             SELECT c.channel, c.version, c.prev_version, c.kind, b.data
+               FROM chain AS c
+               JOIN kit_blobs AS b
+                 ON b.thread_id = ?1 AND b.ns = ?2 AND b.channel = c.channel
+                AND b.version = c.version",
         )?;
         let mut rows = stmt.query(params![thread_id, ns, versions_text])?;
         while let Some(row) = rows.next()? {
@@ -238,7 +244,8 @@ pub(super) fn load_tx(
     }
     let channels = resolve_channels(&channel_versions, |channel, version| {
         blobs.get(&(channel.to_string(), version.to_string()))
-    })?;
+    })
+    .map_err(|e| e.in_checkpoint(thread_id, id))?;
 
     let mut pending_writes = Vec::new();
     {

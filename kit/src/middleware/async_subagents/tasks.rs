@@ -122,7 +122,12 @@ impl Inner {
             task_id: String::new(),
             subagent_name: spec.name().to_string(),
             graph_id: spec.endpoint.graph_id.clone(),
-            url: spec.endpoint.url.clone(),
+            // Kept in state and traces: never with the URL's password.
+            url: spec
+                .endpoint
+                .url
+                .as_deref()
+                .map(crate::http::redact_url_text),
             status: "pending".to_string(),
             created_at: now.clone(),
             last_updated_at: Some(now),

@@ -9,10 +9,8 @@
 //!   (`*.py`), a pattern with `/` matches the path relative to the search path
 //!   (`src/**/*.rs`), and a pattern starting with `/` matches the absolute path (`/*.md`).
 
+use super::limits::FsLimits;
 use super::path::{file_name, relative_to};
-
-/// Most alternatives a pattern's braces may expand to.
-const MAX_ALTERNATIVES: usize = 1000;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
@@ -61,14 +59,29 @@ pub(crate) struct Glob {
 }
 
 impl Glob {
-    /// Compiles `pattern`; the error says what is wrong with it.
+    /// Compiles `pattern` within the default [`FsLimits`]; the error says what is wrong with it.
+    #[cfg(test)]
     pub(crate) fn new(pattern: &str) -> Result<Glob, String> {
+        Self::with_limits(pattern, &FsLimits::default())
+    }
+
+    /// Compiles `pattern`, refusing one longer than `max_pattern_chars` or whose braces expand
+    /// to more than `max_pattern_alternatives`; the error says what is wrong with it. Time and
+    /// memory are linear in the pattern for each alternative, whatever its nesting.
+    pub(crate) fn with_limits(pattern: &str, limits: &FsLimits) -> Result<Glob, String> {
         let pattern = pattern.trim();
         if pattern.is_empty() {
             return Err("the glob pattern is empty; pass a pattern such as '**/*.py'".into());
         }
-        let mut expanded = Vec::new();
-        expand_braces(pattern, &mut expanded)?;
+        let chars = pattern.chars().count();
+        if chars > limits.max_pattern_chars {
+            return Err(format!(
+                "the glob pattern has {chars} characters, more than the {} allowed; use a \
+                 shorter pattern (FsLimits::max_pattern_chars)",
+                limits.max_pattern_chars
+            ));
+        }
+        let expanded = expand_braces(pattern, limits.max_pattern_alternatives)?;
         let alternatives = expanded
             .iter()
             .map(|alt| {
@@ -79,17 +92,19 @@ impl Glob {
                 } else {
                     Anchor::Name
                 };
-                let segments = alt
-                    .split('/')
-                    .filter(|s| !s.is_empty() && *s != ".")
-                    .map(|s| {
-                        if s == "**" {
-                            Segment::Globstar
-                        } else {
-                            Segment::Tokens(tokenize(s))
-                        }
-                    })
-                    .collect();
+                let mut segments: Vec<Segment> = Vec::new();
+                for s in alt.split('/').filter(|s| !s.is_empty() && *s != ".") {
+                    let segment = if s == "**" {
+                        Segment::Globstar
+                    } else {
+                        Segment::Tokens(tokenize(s))
+                    };
+                    // `**/**` matches what `**` matches.
+                    if segment == Segment::Globstar && segments.last() == Some(&Segment::Globstar) {
+                        continue;
+                    }
+                    segments.push(segment);
+                }
                 (anchor, segments)
             })
             .collect();
@@ -122,64 +137,86 @@ impl Glob {
     }
 }
 
-/// Expands `{a,b}` groups, at most [`MAX_ALTERNATIVES`] results.
-fn expand_braces(pattern: &str, out: &mut Vec<String>) -> Result<(), String> {
-    let chars: Vec<char> = pattern.chars().collect();
+/// The alternatives of a pattern together hold at most this many characters, so that matching
+/// stays cheap whatever the braces multiply.
+const MAX_EXPANDED_CHARS: usize = 64 * 1024;
+
+/// Expands `{a,b}` groups (nesting allowed) into at most `max` alternatives, in order.
+///
+/// Iterative, with an explicit stack: each step expands the leftmost group that closes and
+/// has a top-level comma, found in one pass. No recursion, so the depth of a pattern's groups
+/// cannot exhaust the call stack; the count is checked at every alternative produced.
+fn expand_braces(pattern: &str, max: usize) -> Result<Vec<String>, String> {
+    let too_many = || {
+        format!(
+            "the glob pattern's braces expand to more than {max} alternatives (or more than \
+             {MAX_EXPANDED_CHARS} characters in all); use fewer or smaller {{a,b}} groups \
+             (FsLimits::max_pattern_alternatives)"
+        )
+    };
+    let mut out_chars = 0usize;
+    let mut out: Vec<String> = Vec::new();
+    let mut pending: Vec<Vec<char>> = vec![pattern.chars().collect()];
+    while let Some(chars) = pending.pop() {
+        match first_group(&chars) {
+            Some((open, close, commas)) => {
+                let mut bounds = Vec::with_capacity(commas.len() + 2);
+                bounds.push(open);
+                bounds.extend(commas);
+                bounds.push(close);
+                // Pushed last-first, so the first alternative is expanded first.
+                for w in bounds.windows(2).rev() {
+                    let mut alt = Vec::with_capacity(chars.len());
+                    alt.extend_from_slice(&chars[..open]);
+                    alt.extend_from_slice(&chars[w[0] + 1..w[1]]);
+                    alt.extend_from_slice(&chars[close + 1..]);
+                    pending.push(alt);
+                }
+                // Every pending pattern yields at least one alternative.
+                if pending.len().saturating_add(out.len()) > max {
+                    return Err(too_many());
+                }
+            }
+            None => {
+                out_chars = out_chars.saturating_add(chars.len());
+                if out.len() >= max || out_chars > MAX_EXPANDED_CHARS {
+                    return Err(too_many());
+                }
+                out.push(chars.into_iter().collect());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The leftmost `{` whose group closes and has a top-level comma: its index, the index of its
+/// `}`, and its top-level commas. One pass with a stack of open groups; `\x` escapes `x`.
+fn first_group(chars: &[char]) -> Option<(usize, usize, Vec<usize>)> {
+    let mut open: Vec<(usize, Vec<usize>)> = Vec::new();
+    let mut best: Option<(usize, usize, Vec<usize>)> = None;
     let mut i = 0;
     while i < chars.len() {
         match chars[i] {
-            '\\' => i += 2,
-            '{' => {
-                if let Some((end, commas)) = brace_group(&chars, i)
-                    && !commas.is_empty()
-                {
-                    let prefix: String = chars[..i].iter().collect();
-                    let suffix: String = chars[end + 1..].iter().collect();
-                    let mut bounds = vec![i];
-                    bounds.extend(commas);
-                    bounds.push(end);
-                    for w in bounds.windows(2) {
-                        let alt: String = chars[w[0] + 1..w[1]].iter().collect();
-                        expand_braces(&format!("{prefix}{alt}{suffix}"), out)?;
-                    }
-                    return Ok(());
+            '\\' => i += 1,
+            '{' => open.push((i, Vec::new())),
+            ',' => {
+                if let Some((_, commas)) = open.last_mut() {
+                    commas.push(i);
                 }
-                i += 1;
             }
-            _ => i += 1,
-        }
-    }
-    if out.len() >= MAX_ALTERNATIVES {
-        return Err(format!(
-            "the glob pattern's braces expand to more than {MAX_ALTERNATIVES} alternatives; \
-             use fewer or smaller {{a,b}} groups"
-        ));
-    }
-    out.push(pattern.to_string());
-    Ok(())
-}
-
-/// The closing brace of the group opening at `start`, and its top-level commas.
-fn brace_group(chars: &[char], start: usize) -> Option<(usize, Vec<usize>)> {
-    let mut depth = 0usize;
-    let mut commas = Vec::new();
-    let mut j = start;
-    while j < chars.len() {
-        match chars[j] {
-            '\\' => j += 1,
-            '{' => depth += 1,
             '}' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some((j, commas));
+                if let Some((start, commas)) = open.pop()
+                    && !commas.is_empty()
+                    && best.as_ref().is_none_or(|(b, _, _)| start < *b)
+                {
+                    best = Some((start, i, commas));
                 }
             }
-            ',' if depth == 1 => commas.push(j),
             _ => {}
         }
-        j += 1;
+        i += 1;
     }
-    None
+    best
 }
 
 fn tokenize(segment: &str) -> Vec<Token> {
@@ -256,6 +293,14 @@ fn class(chars: &[char], start: usize) -> Option<(Token, usize)> {
 
 fn match_segments(pattern: &[Segment], path: &[&str]) -> bool {
     let (np, ns) = (pattern.len(), path.len());
+    // Each non-`**` segment takes one path segment: more of them than the path has never match.
+    let fixed = pattern
+        .iter()
+        .filter(|s| !matches!(s, Segment::Globstar))
+        .count();
+    if fixed > ns || (fixed == np && np != ns) {
+        return false;
+    }
     // dp[i][j]: pattern[i..] matches path[j..].
     let mut dp = vec![vec![false; ns + 1]; np + 1];
     dp[np][ns] = true;
@@ -276,6 +321,10 @@ fn match_segments(pattern: &[Segment], path: &[&str]) -> bool {
 
 fn match_name(tokens: &[Token], name: &str) -> bool {
     let chars: Vec<char> = name.chars().collect();
+    // Each token but `*` takes one character.
+    if tokens.iter().filter(|t| **t != Token::Star).count() > chars.len() {
+        return false;
+    }
     if chars.first() == Some(&'.') && tokens.first() != Some(&Token::Literal('.')) {
         return false;
     }

@@ -60,12 +60,28 @@
 mod backend;
 mod eviction;
 mod glob;
+mod limits;
+mod page;
 mod path;
 mod tools;
 
 pub use backend::{DirEntry, DirectoryBackend, FileChanges, FsBackend, FsError, StateBackend};
 pub use eviction::{LARGE_TOOL_RESULTS_DIR, eviction_path, sanitize_call_id};
+pub use limits::FsLimits;
+pub use page::FilePage;
 pub use path::{PathError, normalize_path};
+
+/// Compiles a `glob` pattern and matches one path against it (for [`crate::fuzz`]).
+pub(crate) fn glob_matches(
+    pattern: &str,
+    path: &str,
+    base: &str,
+    limits: &FsLimits,
+) -> Result<bool, String> {
+    Ok(glob::Glob::with_limits(pattern, limits)?.matches(path, base))
+}
+
+pub(crate) use tools::grep_lines;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -157,6 +173,7 @@ pub struct FilesystemMiddleware {
     enabled: Vec<FsTool>,
     eviction_threshold: Option<usize>,
     max_output_chars: usize,
+    limits: FsLimits,
     system_prompt: Option<String>,
     descriptions: BTreeMap<FsTool, String>,
 }
@@ -167,6 +184,7 @@ impl std::fmt::Debug for FilesystemMiddleware {
             .field("enabled", &self.enabled)
             .field("eviction_threshold", &self.eviction_threshold)
             .field("max_output_chars", &self.max_output_chars)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -191,6 +209,7 @@ impl FilesystemMiddleware {
             enabled: FsTool::ALL.to_vec(),
             eviction_threshold: Some(DEFAULT_MAX_CHARS),
             max_output_chars: DEFAULT_MAX_CHARS,
+            limits: FsLimits::default(),
             system_prompt: None,
             descriptions: BTreeMap::new(),
         }
@@ -228,6 +247,13 @@ impl FilesystemMiddleware {
     #[must_use]
     pub fn max_output_chars(mut self, chars: usize) -> Self {
         self.max_output_chars = chars.max(1);
+        self
+    }
+
+    /// What one tool call may read or expand (see [`FsLimits`]).
+    #[must_use]
+    pub fn limits(mut self, limits: FsLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -421,10 +447,11 @@ impl Middleware for FilesystemMiddleware {
         self.enabled
             .iter()
             .map(|&t| {
-                tools::build(
+                tools::build_with_limits(
                     t,
                     shared.clone(),
                     self.descriptions.get(&t).map(String::as_str),
+                    self.limits,
                 )
             })
             .collect()

@@ -175,7 +175,7 @@ impl std::fmt::Debug for ModerationMiddleware {
             .field("check_tool_results", &self.check_tool_results)
             .field("exit_behavior", &self.exit_behavior)
             .field("violation_message", &self.violation_message)
-            .field("base_url", &self.base_url)
+            .field("base_url", &crate::http::redact_url_text(&self.base_url))
             .finish_non_exhaustive()
     }
 }

@@ -45,7 +45,7 @@ use super::{
     ChatModel, FinishReason, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse,
     ModelStream, ToolChoice,
 };
-use crate::http::{HttpClient, HttpRequest};
+use crate::http::{HttpClient, HttpRequest, Secrets, redact_url_text};
 use crate::message::{Message, ToolCall};
 
 /// Anthropic's API base URL.
@@ -71,7 +71,7 @@ impl std::fmt::Debug for AnthropicModel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AnthropicModel")
             .field("model", &self.model)
-            .field("base_url", &self.base_url)
+            .field("base_url", &redact_url_text(&self.base_url))
             .field("api_key", &"[REDACTED]")
             .finish_non_exhaustive()
     }
@@ -229,7 +229,16 @@ impl AnthropicModel {
         r
     }
 
-    fn parse_response(&self, v: &Value) -> Result<ModelResponse, ModelError> {
+    /// Replays a whole streamed body (for [`crate::fuzz`]).
+    pub(crate) fn replay_stream(
+        &self,
+        body: &[u8],
+        limits: &crate::http::HttpLimits,
+    ) -> Result<ModelResponse, ModelError> {
+        super::common::replay_stream(body, limits, EventParser::default())
+    }
+
+    pub(crate) fn parse_response(&self, v: &Value) -> Result<ModelResponse, ModelError> {
         let malformed = |what: &str| ModelError::MalformedResponse {
             provider: "anthropic".to_string(),
             message: format!("{what}: {}", clip(&v.to_string(), 500)),
@@ -303,27 +312,32 @@ impl ChatModel for AnthropicModel {
     }
 
     async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
+        let http_request = self.http_request(&request, false);
+        let secrets = http_request.secrets().with(&self.api_key);
         let response = self
             .http
-            .send(self.http_request(&request, false))
+            .send(http_request)
             .await
-            .map_err(|e| map_http_error_scrubbed("anthropic", e, &[&self.api_key]))?;
+            .map_err(|e| map_http_error_scrubbed("anthropic", e, &secrets))?;
         let v: Value = response
             .json()
-            .map_err(|e| map_http_error_scrubbed("anthropic", e, &[&self.api_key]))?;
-        self.parse_response(&v)
+            .map_err(|e| map_http_error_scrubbed("anthropic", e, &secrets))?;
+        self.parse_response(&v).map_err(|e| e.scrubbed(&secrets))
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let http_request = self.http_request(&request, true);
+        let secrets: Secrets = http_request.secrets().with(&self.api_key);
         let response = self
             .http
-            .send_stream(self.http_request(&request, true))
+            .send_stream(http_request)
             .await
-            .map_err(|e| map_http_error_scrubbed("anthropic", e, &[&self.api_key]))?;
+            .map_err(|e| map_http_error_scrubbed("anthropic", e, &secrets))?;
         Ok(model_stream(
             "anthropic",
             response.sse(),
             EventParser::default(),
+            secrets,
         ))
     }
 }

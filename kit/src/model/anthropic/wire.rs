@@ -21,7 +21,9 @@ pub(super) fn usage(u: &Value) -> Usage {
     let cache_read = u64_at(u, "cache_read_input_tokens");
     let cache_creation = u64_at(u, "cache_creation_input_tokens");
     Usage {
-        input_tokens: u64_at(u, "input_tokens") + cache_read + cache_creation,
+        input_tokens: u64_at(u, "input_tokens")
+            .saturating_add(cache_read)
+            .saturating_add(cache_creation),
         output_tokens: u64_at(u, "output_tokens"),
         cache_read_tokens: cache_read,
         cache_creation_tokens: cache_creation,

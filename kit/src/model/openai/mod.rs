@@ -45,7 +45,7 @@ use super::{
     ChatModel, FinishReason, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse,
     ModelStream, ToolChoice, parse_args,
 };
-use crate::http::{HttpClient, HttpRequest};
+use crate::http::{HttpClient, HttpRequest, Secrets, redact_url_text};
 use crate::message::{Message, ToolCall};
 
 /// OpenAI's API base URL.
@@ -90,7 +90,7 @@ impl std::fmt::Debug for OpenAiModel {
         f.debug_struct("OpenAiModel")
             .field("provider", &self.provider)
             .field("model", &self.model)
-            .field("base_url", &self.base_url)
+            .field("base_url", &redact_url_text(&self.base_url))
             .field(
                 "auth",
                 &match self.auth {
@@ -304,15 +304,35 @@ impl OpenAiModel {
     }
 
     /// Maps an HTTP failure, the credentials scrubbed from what the server sent back.
-    fn map_error(&self, e: crate::http::HttpError) -> ModelError {
-        let secret = match &self.auth {
-            Auth::None => "",
-            Auth::Bearer(k) | Auth::Header(_, k) => k.as_str(),
-        };
-        map_http_error_scrubbed(&self.provider, e, &[secret])
+    fn map_error(&self, e: crate::http::HttpError, secrets: &Secrets) -> ModelError {
+        map_http_error_scrubbed(&self.provider, e, secrets)
     }
 
-    fn parse_response(&self, v: &Value) -> Result<ModelResponse, ModelError> {
+    /// Every credential a request of this model carries: the key, custom header values,
+    /// query values and the base URL's password (see [`HttpRequest::secrets`]).
+    fn secrets(&self, request: &HttpRequest) -> Secrets {
+        let mut secrets = request.secrets();
+        if let Auth::Bearer(key) | Auth::Header(_, key) = &self.auth {
+            secrets.add(key);
+        }
+        secrets
+    }
+
+    /// Replays a whole streamed body (for [`crate::fuzz`]).
+    pub(crate) fn replay_stream(
+        &self,
+        body: &[u8],
+        limits: &crate::http::HttpLimits,
+    ) -> Result<ModelResponse, ModelError> {
+        let parser = ChunkParser {
+            provider: self.provider.clone(),
+            done: false,
+            finished: false,
+        };
+        super::common::replay_stream(body, limits, parser)
+    }
+
+    pub(crate) fn parse_response(&self, v: &Value) -> Result<ModelResponse, ModelError> {
         let malformed = |what: &str| ModelError::MalformedResponse {
             provider: self.provider.clone(),
             message: format!("{what}: {}", clip(&v.to_string(), 500)),
@@ -403,27 +423,36 @@ impl ChatModel for OpenAiModel {
     }
 
     async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
+        let http_request = self.http_request(&request, false);
+        let secrets = self.secrets(&http_request);
         let response = self
             .http
-            .send(self.http_request(&request, false))
+            .send(http_request)
             .await
-            .map_err(|e| self.map_error(e))?;
-        let v: Value = response.json().map_err(|e| self.map_error(e))?;
-        self.parse_response(&v)
+            .map_err(|e| self.map_error(e, &secrets))?;
+        let v: Value = response.json().map_err(|e| self.map_error(e, &secrets))?;
+        self.parse_response(&v).map_err(|e| e.scrubbed(&secrets))
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        let http_request = self.http_request(&request, true);
+        let secrets = self.secrets(&http_request);
         let response = self
             .http
-            .send_stream(self.http_request(&request, true))
+            .send_stream(http_request)
             .await
-            .map_err(|e| self.map_error(e))?;
+            .map_err(|e| self.map_error(e, &secrets))?;
         let parser = ChunkParser {
             provider: self.provider.clone(),
             done: false,
             finished: false,
         };
-        Ok(model_stream(&self.provider, response.sse(), parser))
+        Ok(model_stream(
+            &self.provider,
+            response.sse(),
+            parser,
+            secrets,
+        ))
     }
 }
 

@@ -67,7 +67,7 @@ impl SseParser for ChunkParser {
                             index: call
                                 .get("index")
                                 .and_then(Value::as_u64)
-                                .map_or(position, |i| i as usize),
+                                .map_or(position, |i| usize::try_from(i).unwrap_or(usize::MAX)),
                             id: text(call.get("id")),
                             name: text(function.get("name")),
                             args,

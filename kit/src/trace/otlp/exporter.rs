@@ -42,7 +42,7 @@ pub struct OtlpExporter {
 impl std::fmt::Debug for OtlpExporter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OtlpExporter")
-            .field("url", &self.queue.url())
+            .field("url", &crate::http::redact_url_text(self.queue.url()))
             .field("profile", &self.profile)
             .field("protocol", &self.protocol)
             .finish_non_exhaustive()
@@ -240,7 +240,7 @@ impl std::fmt::Debug for OtlpExporterBuilder {
     /// Header values are never shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OtlpExporterBuilder")
-            .field("endpoint", &self.endpoint)
+            .field("endpoint", &crate::http::redact_url_text(&self.endpoint))
             .field(
                 "headers",
                 &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),

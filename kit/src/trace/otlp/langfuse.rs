@@ -52,7 +52,7 @@ impl OtlpEncoder {
                 );
             }
             if let Some(u) = &model.usage {
-                let cached = u.cache_read_tokens + u.cache_creation_tokens;
+                let cached = u.cache_read_tokens.saturating_add(u.cache_creation_tokens);
                 let mut usage = serde_json::Map::new();
                 usage.insert("input".into(), json!(u.input_tokens.saturating_sub(cached)));
                 usage.insert("output".into(), json!(u.output_tokens));

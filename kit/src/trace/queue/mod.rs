@@ -131,7 +131,7 @@ impl std::fmt::Debug for QueuedExporter {
     /// Shows the URL and counters, never the headers (they hold credentials).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueuedExporter")
-            .field("url", &self.url)
+            .field("url", &crate::http::redact_url_text(&self.url))
             .field("stats", &self.shared.runs())
             .finish_non_exhaustive()
     }
@@ -140,7 +140,7 @@ impl std::fmt::Debug for QueuedExporter {
 /// Checks that `url` is an absolute `http(s)` URL.
 pub(crate) fn parse_url(url: &str) -> Result<reqwest::Url, ExportError> {
     let invalid = |reason: String| ExportError::InvalidEndpoint {
-        endpoint: url.to_string(),
+        endpoint: crate::http::redact_url_text(url),
         reason,
     };
     let parsed = reqwest::Url::parse(url.trim()).map_err(|e| invalid(e.to_string()))?;
@@ -195,6 +195,7 @@ impl QueuedExporter {
         let client = reqwest::Client::builder()
             .user_agent(concat!("kit/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(config.request_timeout)
+            .redirect(crate::http::same_origin_redirects())
             .build()
             .map_err(|e| ExportError::Startup(format!("HTTP client: {e}")))?;
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -206,10 +207,25 @@ impl QueuedExporter {
         let (ctrl, ctrl_rx) = mpsc::unbounded_channel();
         let (done_tx, done_rx) = std::sync::mpsc::sync_channel(1);
         let shared = Arc::new(Shared::default());
+        let mut secrets = crate::http::Secrets::new();
+        for (name, value) in &map {
+            if name == CONTENT_TYPE || name == CONTENT_ENCODING {
+                continue;
+            }
+            let value = String::from_utf8_lossy(value.as_bytes());
+            secrets.add(&value);
+            if let Some((_, credential)) = value.split_once(' ') {
+                secrets.add(credential);
+            }
+        }
+        if let Some(password) = parsed.password() {
+            secrets.add_url_part(password);
+        }
         let worker = Worker {
             client,
             url: parsed,
             headers: map,
+            secrets,
             encoder: Box::new(encoder),
             config: config.clone(),
             shared: shared.clone(),

@@ -16,6 +16,8 @@ pub(super) struct Worker {
     pub(super) client: reqwest::Client,
     pub(super) url: reqwest::Url,
     pub(super) headers: HeaderMap,
+    /// The credentials in the headers and URL, scrubbed from whatever the endpoint answers.
+    pub(super) secrets: crate::http::Secrets,
     pub(super) encoder: Box<dyn BatchEncoder>,
     pub(super) config: QueueConfig,
     pub(super) shared: Arc<Shared>,
@@ -171,7 +173,7 @@ impl Worker {
                         self.shared.failed.fetch_add(rejected_n, Ordering::Relaxed);
                         self.shared.set_error(ExportError::PartiallyRejected {
                             rejected: count,
-                            message,
+                            message: self.secrets.scrub(&message),
                         });
                     }
                     return;
@@ -235,14 +237,15 @@ impl Worker {
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_string();
-        // The body only matters for errors and partial successes; a broken body is ignored.
-        let body = response.bytes().await.unwrap_or_default();
+        // The body only matters for errors and partial successes; a broken body is ignored,
+        // and no more than its first MAX_RESPONSE_BYTES are read.
+        let body = read_prefix(response, MAX_RESPONSE_BYTES).await;
         if (200..300).contains(&status) {
             return Outcome::Delivered(self.encoder.rejected(&content_type, &body));
         }
         let error = ExportError::Status {
             status,
-            body: body_excerpt(&body),
+            body: self.secrets.scrub(&body_excerpt(&body)),
         };
         if matches!(status, 429 | 502 | 503 | 504) {
             Outcome::Retry(error, retry_after)
@@ -252,6 +255,23 @@ impl Worker {
             Outcome::Fail(error)
         }
     }
+}
+
+/// The most of an endpoint's answer the exporter reads (an OTLP answer is a few bytes; an
+/// error page a few kilobytes).
+const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+
+/// The first `max` bytes of a body; the rest is never read.
+async fn read_prefix(mut response: reqwest::Response, max: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let room = max.saturating_sub(body.len());
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if chunk.len() >= room {
+            break;
+        }
+    }
+    body
 }
 
 pub(super) fn transport_error(e: reqwest::Error, timeout: Duration) -> ExportError {

@@ -2,12 +2,10 @@
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
-
-use base64::Engine;
 
 use super::{DirEntry, FileChanges, FsBackend, FsError};
 use crate::agent::FileData;
+use crate::middleware::filesystem::page::FilePage;
 use crate::middleware::filesystem::path::{join, normalize_path, relative_to};
 use crate::tool::ToolContext;
 
@@ -28,7 +26,11 @@ pub(super) const MAX_WALK_FILES: usize = 100_000;
 /// travel. The checks guard against a model's paths, not against another local process
 /// swapping directories for links while a call runs (a time-of-check/time-of-use race); run
 /// the agent in a container or sandbox when that matters. Non-UTF-8 files read as base64
-/// ([`FileData::encoding`] `base64`), which the text tools decline.
+/// ([`FileData::encoding`] `base64`), which the text tools decline. Only regular files are
+/// read: a FIFO, socket or device inside the root is refused ([`FsError::NotRegularFile`])
+/// before it is opened. `read_file` streams a file a page at a time, so its memory does not
+/// grow with the file; `edit_file` and `grep` read files whole up to
+/// [`FsLimits::max_file_bytes`](crate::middleware::filesystem::FsLimits::max_file_bytes).
 ///
 /// ```
 /// use kit::middleware::filesystem::{DirectoryBackend, FilesystemMiddleware};
@@ -201,35 +203,6 @@ impl DirectoryBackend {
         Ok(entries)
     }
 
-    pub(super) fn read_sync(&self, path: &str) -> Result<FileData, FsError> {
-        let real = self.existing(path)?;
-        let meta = std::fs::metadata(&real).map_err(|e| io("read", path, e))?;
-        if meta.is_dir() {
-            return Err(FsError::IsDirectory {
-                path: path.to_string(),
-            });
-        }
-        let bytes = std::fs::read(&real).map_err(|e| io("read", path, e))?;
-        let (content, encoding) = match String::from_utf8(bytes) {
-            Ok(text) => (text, "utf-8"),
-            Err(e) => (
-                base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
-                "base64",
-            ),
-        };
-        let stamp = |t: std::io::Result<std::time::SystemTime>| {
-            t.ok()
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map(|d| crate::ids::rfc3339_from_millis(d.as_millis() as u64, false))
-        };
-        Ok(FileData {
-            content,
-            encoding: encoding.to_string(),
-            created_at: stamp(meta.created()),
-            modified_at: stamp(meta.modified()),
-        })
-    }
-
     pub(super) fn write_sync(&self, path: &str, content: &str) -> Result<(), FsError> {
         let path = normalize_path(path)?;
         let (dir, name) = self.parent_dir(&path, true)?;
@@ -358,6 +331,30 @@ impl FsBackend for DirectoryBackend {
     async fn files(&self, _ctx: &ToolContext, dir: &str) -> Result<Vec<String>, FsError> {
         let dir = dir.to_string();
         self.blocking(move |b| b.files_sync(&dir)).await
+    }
+
+    async fn read_page(
+        &self,
+        _ctx: &ToolContext,
+        path: &str,
+        start: usize,
+        limit: usize,
+        budget: usize,
+    ) -> Result<FilePage, FsError> {
+        let path = path.to_string();
+        self.blocking(move |b| b.read_page_sync(&path, start, limit, budget))
+            .await
+    }
+
+    async fn read_limited(
+        &self,
+        _ctx: &ToolContext,
+        path: &str,
+        max_bytes: u64,
+    ) -> Result<FileData, FsError> {
+        let path = path.to_string();
+        self.blocking(move |b| b.read_limited_sync(&path, max_bytes))
+            .await
     }
 }
 

@@ -79,6 +79,33 @@ pub enum FsError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is not a regular file (a FIFO, a socket, a device): reading it could block
+    /// or never end, so it is refused.
+    #[error(
+        "'{path}' is not a regular file (it is a {kind}); the filesystem tools read regular \
+         files only, choose another path"
+    )]
+    NotRegularFile {
+        /// The path.
+        path: String,
+        /// What it is (`FIFO`, `socket`, `device`, ...).
+        kind: &'static str,
+    },
+    /// The file is larger than a tool reads whole
+    /// ([`FsLimits::max_file_bytes`](crate::middleware::filesystem::FsLimits::max_file_bytes)).
+    #[error(
+        "'{path}' has {size} bytes, more than the {limit} bytes this tool reads at once \
+         (FsLimits::max_file_bytes); page through it with read_file (offset and limit), or \
+         raise the limit"
+    )]
+    TooLarge {
+        /// The path.
+        path: String,
+        /// Its size in bytes (at least this).
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// Any other failure (for custom backends); the text is shown as is.
     #[error("{0}")]
     Other(String),

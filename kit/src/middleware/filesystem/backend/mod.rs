@@ -7,6 +7,7 @@
 
 mod disk;
 mod error;
+mod read;
 mod state;
 pub use disk::DirectoryBackend;
 pub use error::FsError;
@@ -14,6 +15,7 @@ pub use state::StateBackend;
 
 use std::collections::BTreeMap;
 
+use super::page::{FilePage, LinePager};
 use crate::agent::FileData;
 use crate::tool::ToolContext;
 
@@ -101,4 +103,57 @@ pub trait FsBackend: Send + Sync + 'static {
     /// Every file under `dir` at any depth (or `dir` itself when it is a file), for `glob` and
     /// `grep`. A missing directory has no files.
     async fn files(&self, ctx: &ToolContext, dir: &str) -> Result<Vec<String>, FsError>;
+
+    /// One page of the text file at `path` for `read_file`: lines `start..start + limit`
+    /// within `budget` characters, and the file's line count (see [`FilePage`]).
+    ///
+    /// The default reads the whole file with [`read`](Self::read); a backend over large files
+    /// overrides it to stream them, holding one page ([`DirectoryBackend`] does).
+    async fn read_page(
+        &self,
+        ctx: &ToolContext,
+        path: &str,
+        start: usize,
+        limit: usize,
+        budget: usize,
+    ) -> Result<FilePage, FsError> {
+        let file = self.read(ctx, path).await?;
+        if file.encoding == "base64" {
+            return Ok(FilePage {
+                binary_bytes: Some((file.content.len() / 4 * 3) as u64),
+                ..FilePage::default()
+            });
+        }
+        let mut pager = LinePager::new(start, limit, budget);
+        pager.feed(&file.content);
+        Ok(pager.finish())
+    }
+
+    /// The file at `path`, unless it holds more than `max_bytes` bytes
+    /// ([`FsError::TooLarge`]), for the tools that need a file whole (`edit_file`, `grep`).
+    ///
+    /// The default reads the file and then checks; a backend over large files overrides it
+    /// to check first ([`DirectoryBackend`] does).
+    async fn read_limited(
+        &self,
+        ctx: &ToolContext,
+        path: &str,
+        max_bytes: u64,
+    ) -> Result<FileData, FsError> {
+        let file = self.read(ctx, path).await?;
+        let size = if file.encoding == "base64" {
+            file.content.len() / 4 * 3
+        } else {
+            file.content.len()
+        };
+        let size = u64::try_from(size).unwrap_or(u64::MAX);
+        if size > max_bytes {
+            return Err(FsError::TooLarge {
+                path: path.to_string(),
+                size,
+                limit: max_bytes,
+            });
+        }
+        Ok(file)
+    }
 }

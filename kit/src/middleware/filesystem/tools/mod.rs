@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::FsTool;
 use super::backend::{FileChanges, FsBackend, FsError};
 use super::glob::Glob;
+use super::limits::FsLimits;
 use super::path::normalize_path;
 use crate::agent::AgentStateUpdate;
 use crate::middleware::python::py_str;
@@ -42,34 +43,52 @@ pub(crate) struct Shared {
     pub(crate) max_output_chars: usize,
 }
 
-/// Builds one tool.
+/// Builds one tool within the default [`FsLimits`].
+#[cfg(test)]
 pub(crate) fn build(kind: FsTool, shared: Arc<Shared>, description: Option<&str>) -> Tool {
+    build_with_limits(kind, shared, description, FsLimits::default())
+}
+
+/// Builds one tool.
+pub(crate) fn build_with_limits(
+    kind: FsTool,
+    shared: Arc<Shared>,
+    description: Option<&str>,
+    limits: FsLimits,
+) -> Tool {
     let description = description.unwrap_or(default_description(kind));
     Tool::new(
         kind.name(),
         description,
         schema(kind),
-        FsToolImpl { kind, shared },
+        FsToolImpl {
+            kind,
+            shared,
+            limits,
+        },
     )
 }
 
 struct FsToolImpl {
     kind: FsTool,
     shared: Arc<Shared>,
+    /// What one call may read or expand.
+    limits: FsLimits,
 }
 
 #[async_trait::async_trait]
 impl DynTool for FsToolImpl {
     async fn call(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
         let s = &self.shared;
+        let l = &self.limits;
         let out = match self.kind {
             FsTool::Ls => ls(s, &args, &ctx).await,
             FsTool::ReadFile => read_file(s, &args, &ctx).await,
             FsTool::WriteFile => write_file(s, &args, &ctx).await,
-            FsTool::EditFile => edit_file(s, &args, &ctx).await,
+            FsTool::EditFile => edit_file(s, l, &args, &ctx).await,
             FsTool::Delete => delete(s, &args, &ctx).await,
-            FsTool::Glob => glob(s, &args, &ctx).await,
-            FsTool::Grep => grep(s, &args, &ctx).await,
+            FsTool::Glob => glob(s, l, &args, &ctx).await,
+            FsTool::Grep => grep(s, l, &args, &ctx).await,
         };
         Ok(out.unwrap_or_else(ToolOutput::error))
     }
@@ -175,15 +194,6 @@ async fn read_file(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
              (default {DEFAULT_READ_LIMIT}) to read that many lines"
         ));
     }
-    let file = s.backend.read(ctx, &path).await.map_err(fs_error)?;
-    if file.content.trim().is_empty() {
-        return Ok(ToolOutput::text(EMPTY_CONTENT_WARNING));
-    }
-    if file.encoding == "base64" {
-        return Err(binary_error(&path, &file.content));
-    }
-    let lines: Vec<&str> = file.content.lines().collect();
-    let total = lines.len();
     let mut notices = Vec::new();
     let start = if offset < 0 {
         notices.push(format!(
@@ -194,38 +204,34 @@ async fn read_file(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
     } else {
         usize::try_from(offset).unwrap_or(usize::MAX)
     };
+    let limit_lines = usize::try_from(limit).unwrap_or(usize::MAX);
+    let budget = s.max_output_chars.max(1);
+    // Only the page is read into memory, however large the file.
+    let page = s
+        .backend
+        .read_page(ctx, &path, start, limit_lines, budget)
+        .await
+        .map_err(fs_error)?;
+    if page.blank {
+        return Ok(ToolOutput::text(EMPTY_CONTENT_WARNING));
+    }
+    if let Some(bytes) = page.binary_bytes {
+        return Err(binary_error(&path, bytes));
+    }
+    let total = page.total_lines;
     if start >= total {
         return Err(format!(
             "Error: Line offset {offset} exceeds file length ({total} lines)"
         ));
     }
-    let end = start
-        .saturating_add(usize::try_from(limit).unwrap_or(usize::MAX))
-        .min(total);
-    let budget = s.max_output_chars.max(1);
-
-    let mut body = String::new();
-    let mut used = 0usize;
-    let mut shown_end = start;
-    for line in &lines[start..end] {
-        let cost = line.chars().count() + usize::from(shown_end > start);
-        if used + cost > budget {
-            break;
-        }
-        if shown_end > start {
-            body.push('\n');
-        }
-        body.push_str(line);
-        used += cost;
-        shown_end += 1;
-    }
+    let end = start.saturating_add(limit_lines).min(total);
+    let shown_end = start.saturating_add(page.lines.len());
 
     let mut fields = Vec::new();
-    if shown_end == start {
+    let body;
+    if let Some(line_chars) = page.cut_line_chars {
         // The first line alone is over the budget: show its beginning.
-        let line = lines[start];
-        let line_chars = line.chars().count();
-        body = line.chars().take(budget).collect();
+        body = page.lines.into_iter().next().unwrap_or_default();
         fields.push(format!("lines {}-{} of {total}", start + 1, start + 1));
         if start + 1 < total {
             fields.push(format!("next offset {}", start + 1));
@@ -239,6 +245,7 @@ async fn read_file(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
             start + 1
         ));
     } else {
+        body = page.lines.join("\n");
         fields.push(format!("lines {}-{shown_end} of {total}", start + 1));
         if shown_end < total {
             fields.push(format!("next offset {shown_end}"));
@@ -261,11 +268,10 @@ async fn read_file(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
     Ok(ToolOutput::text(out))
 }
 
-fn binary_error(path: &str, base64: &str) -> String {
+fn binary_error(path: &str, bytes: u64) -> String {
     format!(
-        "Error: '{path}' is a binary file (about {} bytes, not UTF-8 text); the filesystem tools \
-         read and edit text files only",
-        base64.len() / 4 * 3
+        "Error: '{path}' is a binary file (about {bytes} bytes, not UTF-8 text); the filesystem \
+         tools read and edit text files only"
     )
 }
 
@@ -283,7 +289,7 @@ async fn write_file(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
     ))
 }
 
-async fn edit_file(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
+async fn edit_file(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) -> Outcome {
     let path = path_arg(args, "file_path")?;
     let old = string_arg(args, "old_string")?;
     let new = string_arg(args, "new_string")?;
@@ -298,9 +304,13 @@ async fn edit_file(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
                 .to_string(),
         );
     }
-    let file = s.backend.read(ctx, &path).await.map_err(fs_error)?;
+    let file = s
+        .backend
+        .read_limited(ctx, &path, limits.max_file_bytes)
+        .await
+        .map_err(fs_error)?;
     if file.encoding == "base64" {
-        return Err(binary_error(&path, &file.content));
+        return Err(binary_error(&path, (file.content.len() / 4 * 3) as u64));
     }
     let occurrences = file.content.matches(old).count();
     if occurrences == 0 {
@@ -335,10 +345,10 @@ async fn delete(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
     ))
 }
 
-async fn glob(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
+async fn glob(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) -> Outcome {
     let pattern = string_arg(args, "pattern")?;
     let base = optional_path(args, "path")?;
-    let glob = Glob::new(pattern).map_err(|e| format!("Error: {e}"))?;
+    let glob = Glob::with_limits(pattern, limits).map_err(|e| format!("Error: {e}"))?;
     let mut found: Vec<String> = s
         .backend
         .files(ctx, &base)
@@ -349,6 +359,12 @@ async fn glob(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
         .collect();
     found.sort();
     Ok(ToolOutput::text(path_list(&found, s.max_output_chars)))
+}
+
+/// How many lines of `text` a `grep` call with this pattern matches (for [`crate::fuzz`]).
+pub(crate) fn grep_lines(pattern: &str, use_regex: bool, text: &str) -> Result<usize, String> {
+    let matcher = Matcher::new(pattern, use_regex)?;
+    Ok(text.lines().filter(|l| matcher.is_match(l)).count())
 }
 
 /// True when a literal pattern looks like it was meant as a regular expression.
@@ -368,6 +384,21 @@ enum Matcher {
 }
 
 impl Matcher {
+    /// The matcher of a `grep` call: the literal text, or a regular expression (the `regex`
+    /// crate: linear-time matching, and a bounded compiled size).
+    fn new(pattern: &str, use_regex: bool) -> Result<Matcher, String> {
+        if !use_regex {
+            return Ok(Matcher::Literal(pattern.to_string()));
+        }
+        let regex = regex::Regex::new(pattern).map_err(|e| {
+            format!(
+                "Error: invalid regular expression '{pattern}': {e}\nFix the expression, or set \
+                 `regex` to false to search for the literal text."
+            )
+        })?;
+        Ok(Matcher::Regex(regex))
+    }
+
     fn is_match(&self, line: &str) -> bool {
         match self {
             Matcher::Literal(p) => line.contains(p.as_str()),
@@ -376,16 +407,17 @@ impl Matcher {
     }
 }
 
-async fn grep(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
+async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) -> Outcome {
     let pattern = string_arg(args, "pattern")?;
     if pattern.is_empty() {
         return Err("Error: `pattern` is empty; pass the text to search for".to_string());
     }
     let base = optional_path(args, "path")?;
     let file_filter = match optional_string(args, "glob") {
-        Some(g) if !g.trim().is_empty() => {
-            Some(Glob::new(g).map_err(|e| format!("Error: invalid `glob` filter: {e}"))?)
-        }
+        Some(g) if !g.trim().is_empty() => Some(
+            Glob::with_limits(g, limits)
+                .map_err(|e| format!("Error: invalid `glob` filter: {e}"))?,
+        ),
         _ => None,
     };
     let mode = optional_string(args, "output_mode").unwrap_or("files_with_matches");
@@ -403,23 +435,14 @@ async fn grep(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
     }
     let max_count = usize::try_from(max_count).unwrap_or(usize::MAX);
     let use_regex = bool_arg(args, "regex", false);
-    let matcher = if use_regex {
-        let regex = regex::Regex::new(pattern).map_err(|e| {
-            format!(
-                "Error: invalid regular expression '{pattern}': {e}\nFix the expression, or set \
-                 `regex` to false to search for the literal text."
-            )
-        })?;
-        Matcher::Regex(regex)
-    } else {
-        Matcher::Literal(pattern.to_string())
-    };
+    let matcher = Matcher::new(pattern, use_regex)?;
 
     let mut files = s.backend.files(ctx, &base).await.map_err(fs_error)?;
     files.sort();
     let mut results: Vec<(String, Vec<(usize, String)>)> = Vec::new();
     let mut total = 0usize;
     let mut truncated = false;
+    let mut too_large: Vec<String> = Vec::new();
     'files: for path in files {
         if file_filter
             .as_ref()
@@ -427,8 +450,17 @@ async fn grep(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
         {
             continue;
         }
-        let Ok(file) = s.backend.read(ctx, &path).await else {
-            continue; // vanished or unreadable: skipped
+        let file = match s
+            .backend
+            .read_limited(ctx, &path, limits.max_file_bytes)
+            .await
+        {
+            Ok(file) => file,
+            Err(FsError::TooLarge { .. }) => {
+                too_large.push(path);
+                continue;
+            }
+            Err(_) => continue, // vanished, unreadable or not a regular file: skipped
         };
         if file.encoding == "base64" {
             continue;
@@ -452,12 +484,14 @@ async fn grep(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
         }
     }
 
+    let skipped = skipped_note(&too_large, limits.max_file_bytes);
     if results.is_empty() {
         let mut text = NO_MATCHES.to_string();
         if !use_regex && looks_like_regex(pattern) {
             text.push_str("\n\n");
             text.push_str(LITERAL_GREP_NOTE);
         }
+        text.push_str(&skipped);
         return Ok(ToolOutput::text(text));
     }
     let mut text = match mode {
@@ -490,7 +524,30 @@ async fn grep(s: &Shared, args: &Value, ctx: &ToolContext) -> Outcome {
              max_count, to see the rest."
         ));
     }
+    text.push_str(&skipped);
     Ok(ToolOutput::text(text))
+}
+
+/// The note naming the files `grep` did not search because of their size (empty when none).
+fn skipped_note(paths: &[String], limit: u64) -> String {
+    if paths.is_empty() {
+        return String::new();
+    }
+    const SHOWN: usize = 5;
+    let mut names = paths
+        .iter()
+        .take(SHOWN)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > SHOWN {
+        names.push_str(&format!(" and {} more", paths.len() - SHOWN));
+    }
+    format!(
+        "\n\nNote: {} file(s) larger than {limit} bytes were not searched: {names}. Page \
+         through them with read_file (offset and limit).",
+        paths.len()
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,38 @@
+//! How much one filesystem tool call may read or expand: the limits of the tools.
+
+/// Limits on what one tool call may make kit read or expand, whatever the model asks for.
+///
+/// | limit | default | what it bounds |
+/// |---|---|---|
+/// | `max_file_bytes` | 16 MiB | a file `edit_file` or `grep` reads whole; larger files are refused by `edit_file` and skipped (and named) by `grep`. `read_file` pages through files of any size, holding one page |
+/// | `max_pattern_chars` | 4,096 | a `glob` pattern (also `grep`'s `glob` filter) |
+/// | `max_pattern_alternatives` | 1,000 | what a pattern's `{a,b}` groups expand to (together they may hold at most 64 Ki characters) |
+///
+/// ```
+/// use kit::middleware::filesystem::{FilesystemMiddleware, FsLimits};
+///
+/// let fs = FilesystemMiddleware::new().limits(FsLimits {
+///     max_file_bytes: 64 * 1024 * 1024,
+///     ..FsLimits::default()
+/// });
+/// # let _ = fs;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsLimits {
+    /// Largest file read whole (by `edit_file` and `grep`), in bytes.
+    pub max_file_bytes: u64,
+    /// Longest glob pattern, in characters.
+    pub max_pattern_chars: usize,
+    /// Most alternatives a glob pattern's braces may expand to.
+    pub max_pattern_alternatives: usize,
+}
+
+impl Default for FsLimits {
+    fn default() -> Self {
+        FsLimits {
+            max_file_bytes: 16 * 1024 * 1024,
+            max_pattern_chars: 4096,
+            max_pattern_alternatives: 1000,
+        }
+    }
+}
