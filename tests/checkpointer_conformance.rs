@@ -13,11 +13,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
 use kit::checkpoint::sqlite::{SqliteOptions, SqliteSynchronous};
 use kit::checkpoint::{
     BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
-    Checkpointer, LoadedCheckpoint, MemoryCheckpointer, PendingWrite, PostgresCheckpointer,
+    Checkpointer, LoadedCheckpoint, PendingWrite, PostgresCheckpointer, PruneReport, PruneStrategy,
     SqliteCheckpointer, ThreadInfo, pending,
 };
 use kit::graph::{Durability, GraphBuilder, NodeContext, NodeError, Route};
@@ -25,155 +24,10 @@ use kit::{END, Graph, Resume, RunOptions, START, State};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-type Cp = Arc<dyn Checkpointer>;
-
-// ---------------------------------------------------------------------------------------------
-// storages
-
-/// A back-end under test: opens instances on one storage.
-struct Storage {
-    name: &'static str,
-    opener: Box<dyn Fn() -> BoxFuture<'static, Cp> + Send + Sync>,
-    /// Keeps a temporary directory alive; PostgreSQL: the schema to drop at the end.
-    _dir: Option<tempfile::TempDir>,
-    cleanup: Option<PostgresCheckpointer>,
-    sqlite_path: Option<std::path::PathBuf>,
-}
-
-impl Storage {
-    /// A new instance on the same storage (a "restart").
-    async fn reopen(&self) -> Cp {
-        (self.opener)().await
-    }
-
-    async fn finish(self) {
-        if let Some(pg) = &self.cleanup {
-            pg.drop_schema().await.unwrap();
-        }
-    }
-}
-
-fn memory_storage() -> Storage {
-    let cp: Cp = Arc::new(MemoryCheckpointer::new());
-    Storage {
-        name: "memory",
-        opener: Box::new(move || {
-            let cp = cp.clone();
-            Box::pin(async move { cp })
-        }),
-        _dir: None,
-        cleanup: None,
-        sqlite_path: None,
-    }
-}
-
-fn sqlite_storage() -> Storage {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("checkpoints.sqlite");
-    let p = path.clone();
-    Storage {
-        name: "sqlite",
-        opener: Box::new(move || {
-            let p = p.clone();
-            Box::pin(async move { Arc::new(SqliteCheckpointer::open(&p).unwrap()) as Cp })
-        }),
-        _dir: Some(dir),
-        cleanup: None,
-        sqlite_path: Some(path),
-    }
-}
-
-/// The PostgreSQL server to test against, or `None` (after a loud message) when there is none
-/// outside CI.
-fn postgres_url() -> Option<String> {
-    match std::env::var("KIT_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            if std::env::var_os("CI").is_some() {
-                panic!(
-                    "KIT_TEST_POSTGRES_URL is not set, but CI is: the PostgreSQL conformance \
-                     tests must run in CI. Run .ci/run (it starts a server), or export \
-                     KIT_TEST_POSTGRES_URL=postgres://user:password@host:port/db"
-                );
-            }
-            eprintln!(
-                "\n*** SKIPPED PostgreSQL conformance: KIT_TEST_POSTGRES_URL is not set. Run \
-                 `source .ci/postgres.sh` (starts a local server) or point it at a server. ***\n"
-            );
-            None
-        }
-    }
-}
-
-fn unique_schema() -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    format!(
-        "kit_conf_{}_{}_{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::SeqCst),
-        kit::ids::now_millis() % 1_000_000
-    )
-}
-
-async fn postgres_storage() -> Option<Storage> {
-    let url = postgres_url()?;
-    let schema = unique_schema();
-    let first = PostgresCheckpointer::connect_in_schema(&url, &schema)
-        .await
-        .unwrap();
-    Some(Storage {
-        name: "postgres",
-        opener: Box::new(move || {
-            let (url, schema) = (url.clone(), schema.clone());
-            Box::pin(async move {
-                Arc::new(
-                    PostgresCheckpointer::connect_in_schema(&url, &schema)
-                        .await
-                        .unwrap(),
-                ) as Cp
-            })
-        }),
-        _dir: None,
-        cleanup: Some(first),
-        sqlite_path: None,
-    })
-}
-
-/// Runs each case against memory, SQLite and PostgreSQL, one `#[tokio::test]` per pair.
-macro_rules! suite {
-    ($($case:ident),* $(,)?) => {
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let s = super::memory_storage();
-                    super::$case(&s).await;
-                    s.finish().await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let s = super::sqlite_storage();
-                    super::$case(&s).await;
-                    s.finish().await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $case() {
-                    let Some(s) = super::postgres_storage().await else { return };
-                    super::$case(&s).await;
-                    s.finish().await;
-                }
-            )*
-        }
-    };
-}
+#[macro_use]
+#[path = "support/storages.rs"]
+mod storages;
+use storages::{Cp, Storage, postgres_url, sqlite_storage, unique_schema};
 
 suite!(
     round_trip_with_full_blobs_and_delta_chains,
@@ -1049,6 +903,19 @@ impl Checkpointer for LoadBarrier {
     async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
         self.inner.delete_thread(thread_id).await
     }
+    async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: PruneStrategy,
+    ) -> Result<PruneReport, CheckpointError> {
+        self.inner.prune(thread_id, strategy).await
+    }
+    async fn delete_threads_before(
+        &self,
+        cutoff: std::time::SystemTime,
+    ) -> Result<Vec<String>, CheckpointError> {
+        self.inner.delete_threads_before(cutoff).await
+    }
     async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError> {
         self.inner.threads().await
     }
@@ -1272,6 +1139,19 @@ impl Checkpointer for Counting {
     }
     async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
         self.inner.delete_thread(thread_id).await
+    }
+    async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: PruneStrategy,
+    ) -> Result<PruneReport, CheckpointError> {
+        self.inner.prune(thread_id, strategy).await
+    }
+    async fn delete_threads_before(
+        &self,
+        cutoff: std::time::SystemTime,
+    ) -> Result<Vec<String>, CheckpointError> {
+        self.inner.delete_threads_before(cutoff).await
     }
     async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError> {
         self.inner.threads().await

@@ -19,12 +19,16 @@
 //! (amortised O(1)) at message 10 and at message 10,000, and a read replays at most about as
 //! many bytes as the value itself has.
 //!
+//! Storage stays bounded with [`retention`]: pruning old checkpoints, and a time to live for
+//! threads.
+//!
 //! Writes are optimistic: a [`CheckpointWrite`] names the head it expects the thread to have, and
 //! the back-end refuses it with [`CheckpointError::Conflict`] when another writer got there first.
 
 mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod retention;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql;
 #[cfg(feature = "sqlite")]
@@ -33,10 +37,12 @@ pub mod sqlite;
 pub use memory::MemoryCheckpointer;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresCheckpointer;
+pub use retention::{PruneReport, PruneStrategy, Retention, RetentionTask, SweepReport};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteCheckpointer;
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -315,8 +321,27 @@ pub trait Checkpointer: Send + Sync + 'static {
         limit: Option<usize>,
     ) -> Result<Vec<CheckpointMeta>, CheckpointError>;
 
-    /// Deletes a thread in every namespace. Deleting an unknown thread is not an error.
+    /// Deletes a thread in every namespace, with everything stored for it (checkpoints, blobs,
+    /// pending writes). Deleting an unknown thread is not an error.
     async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError>;
+
+    /// Removes old checkpoints of a thread, in every namespace, as `strategy` says, with their
+    /// pending writes and the blobs no kept checkpoint reads. The head of each namespace and
+    /// its pending writes are always kept, so a paused thread still resumes (see
+    /// [`retention`]). Pruning an unknown thread removes nothing.
+    async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: PruneStrategy,
+    ) -> Result<PruneReport, CheckpointError>;
+
+    /// Deletes every thread whose last checkpoint was written before `cutoff` (a time to live;
+    /// see [`Retention`]), atomically with respect to writers: a thread written to after
+    /// `cutoff` is kept. Returns the deleted threads' ids.
+    async fn delete_threads_before(
+        &self,
+        cutoff: SystemTime,
+    ) -> Result<Vec<String>, CheckpointError>;
 
     /// All threads with their last update time, most recently updated first.
     async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError>;

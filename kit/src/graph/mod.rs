@@ -369,19 +369,40 @@ impl<S: State> Graph<S> {
         run::fork(self, opts).await
     }
 
-    /// Deletes a thread from the checkpointer.
+    /// Deletes a thread from the checkpointer, with everything stored for it.
     pub async fn delete_thread(&self, opts: &RunOptions) -> Result<(), GraphError> {
+        let (cp, thread) = self.thread_store(opts, "delete_thread")?;
+        cp.delete_thread(thread).await?;
+        Ok(())
+    }
+
+    /// Prunes a thread's history as `strategy` says ([`Checkpointer::prune`]): a paused
+    /// thread still resumes afterwards.
+    pub async fn prune_thread(
+        &self,
+        opts: &RunOptions,
+        strategy: crate::checkpoint::PruneStrategy,
+    ) -> Result<crate::checkpoint::PruneReport, GraphError> {
+        let (cp, thread) = self.thread_store(opts, "prune_thread")?;
+        Ok(cp.prune(thread, strategy).await?)
+    }
+
+    /// The checkpointer and thread id an operation on a stored thread uses.
+    fn thread_store<'a>(
+        &self,
+        opts: &'a RunOptions,
+        operation: &'static str,
+    ) -> Result<(Arc<dyn Checkpointer>, &'a str), GraphError> {
         let cp = opts
             .checkpointer
             .clone()
             .or_else(|| self.checkpointer.clone())
-            .ok_or(GraphError::MissingCheckpointer("delete_thread"))?;
+            .ok_or(GraphError::MissingCheckpointer(operation))?;
         let thread = opts
             .thread_id
             .as_deref()
-            .ok_or(GraphError::MissingThread("delete_thread"))?;
-        cp.delete_thread(thread).await?;
-        Ok(())
+            .ok_or(GraphError::MissingThread(operation))?;
+        Ok((cp, thread))
     }
 
     /// Renders the graph as a Mermaid flowchart.

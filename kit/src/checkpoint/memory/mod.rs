@@ -3,12 +3,17 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
+use std::time::SystemTime;
+
+use super::retention::timestamp;
 use super::{
     BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer,
-    LoadedCheckpoint, PendingWrite, ThreadInfo, resolve_channels, upsert_writes,
+    LoadedCheckpoint, PendingWrite, PruneReport, PruneStrategy, ThreadInfo, resolve_channels,
+    upsert_writes,
 };
 
 mod packed;
+mod retention;
 
 use packed::{BlobFields, Fields, Id, Unpacked};
 
@@ -32,6 +37,9 @@ pub struct MemoryCheckpointer {
 struct ThreadData {
     namespaces: HashMap<String, NsData>,
     updated_at: String,
+    /// Set when the thread is taken out of the map: a writer that reached it just before must
+    /// write to the thread's next incarnation instead (or its write would be lost).
+    removed: bool,
 }
 
 #[derive(Default)]
@@ -130,6 +138,127 @@ impl MemoryCheckpointer {
             .or_default()
             .clone()
     }
+
+    /// Runs `f` on a thread that is in the map (created if needed), locked.
+    fn with_live_thread<T>(&self, thread_id: &str, f: impl FnOnce(&mut ThreadData) -> T) -> T {
+        loop {
+            let thread = self.thread_or_create(thread_id);
+            let mut data = lock(&thread);
+            if !data.removed {
+                return f(&mut data);
+            }
+        }
+    }
+
+    /// Takes threads out of the map (holding its write lock) where `remove` says so, marking
+    /// them removed; returns their ids.
+    fn remove_threads(&self, mut remove: impl FnMut(&str, &ThreadData) -> bool) -> Vec<String> {
+        let mut threads = self.threads.write().unwrap_or_else(|p| p.into_inner());
+        let mut removed = Vec::new();
+        threads.retain(|thread_id, t| {
+            let mut data = lock(t);
+            if !remove(thread_id, &data) {
+                return true;
+            }
+            data.removed = true;
+            removed.push(thread_id.clone());
+            false
+        });
+        threads.shrink_to_fit();
+        removed
+    }
+
+    /// Bytes of checkpoint data held for every thread: packed checkpoints, channel blobs and
+    /// pending writes (not the maps around them). Shows what [`Checkpointer::prune`] and
+    /// [`Checkpointer::delete_thread`] free.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), kit::checkpoint::CheckpointError> {
+    /// use kit::checkpoint::{Checkpointer, MemoryCheckpointer};
+    /// let checkpointer = MemoryCheckpointer::new();
+    /// checkpointer.delete_thread("t1").await?;
+    /// assert_eq!(checkpointer.stored_bytes(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn stored_bytes(&self) -> usize {
+        let threads: Vec<String> = self
+            .threads
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        threads.iter().map(|t| self.thread_stored_bytes(t)).sum()
+    }
+
+    /// [`stored_bytes`](Self::stored_bytes) of one thread (0 for an unknown thread).
+    pub fn thread_stored_bytes(&self, thread_id: &str) -> usize {
+        self.thread(thread_id).map_or(0, |t| {
+            lock(&t).namespaces.values().map(NsData::stored_bytes).sum()
+        })
+    }
+}
+
+/// Writes a checkpoint into a locked thread (`write.thread_id` was taken out into `thread_id`).
+fn put_locked(
+    data: &mut ThreadData,
+    thread_id: &str,
+    write: CheckpointWrite,
+) -> Result<(), CheckpointError> {
+    let ns = data.namespaces.entry(write.ns.clone()).or_default();
+    if ns.head != write.expected_head {
+        return Err(CheckpointError::Conflict {
+            thread_id: thread_id.to_string(),
+            expected: write.expected_head,
+            found: ns.head.clone(),
+        });
+    }
+    let id = write.meta.id.as_str();
+    let channel_versions = write
+        .channel_versions
+        .iter()
+        .map(|(channel, version)| (ns.channel_index(channel), version.as_str()))
+        .collect();
+    let mut blobs = Vec::with_capacity(write.blobs.len());
+    for b in write.blobs.iter().filter(|b| b.version == id) {
+        blobs.push(BlobFields {
+            channel: ns.channel_index(&b.channel),
+            prev_version: b.prev_version.as_deref(),
+            kind: b.kind,
+            data: &b.data,
+        });
+    }
+    let meta = &write.meta;
+    let stored = Stored {
+        id: Id::new(id),
+        packed: packed::pack(&Fields {
+            parent_id: meta.parent_id.as_deref(),
+            step: meta.step,
+            source: meta.source,
+            created_at: &meta.created_at,
+            metadata: &meta.metadata,
+            channel_versions,
+            body: &write.body,
+            blobs,
+        }),
+    };
+    // Ids are time-ordered, so this is almost always a push at the end.
+    let at = ns
+        .checkpoints
+        .partition_point(|s| s.id.cmp_str(id) == std::cmp::Ordering::Less);
+    ns.checkpoints.insert(at, stored);
+    for blob in write.blobs {
+        if blob.version != write.meta.id {
+            ns.orphan_blobs
+                .entry(blob.version.as_str().into())
+                .or_default()
+                .push(blob);
+        }
+    }
+    ns.head = Some(write.meta.id.clone());
+    data.updated_at = write.meta.created_at;
+    Ok(())
 }
 
 fn lock(t: &Mutex<ThreadData>) -> std::sync::MutexGuard<'_, ThreadData> {
@@ -187,61 +316,11 @@ impl NsData {
 #[async_trait::async_trait]
 impl Checkpointer for MemoryCheckpointer {
     async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError> {
-        let thread = self.thread_or_create(&write.thread_id);
-        let mut data = lock(&thread);
-        let ns = data.namespaces.entry(write.ns.clone()).or_default();
-        if ns.head != write.expected_head {
-            return Err(CheckpointError::Conflict {
-                thread_id: write.thread_id,
-                expected: write.expected_head,
-                found: ns.head.clone(),
-            });
-        }
-        let id = write.meta.id.as_str();
-        let channel_versions = write
-            .channel_versions
-            .iter()
-            .map(|(channel, version)| (ns.channel_index(channel), version.as_str()))
-            .collect();
-        let mut blobs = Vec::with_capacity(write.blobs.len());
-        for b in write.blobs.iter().filter(|b| b.version == id) {
-            blobs.push(BlobFields {
-                channel: ns.channel_index(&b.channel),
-                prev_version: b.prev_version.as_deref(),
-                kind: b.kind,
-                data: &b.data,
-            });
-        }
-        let meta = &write.meta;
-        let stored = Stored {
-            id: Id::new(id),
-            packed: packed::pack(&Fields {
-                parent_id: meta.parent_id.as_deref(),
-                step: meta.step,
-                source: meta.source,
-                created_at: &meta.created_at,
-                metadata: &meta.metadata,
-                channel_versions,
-                body: &write.body,
-                blobs,
-            }),
-        };
-        // Ids are time-ordered, so this is almost always a push at the end.
-        let at = ns
-            .checkpoints
-            .partition_point(|s| s.id.cmp_str(id) == std::cmp::Ordering::Less);
-        ns.checkpoints.insert(at, stored);
-        for blob in write.blobs {
-            if blob.version != write.meta.id {
-                ns.orphan_blobs
-                    .entry(blob.version.as_str().into())
-                    .or_default()
-                    .push(blob);
-            }
-        }
-        ns.head = Some(write.meta.id.clone());
-        data.updated_at = write.meta.created_at;
-        Ok(())
+        let mut write = write;
+        // Taken out (not cloned: this is every step's path) to name the thread while `write`
+        // moves into the closure.
+        let thread_id = std::mem::take(&mut write.thread_id);
+        self.with_live_thread(&thread_id, |data| put_locked(data, &thread_id, write))
     }
 
     async fn put_writes(
@@ -251,11 +330,11 @@ impl Checkpointer for MemoryCheckpointer {
         checkpoint_id: &str,
         writes: Vec<PendingWrite>,
     ) -> Result<(), CheckpointError> {
-        let thread = self.thread_or_create(thread_id);
-        let mut data = lock(&thread);
-        let ns = data.namespaces.entry(ns.to_string()).or_default();
-        let existing = ns.writes.entry(checkpoint_id.to_string()).or_default();
-        upsert_writes(existing, writes);
+        self.with_live_thread(thread_id, |data| {
+            let ns = data.namespaces.entry(ns.to_string()).or_default();
+            let existing = ns.writes.entry(checkpoint_id.to_string()).or_default();
+            upsert_writes(existing, writes);
+        });
         Ok(())
     }
 
@@ -356,11 +435,33 @@ impl Checkpointer for MemoryCheckpointer {
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
-        self.threads
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(thread_id);
+        self.remove_threads(|id, _| id == thread_id);
         Ok(())
+    }
+
+    async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: PruneStrategy,
+    ) -> Result<PruneReport, CheckpointError> {
+        let Some(thread) = self.thread(thread_id) else {
+            return Ok(PruneReport::default());
+        };
+        let mut data = lock(&thread);
+        let mut report = PruneReport::default();
+        for ns in data.namespaces.values_mut() {
+            report.add(ns.prune(strategy)?);
+        }
+        Ok(report)
+    }
+
+    async fn delete_threads_before(
+        &self,
+        cutoff: SystemTime,
+    ) -> Result<Vec<String>, CheckpointError> {
+        let cutoff = timestamp(cutoff);
+        // Under the map's write lock: no writer reaches a thread while it is judged idle.
+        Ok(self.remove_threads(|_, data| data.updated_at < cutoff))
     }
 
     async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError> {

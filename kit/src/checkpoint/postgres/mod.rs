@@ -48,14 +48,16 @@
 //! Connections are made without TLS (`NoTls`): use a local server, a private network or a TLS
 //! terminating proxy.
 
+use super::retention::timestamp;
 use super::sql;
 use super::{
     CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LoadedCheckpoint, PendingWrite,
-    ThreadInfo,
+    PruneReport, PruneStrategy, ThreadInfo,
 };
 use crate::pg::{Database, describe};
 
 mod queries;
+mod retention;
 mod schema;
 
 pub use schema::POSTGRES_SCHEMA_VERSION;
@@ -204,6 +206,25 @@ impl Checkpointer for PostgresCheckpointer {
         self.delete_inner(thread_id)
             .await
             .map_err(|e| self.error("deleting a thread", e))
+    }
+
+    async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: PruneStrategy,
+    ) -> Result<PruneReport, CheckpointError> {
+        self.prune_inner(thread_id, strategy)
+            .await
+            .map_err(|e| self.error("pruning a thread", e))
+    }
+
+    async fn delete_threads_before(
+        &self,
+        cutoff: std::time::SystemTime,
+    ) -> Result<Vec<String>, CheckpointError> {
+        self.delete_before_inner(&timestamp(cutoff))
+            .await
+            .map_err(|e| self.error("deleting idle threads", e))
     }
 
     async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError> {

@@ -72,6 +72,19 @@ impl SqliteCheckpointer {
                 }
             }
         }
+        self.write_blocking(op, data, data_bytes, f).await
+    }
+
+    /// Runs a write transaction on the blocking pool: for the writes that may take long
+    /// (pruning, deleting many threads), which must never hold up an async worker thread.
+    pub(super) async fn write_blocking<D: Send + 'static, T: Send + 'static>(
+        &self,
+        op: &'static str,
+        data: D,
+        data_bytes: usize,
+        f: fn(&rusqlite::Transaction<'_>, &D) -> R<T>,
+    ) -> Result<T, CheckpointError> {
+        let weight = COMMIT_PAGES_BYTES + data_bytes as u64;
         let inner = self.inner.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let mut conn = inner.writer.lock().unwrap_or_else(|p| p.into_inner());

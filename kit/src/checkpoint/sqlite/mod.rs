@@ -89,19 +89,22 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, params};
 
+use super::retention::timestamp;
 use super::sql;
 use super::{
     CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LoadedCheckpoint, PendingWrite,
-    ThreadInfo,
+    PruneReport, PruneStrategy, ThreadInfo,
 };
 
 mod conn;
 mod queries;
+mod retention;
 mod schema;
 
 pub use conn::WAL_CHECKPOINT_BYTES;
 use conn::{configure, open_connection};
 use queries::{META_COLUMNS, WritesArgs, delete_tx, load_tx, meta_from_row, put_tx, put_writes_tx};
+use retention::{delete_before_tx, prune_tx};
 pub use schema::SQLITE_SCHEMA_VERSION;
 use schema::{check_version, migrate};
 
@@ -392,6 +395,29 @@ impl Checkpointer for SqliteCheckpointer {
     async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
         self.write("deleting a thread", thread_id.to_string(), 0, delete_tx)
             .await
+    }
+
+    async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: PruneStrategy,
+    ) -> Result<PruneReport, CheckpointError> {
+        let args = (thread_id.to_string(), strategy);
+        self.write_blocking("pruning a thread", args, 0, prune_tx)
+            .await
+    }
+
+    async fn delete_threads_before(
+        &self,
+        cutoff: std::time::SystemTime,
+    ) -> Result<Vec<String>, CheckpointError> {
+        self.write_blocking(
+            "deleting idle threads",
+            timestamp(cutoff),
+            0,
+            delete_before_tx,
+        )
+        .await
     }
 
     async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError> {

@@ -1,0 +1,236 @@
+//! The checkpointer back-ends the integration tests run against: memory, SQLite (a real file
+//! in a temporary directory) and PostgreSQL (a real server, `KIT_TEST_POSTGRES_URL`; each
+//! storage gets a schema of its own), and `suite!`, which runs each case against all three.
+//!
+//! PostgreSQL: without `KIT_TEST_POSTGRES_URL` the PostgreSQL cases fail when `CI` is set, and
+//! otherwise print a loud `SKIPPED` line and pass. `.ci/run` starts a server and sets both.
+
+// Each test crate that includes this module uses part of it.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::future::BoxFuture;
+use kit::checkpoint::{Checkpointer, MemoryCheckpointer, PostgresCheckpointer, SqliteCheckpointer};
+
+pub type Cp = Arc<dyn Checkpointer>;
+
+/// A back-end under test: opens instances on one storage.
+pub struct Storage {
+    pub name: &'static str,
+    opener: Box<dyn Fn() -> BoxFuture<'static, Cp> + Send + Sync>,
+    /// Keeps a temporary directory alive; PostgreSQL: the schema to drop at the end.
+    _dir: Option<tempfile::TempDir>,
+    cleanup: Option<PostgresCheckpointer>,
+    pub sqlite_path: Option<std::path::PathBuf>,
+    /// The memory back-end's one instance.
+    memory: Option<Arc<MemoryCheckpointer>>,
+    /// PostgreSQL: the server and schema.
+    postgres: Option<(String, String)>,
+}
+
+impl Storage {
+    /// A new instance on the same storage (a "restart").
+    pub async fn reopen(&self) -> Cp {
+        (self.opener)().await
+    }
+
+    /// Bytes the storage holds for `thread`: channel data, checkpoint bodies, metadata and
+    /// channel versions, and pending writes (memory: what `thread_stored_bytes` counts).
+    pub async fn footprint(&self, thread: &str) -> u64 {
+        const SQLITE: &str = "SELECT
+            (SELECT COALESCE(SUM(length(data)), 0) FROM kit_blobs WHERE thread_id = ?1)
+          + (SELECT COALESCE(SUM(length(body) + length(metadata) + length(channel_versions)), 0)
+               FROM kit_checkpoints WHERE thread_id = ?1)
+          + (SELECT COALESCE(SUM(length(value)), 0) FROM kit_writes WHERE thread_id = ?1)";
+        const POSTGRES: &str = "SELECT
+            (SELECT COALESCE(SUM(octet_length(data)), 0) FROM kit_blobs WHERE thread_id = $1)
+          + (SELECT COALESCE(SUM(octet_length(body) + octet_length(metadata::text)
+                                 + octet_length(channel_versions::text)), 0)
+               FROM kit_checkpoints WHERE thread_id = $1)
+          + (SELECT COALESCE(SUM(octet_length(value::text)), 0) FROM kit_writes
+              WHERE thread_id = $1)";
+        if let Some(memory) = &self.memory {
+            return memory.thread_stored_bytes(thread) as u64;
+        }
+        self.count(thread, SQLITE, POSTGRES).await
+    }
+
+    /// Rows the storage holds for `thread` in its four tables (`None` for memory).
+    pub async fn rows(&self, thread: &str) -> Option<u64> {
+        const SQLITE: &str = "SELECT
+            (SELECT COUNT(*) FROM kit_threads WHERE thread_id = ?1)
+          + (SELECT COUNT(*) FROM kit_checkpoints WHERE thread_id = ?1)
+          + (SELECT COUNT(*) FROM kit_blobs WHERE thread_id = ?1)
+          + (SELECT COUNT(*) FROM kit_writes WHERE thread_id = ?1)";
+        const POSTGRES: &str = "SELECT
+            (SELECT COUNT(*) FROM kit_threads WHERE thread_id = $1)
+          + (SELECT COUNT(*) FROM kit_checkpoints WHERE thread_id = $1)
+          + (SELECT COUNT(*) FROM kit_blobs WHERE thread_id = $1)
+          + (SELECT COUNT(*) FROM kit_writes WHERE thread_id = $1)";
+        if self.memory.is_some() {
+            return None;
+        }
+        Some(self.count(thread, SQLITE, POSTGRES).await)
+    }
+
+    /// Runs a query returning one number about `thread`, on SQLite or PostgreSQL.
+    async fn count(&self, thread: &str, sqlite: &str, postgres: &str) -> u64 {
+        if let Some(path) = &self.sqlite_path {
+            let conn = rusqlite::Connection::open(path).unwrap();
+            return conn
+                .query_row(sqlite, [thread], |r| r.get::<_, i64>(0))
+                .unwrap() as u64;
+        }
+        let Some((url, schema)) = &self.postgres else {
+            unreachable!("every storage is memory, SQLite or PostgreSQL")
+        };
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("SET search_path TO {schema}"))
+            .await
+            .unwrap();
+        let row = client.query_one(postgres, &[&thread]).await.unwrap();
+        row.get::<_, i64>(0) as u64
+    }
+
+    pub async fn finish(self) {
+        if let Some(pg) = &self.cleanup {
+            pg.drop_schema().await.unwrap();
+        }
+    }
+}
+
+pub fn memory_storage() -> Storage {
+    let memory = Arc::new(MemoryCheckpointer::new());
+    let cp: Cp = memory.clone();
+    Storage {
+        name: "memory",
+        opener: Box::new(move || {
+            let cp = cp.clone();
+            Box::pin(async move { cp })
+        }),
+        _dir: None,
+        cleanup: None,
+        sqlite_path: None,
+        memory: Some(memory),
+        postgres: None,
+    }
+}
+
+pub fn sqlite_storage() -> Storage {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("checkpoints.sqlite");
+    let p = path.clone();
+    Storage {
+        name: "sqlite",
+        opener: Box::new(move || {
+            let p = p.clone();
+            Box::pin(async move { Arc::new(SqliteCheckpointer::open(&p).unwrap()) as Cp })
+        }),
+        _dir: Some(dir),
+        cleanup: None,
+        sqlite_path: Some(path),
+        memory: None,
+        postgres: None,
+    }
+}
+
+/// The PostgreSQL server to test against, or `None` (after a loud message) when there is none
+/// outside CI.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("KIT_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            if std::env::var_os("CI").is_some() {
+                panic!(
+                    "KIT_TEST_POSTGRES_URL is not set, but CI is: the PostgreSQL conformance \
+                     tests must run in CI. Run .ci/run (it starts a server), or export \
+                     KIT_TEST_POSTGRES_URL=postgres://user:password@host:port/db"
+                );
+            }
+            eprintln!(
+                "\n*** SKIPPED PostgreSQL conformance: KIT_TEST_POSTGRES_URL is not set. Run \
+                 `source .ci/postgres.sh` (starts a local server) or point it at a server. ***\n"
+            );
+            None
+        }
+    }
+}
+
+pub fn unique_schema() -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "kit_conf_{}_{}_{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst),
+        kit::ids::now_millis() % 1_000_000
+    )
+}
+
+pub async fn postgres_storage() -> Option<Storage> {
+    let url = postgres_url()?;
+    let schema = unique_schema();
+    let first = PostgresCheckpointer::connect_in_schema(&url, &schema)
+        .await
+        .unwrap();
+    let postgres = Some((url.clone(), schema.clone()));
+    Some(Storage {
+        name: "postgres",
+        opener: Box::new(move || {
+            let (url, schema) = (url.clone(), schema.clone());
+            Box::pin(async move {
+                Arc::new(
+                    PostgresCheckpointer::connect_in_schema(&url, &schema)
+                        .await
+                        .unwrap(),
+                ) as Cp
+            })
+        }),
+        _dir: None,
+        cleanup: Some(first),
+        sqlite_path: None,
+        memory: None,
+        postgres,
+    })
+}
+
+/// Runs each case against memory, SQLite and PostgreSQL, one `#[tokio::test]` per pair.
+macro_rules! suite {
+    ($($case:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let s = $crate::storages::memory_storage();
+                    super::$case(&s).await;
+                    s.finish().await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let s = $crate::storages::sqlite_storage();
+                    super::$case(&s).await;
+                    s.finish().await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let Some(s) = $crate::storages::postgres_storage().await else { return };
+                    super::$case(&s).await;
+                    s.finish().await;
+                }
+            )*
+        }
+    };
+}
