@@ -130,7 +130,8 @@ fn attempt<S: State>(
     trace: Option<&crate::trace::Run>,
     number: u32,
 ) -> crate::graph::node::NodeFuture<S> {
-    let task_id = ctx.task_id();
+    // Only a traced run needs the task id (formatting it costs an allocation per step).
+    let task_id = trace.map(|_| ctx.task_id());
     let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| (node.func)(state, ctx))) {
         Ok(fut) => fut,
         Err(panic) => {
@@ -143,8 +144,8 @@ fn attempt<S: State>(
             Box::pin(std::future::ready(Err(NodeError::msg(message))))
         }
     };
-    match trace {
-        Some(trace) => {
+    match (trace, task_id) {
+        (Some(trace), Some(task_id)) => {
             let node_run = trace.child(&node.name, crate::trace::RunKind::Node, || {
                 if number == 1 {
                     json!({ "task_id": task_id })
@@ -154,7 +155,7 @@ fn attempt<S: State>(
             });
             traced_node(node_run, fut)
         }
-        None => fut,
+        _ => fut,
     }
 }
 
