@@ -13,12 +13,20 @@ pub(crate) const N_FAN: usize = 50;
 
 #[derive(State, Clone, Default, Debug, Serialize, Deserialize)]
 pub(crate) struct Linear {
-    counter: i64,
+    pub(crate) counter: i64,
     #[state(reducer = kit::reducers::append)]
     log: Vec<String>,
 }
 
 pub(crate) fn linear_graph() -> Graph<Linear> {
+    match linear_builder().compile() {
+        Ok(g) => g,
+        Err(e) => fail(&format!("W1 graph: {e}")),
+    }
+}
+
+/// W1's graph, before compiling (the policies workload adds to it).
+pub(crate) fn linear_builder() -> GraphBuilder<Linear> {
     let mut b = GraphBuilder::<Linear>::new("w1");
     for i in 0..N_LINEAR {
         let name = format!("n{i}");
@@ -33,10 +41,7 @@ pub(crate) fn linear_graph() -> Graph<Linear> {
     for i in 1..N_LINEAR {
         b = b.edge(format!("n{}", i - 1), format!("n{i}"));
     }
-    match b.edge(format!("n{}", N_LINEAR - 1), END).compile() {
-        Ok(g) => g,
-        Err(e) => fail(&format!("W1 graph: {e}")),
-    }
+    b.edge(format!("n{}", N_LINEAR - 1), END)
 }
 
 pub(crate) fn check_linear(s: &Linear) {

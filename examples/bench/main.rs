@@ -11,6 +11,7 @@
 //! cargo run --release --example bench -- w5         # checkpointing: memory, SQLite x3, size
 //! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w5  # + PostgreSQL
 //! cargo run --release --example bench -- w7         # 1000 async-subagent runs on a worker
+//! cargo run --release --example bench -- policies   # retry and cache policies on W1: none, hit, miss
 //! cargo run --release --example bench -- pii        # PII precision/recall and linear time
 //! cargo run --release --example bench -- fuzz       # 1 M hostile inputs per parser, no panic
 //! cargo run --release --example bench -- fuzz --inputs=20000 --seed=7
@@ -26,6 +27,7 @@ mod fuzz;
 mod graphs;
 mod measure;
 mod pii;
+mod policies;
 mod worker;
 
 use agent::{w2, w2_trace, w4};
@@ -42,7 +44,7 @@ pub(crate) fn fail(message: &str) -> ! {
 }
 
 const WORKLOADS: &[&str] = &[
-    "w1", "w2", "w2t", "w3", "w4", "w5", "w6", "w7", "pii", "fuzz",
+    "w1", "w2", "w2t", "w3", "w4", "w5", "w6", "w7", "policies", "pii", "fuzz",
 ];
 
 fn main() {
@@ -114,6 +116,7 @@ fn main() {
             "w3" => w3(reps).await,
             "w5" => w5(if reps_given { reps } else { 100 }).await,
             "w6" => w6(reps).await,
+            "policies" => policies::policies(reps).await,
             other => fail(&format!(
                 "unknown workload `{other}`; choose one of {} or all",
                 WORKLOADS.join(", ")
