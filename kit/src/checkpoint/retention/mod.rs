@@ -174,14 +174,17 @@ pub(crate) fn reachable_blobs<'a>(
     reached
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// A stored checkpoint as the SQL back-ends read it to prune: id, parent, and channel versions
 /// as JSON text.
 pub(crate) type CheckpointRow = (String, Option<String>, String);
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// A stored blob as the SQL back-ends read it to prune: channel, version, previous version and
 /// kind name (no data).
 pub(crate) type BlobRow = (String, String, Option<String>, String);
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// What pruning one namespace removes.
 pub(crate) struct Plan<'a> {
     /// How many checkpoints stay.
@@ -192,6 +195,7 @@ pub(crate) struct Plan<'a> {
     pub blobs: Vec<(&'a str, &'a str)>,
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// Plans the pruning of one namespace from its rows (see [`kept_checkpoints`] and
 /// [`reachable_blobs`]).
 pub(crate) fn plan<'a>(
