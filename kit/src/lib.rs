@@ -176,7 +176,7 @@ pub use graph::{
 pub use kit_macros::{State, Tool, agent, graph, tool};
 pub use message::{Content, ContentPart, Message, Role, ToolCall, ToolStatus, Usage};
 pub use model::ChatModel;
-pub use state::{Overwrite, State, reducers};
+pub use state::{Messages, Overwrite, State, reducers};
 pub use tool::Tool;
 
 /// Re-exported for JSON Schemas of tool arguments and structured output: derive with

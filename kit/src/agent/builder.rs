@@ -298,7 +298,7 @@ impl AgentBuilder {
             middleware,
             system_prompt: (!system.is_empty()).then_some(system),
             model_opts: self.model_opts,
-            tool_specs,
+            tool_specs: tool_specs.into(),
             structured,
             recursion_limit: self.recursion_limit,
         });

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::message::{Message, Role};
-use crate::state::DynState;
+use crate::state::{DynState, Messages};
 
 /// The agent's state: one channel per capability.
 ///
@@ -22,8 +22,8 @@ use crate::state::DynState;
 #[derive(crate::State, Clone, Default, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgentState {
     /// The conversation.
-    #[state(reducer = crate::reducers::add_messages)]
-    pub messages: Vec<Message>,
+    #[state(reducer = crate::reducers::add_messages, update = Vec<Message>)]
+    pub messages: Messages,
     /// The current plan.
     pub todos: Vec<Todo>,
     /// The virtual filesystem, by absolute path.

@@ -108,12 +108,17 @@ impl Middleware for OverflowRecoveryMiddleware {
                 let mut messages = Vec::with_capacity(original.messages.len() - cut + 1);
                 messages.push(summary.clone());
                 messages.extend_from_slice(&original.messages[cut..]);
-                retry.messages = messages;
+                retry.messages = messages.into();
                 Some((summary, cut))
             }
             None => None,
         };
-        for m in retry.messages.iter_mut().filter(|m| m.role == Role::Tool) {
+        for m in retry
+            .messages
+            .make_mut()
+            .iter_mut()
+            .filter(|m| m.role == Role::Tool)
+        {
             if m.content.text_len() > self.max_tool_result_chars {
                 truncate_content(&mut m.content, self.max_tool_result_chars);
             }

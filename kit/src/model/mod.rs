@@ -47,6 +47,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::message::{Message, Usage};
+use crate::state::Messages;
 
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -153,10 +154,12 @@ impl ModelOptions {
 pub struct ModelRequest {
     /// The system prompt (sent the way each provider expects it).
     pub system: Option<String>,
-    /// The conversation, oldest first.
-    pub messages: Vec<Message>,
-    /// Tools the model may call.
-    pub tools: Vec<ToolSpec>,
+    /// The conversation, oldest first: shared with the agent's state, not copied (edit it
+    /// with [`Messages::make_mut`], which copies it first if it is shared).
+    pub messages: Messages,
+    /// Tools the model may call: shared by every call of an agent, not copied (build a new
+    /// list to change it: `request.tools = request.tools.iter().filter(..).cloned().collect()`).
+    pub tools: Arc<[ToolSpec]>,
     /// Tool choice.
     pub tool_choice: ToolChoice,
     /// Structured output.
@@ -167,9 +170,9 @@ pub struct ModelRequest {
 
 impl ModelRequest {
     /// A request with these messages and nothing else.
-    pub fn new(messages: Vec<Message>) -> Self {
+    pub fn new(messages: impl Into<Messages>) -> Self {
         ModelRequest {
-            messages,
+            messages: messages.into(),
             ..Self::default()
         }
     }
@@ -183,8 +186,8 @@ impl ModelRequest {
 
     /// Binds tools.
     #[must_use]
-    pub fn tools(mut self, tools: Vec<ToolSpec>) -> Self {
-        self.tools = tools;
+    pub fn tools(mut self, tools: impl Into<Arc<[ToolSpec]>>) -> Self {
+        self.tools = tools.into();
         self
     }
 
@@ -209,7 +212,7 @@ impl ModelRequest {
         for m in &self.messages {
             chars += estimate_message_chars(m);
         }
-        for t in &self.tools {
+        for t in self.tools.iter() {
             chars += t.name.len() + t.description.len() + t.parameters.to_string().len();
         }
         (chars as u64).div_ceil(4)

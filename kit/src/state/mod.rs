@@ -40,10 +40,12 @@
 
 pub mod dyn_reducers;
 mod dynamic;
+mod messages;
 pub mod reducers;
 
 pub use dyn_reducers::{DynChannel, IntoDynChannel};
 pub use dynamic::{DynReducer, DynSchema, DynState, DynUpdate};
+pub use messages::Messages;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

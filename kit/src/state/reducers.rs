@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::Messages;
 use crate::message::{Message, REMOVE_ALL_MESSAGES, Role};
 
 /// Appends the update to a list: `[a] + [b, c] = [a, b, c]`.
@@ -60,21 +61,72 @@ pub fn add<T: std::ops::AddAssign>(current: &mut T, update: T) {
 ///   same update are kept);
 /// * any other message is appended.
 ///
-/// Finding an existing id scans from the newest message backwards, where upserts usually hit.
-pub fn add_messages(current: &mut Vec<Message>, update: Vec<Message>) {
+/// Works on a [`Messages`] channel (what [`AgentState`](crate::AgentState) uses: ids are found
+/// through an index, so each message costs the same however long the conversation) and on a
+/// plain `Vec<Message>` (ids are found by a scan from the newest message backwards, where
+/// upserts usually hit).
+///
+/// ```
+/// use kit::{Message, Messages};
+///
+/// let mut list = Messages::from(vec![Message::user("draft").with_id("q")]);
+/// kit::reducers::add_messages(
+///     &mut list,
+///     vec![Message::user("final").with_id("q"), Message::assistant("ok")],
+/// );
+/// assert_eq!(list.len(), 2);
+/// assert_eq!(list[0].text(), "final");
+/// ```
+pub fn add_messages<L: MessageChannel>(current: &mut L, update: Vec<Message>) {
     for message in update {
         if message.role == Role::Remove {
             if message.id == REMOVE_ALL_MESSAGES {
-                current.clear();
-            } else if let Some(pos) = current.iter().rposition(|m| m.id == message.id) {
-                current.remove(pos);
+                current.clear_messages();
+            } else {
+                current.remove_message(&message.id);
             }
             continue;
         }
-        match current.iter().rposition(|m| m.id == message.id) {
-            Some(pos) => current[pos] = message,
-            None => current.push(message),
+        current.upsert_message(message);
+    }
+}
+
+/// A list [`add_messages`] can reduce into: `Vec<Message>` or [`Messages`].
+pub trait MessageChannel {
+    /// Replaces the message with the same id, or appends.
+    fn upsert_message(&mut self, message: Message);
+    /// Removes the message with this id, if any.
+    fn remove_message(&mut self, id: &str);
+    /// Removes every message.
+    fn clear_messages(&mut self);
+}
+
+impl MessageChannel for Vec<Message> {
+    fn upsert_message(&mut self, message: Message) {
+        match self.iter().rposition(|m| m.id == message.id) {
+            Some(pos) => self[pos] = message,
+            None => self.push(message),
         }
+    }
+    fn remove_message(&mut self, id: &str) {
+        if let Some(pos) = self.iter().rposition(|m| m.id == id) {
+            self.remove(pos);
+        }
+    }
+    fn clear_messages(&mut self) {
+        self.clear();
+    }
+}
+
+impl MessageChannel for Messages {
+    fn upsert_message(&mut self, message: Message) {
+        self.upsert(message);
+    }
+    fn remove_message(&mut self, id: &str) {
+        self.remove(id);
+    }
+    fn clear_messages(&mut self) {
+        self.clear();
     }
 }
 

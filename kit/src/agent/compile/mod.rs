@@ -40,7 +40,7 @@ pub(crate) struct AgentCore {
     pub(crate) model_opts: ModelOptions,
     /// The tools the model sees (the format tool of a tool-strategy structured output too),
     /// built once.
-    pub(crate) tool_specs: Vec<crate::model::ToolSpec>,
+    pub(crate) tool_specs: Arc<[crate::model::ToolSpec]>,
     /// The structured answer asked for, with the strategy this model gets.
     pub(crate) structured: Option<(
         crate::agent::StructuredOutput,

@@ -12,7 +12,7 @@ use crate::agent::{AgentError, AgentState, StructuredStrategy};
 use crate::event::{EventData, ModelDelta, ToolCallDelta};
 use crate::graph::{NodeContext, NodeError, NodeOutput};
 use crate::model::{ModelChunk, ModelRequest, ModelResponse, StreamAssembler, ToolChoice};
-use crate::state::{Overwrite, Write};
+use crate::state::{Messages, Overwrite, Write};
 
 use super::dangling::patch_dangling_calls;
 use super::hooks::send_calls;
@@ -24,7 +24,9 @@ pub(super) async fn model_node(
     state: Arc<AgentState>,
     ctx: NodeContext,
 ) -> Result<NodeOutput<AgentState>, NodeError> {
-    let patched = patch_dangling_calls(&state.messages);
+    // The request shares the state's conversation (no copy), unless calls left without a
+    // result had to be patched (rare: a cancelled or abandoned run).
+    let patched = patch_dangling_calls(&state.messages).map(Messages::from);
     let messages = patched.clone().unwrap_or_else(|| state.messages.clone());
     let request = ModelRequest {
         system: core.system_prompt.clone(),
@@ -67,7 +69,7 @@ pub(super) async fn model_node(
     // conversation, say) takes the answer, and replaces the dangling-call patch it was built on.
     let mut update = execution.update.unwrap_or_default();
     let patched = match update.messages.take() {
-        Some(Write::Overwrite(all)) => Some(all),
+        Some(Write::Overwrite(all)) => Some(Messages::from(all)),
         Some(Write::Value(added)) => {
             let mut all = patched.unwrap_or_else(|| state.messages.clone());
             all.extend(added);
@@ -104,7 +106,7 @@ pub(super) async fn model_node(
     update = match patched {
         Some(mut all) => {
             all.extend(added);
-            update.messages(Overwrite(all))
+            update.messages(Overwrite(all.into_vec()))
         }
         None => update.messages(added),
     };

@@ -74,7 +74,8 @@ fn turn(calls: Vec<ToolCall>) -> AgentState {
         messages: vec![
             Message::user("go"),
             Message::assistant_with_tool_calls("", calls),
-        ],
+        ]
+        .into(),
         ..AgentState::default()
     }
 }

@@ -1,0 +1,369 @@
+//! [`Messages`]: a conversation that is cheap to share and to append to.
+//!
+//! An agent hands its whole conversation to the model on every call, and appends a message or
+//! two after it. With a plain `Vec<Message>` both grow with the conversation: each call copies
+//! (and later frees) every message, and each append searches every id for an upsert. So a
+//! conversation of *n* messages cost O(n²) over its life.
+//!
+//! `Messages` keeps the list behind an [`Arc`]: a model request shares it instead of copying it,
+//! and the reducer appends in place once the request is gone (copy-on-write, only if something
+//! still holds the old list). Ids are found through a small hash index (id hash → position),
+//! built when a list first grows past a few dozen messages and kept up to date by appends, so
+//! `add_messages` costs the same at message 10 and at message 10,000, and restoring a thread
+//! replays its stored deltas in one pass.
+//!
+//! Reading a `Messages` is reading a slice (`Deref<Target = [Message]>`); it serialises as a
+//! plain JSON array, so stored threads and wire formats are unchanged.
+//!
+//! ```
+//! use kit::{Message, Messages};
+//!
+//! let mut conversation = Messages::from(vec![Message::user("Hi")]);
+//! let shared = conversation.clone(); // no copy: both see one list
+//! conversation.push(Message::assistant("Hello!"));
+//! assert_eq!(conversation.len(), 2);
+//! assert_eq!(shared.len(), 1, "the earlier view is unchanged");
+//! assert_eq!(conversation[1].text(), "Hello!");
+//! ```
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::ops::Deref;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::message::Message;
+
+/// Below this many messages an id is found by a scan from the end (cheaper than hashing).
+const INDEX_FROM: usize = 32;
+
+/// A conversation: a list of [`Message`]s, shared by reference and indexed by id. See the
+/// [module docs](self).
+#[derive(Clone, Default)]
+pub struct Messages {
+    inner: Arc<List>,
+}
+
+#[derive(Clone, Default)]
+struct List {
+    items: Vec<Message>,
+    /// Hash of an id → the position of the last message whose id has that hash. Every id's
+    /// hash is present, so a hash not found means the id is not in the list; a position whose
+    /// message has another id (two ids with one hash) falls back to a scan. `None` until the
+    /// list is long enough, and after a removal (rebuilt on the next lookup).
+    index: Option<HashMap<u64, u32>>,
+}
+
+/// The hash an id is indexed by (fixed keys, so clones of a list agree).
+fn id_hash(id: &str) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    id.hash(&mut h);
+    h.finish()
+}
+
+impl List {
+    fn position(&mut self, id: &str) -> Option<usize> {
+        if self.items.len() < INDEX_FROM {
+            return self.items.iter().rposition(|m| m.id == id);
+        }
+        let index = self.index.get_or_insert_with(|| {
+            let mut index = HashMap::with_capacity(self.items.len());
+            for (i, m) in self.items.iter().enumerate() {
+                index.insert(id_hash(&m.id), i as u32);
+            }
+            index
+        });
+        let pos = *index.get(&id_hash(id))? as usize;
+        match self.items.get(pos) {
+            Some(m) if m.id == id => Some(pos),
+            // Another id with the same hash: rare enough to scan.
+            _ => self.items.iter().rposition(|m| m.id == id),
+        }
+    }
+
+    fn push(&mut self, message: Message) {
+        if let Some(index) = &mut self.index {
+            index.insert(id_hash(&message.id), self.items.len() as u32);
+        }
+        self.items.push(message);
+    }
+
+    fn remove(&mut self, pos: usize) {
+        self.items.remove(pos);
+        // Positions after it moved: rebuilt on the next lookup.
+        self.index = None;
+    }
+}
+
+impl Messages {
+    /// An empty conversation.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The messages as a slice (also what `*messages` gives).
+    pub fn as_slice(&self) -> &[Message] {
+        &self.inner.items
+    }
+
+    /// The position of the message with this id, if any (the last one, if several share it).
+    pub fn position(&mut self, id: &str) -> Option<usize> {
+        self.list_mut().position(id)
+    }
+
+    /// Appends a message (no id check: [`upsert`](Self::upsert) replaces one with the same id).
+    pub fn push(&mut self, message: Message) {
+        self.list_mut().push(message);
+    }
+
+    /// Replaces the message with the same id in place, or appends it (`add_messages`' rule).
+    pub fn upsert(&mut self, message: Message) {
+        let list = self.list_mut();
+        match list.position(&message.id) {
+            Some(pos) => list.items[pos] = message,
+            None => list.push(message),
+        }
+    }
+
+    /// Removes the message with this id; returns it, if there was one.
+    pub fn remove(&mut self, id: &str) -> Option<Message> {
+        let list = self.list_mut();
+        let pos = list.position(id)?;
+        let message = list.items[pos].clone();
+        list.remove(pos);
+        Some(message)
+    }
+
+    /// Removes every message.
+    pub fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// The list for editing as a `Vec` (copied first if another holder shares it). The id
+    /// index is dropped and rebuilt when next needed.
+    pub fn make_mut(&mut self) -> &mut Vec<Message> {
+        let list = self.list_mut();
+        list.index = None;
+        &mut list.items
+    }
+
+    /// The messages as a `Vec` (without a copy when nothing else shares them).
+    pub fn into_vec(self) -> Vec<Message> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(list) => list.items,
+            Err(shared) => shared.items.clone(),
+        }
+    }
+
+    /// Whether `self` and `other` share one list (a clone not written to since).
+    pub fn ptr_eq(&self, other: &Messages) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    fn list_mut(&mut self) -> &mut List {
+        Arc::make_mut(&mut self.inner)
+    }
+}
+
+impl Deref for Messages {
+    type Target = [Message];
+    fn deref(&self) -> &[Message] {
+        &self.inner.items
+    }
+}
+
+impl AsRef<[Message]> for Messages {
+    fn as_ref(&self) -> &[Message] {
+        &self.inner.items
+    }
+}
+
+impl std::borrow::Borrow<[Message]> for Messages {
+    fn borrow(&self) -> &[Message] {
+        &self.inner.items
+    }
+}
+
+impl<'a> IntoIterator for &'a Messages {
+    type Item = &'a Message;
+    type IntoIter = std::slice::Iter<'a, Message>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.inner.items.iter()
+    }
+}
+
+impl IntoIterator for Messages {
+    type Item = Message;
+    type IntoIter = std::vec::IntoIter<Message>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_vec().into_iter()
+    }
+}
+
+impl From<Vec<Message>> for Messages {
+    fn from(items: Vec<Message>) -> Self {
+        Messages {
+            inner: Arc::new(List { items, index: None }),
+        }
+    }
+}
+
+impl From<&[Message]> for Messages {
+    fn from(items: &[Message]) -> Self {
+        Messages::from(items.to_vec())
+    }
+}
+
+impl<const N: usize> From<[Message; N]> for Messages {
+    fn from(items: [Message; N]) -> Self {
+        Messages::from(Vec::from(items))
+    }
+}
+
+impl From<Messages> for Vec<Message> {
+    fn from(messages: Messages) -> Self {
+        messages.into_vec()
+    }
+}
+
+impl FromIterator<Message> for Messages {
+    fn from_iter<I: IntoIterator<Item = Message>>(iter: I) -> Self {
+        Messages::from(iter.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl Extend<Message> for Messages {
+    /// Appends (no id check, like `Vec::extend`).
+    fn extend<I: IntoIterator<Item = Message>>(&mut self, iter: I) {
+        let list = self.list_mut();
+        for message in iter {
+            list.push(message);
+        }
+    }
+}
+
+impl std::fmt::Debug for Messages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.items.fmt(f)
+    }
+}
+
+impl PartialEq for Messages {
+    fn eq(&self, other: &Self) -> bool {
+        self.ptr_eq(other) || self.inner.items == other.inner.items
+    }
+}
+
+impl PartialEq<Vec<Message>> for Messages {
+    fn eq(&self, other: &Vec<Message>) -> bool {
+        self.inner.items == *other
+    }
+}
+
+impl PartialEq<[Message]> for Messages {
+    fn eq(&self, other: &[Message]) -> bool {
+        self.inner.items == other
+    }
+}
+
+impl Serialize for Messages {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.inner.items.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Messages {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::<Message>::deserialize(deserializer).map(Messages::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numbered(n: usize) -> Vec<Message> {
+        (0..n)
+            .map(|i| Message::user(format!("m{i}")).with_id(format!("id-{i}")))
+            .collect()
+    }
+
+    #[test]
+    fn upserts_find_ids_below_and_above_the_index_threshold() {
+        for n in [5, INDEX_FROM + 5, 500] {
+            let mut m = Messages::from(numbered(n));
+            m.upsert(Message::user("again").with_id("id-2"));
+            assert_eq!(m.len(), n, "{n}: an existing id is replaced, not appended");
+            assert_eq!(m[2].text(), "again");
+            m.upsert(Message::user("new").with_id("fresh"));
+            assert_eq!(m.len(), n + 1);
+            assert_eq!(m.position("fresh"), Some(n));
+            assert_eq!(
+                m.position("missing"),
+                None,
+                "{n}: an absent id is not found"
+            );
+        }
+    }
+
+    #[test]
+    fn removing_keeps_later_lookups_right() {
+        let mut m = Messages::from(numbered(100));
+        assert!(m.remove("id-10").is_some());
+        assert_eq!(
+            m.position("id-11"),
+            Some(10),
+            "positions after the removal moved"
+        );
+        assert_eq!(m.position("id-10"), None);
+        assert!(m.remove("id-10").is_none());
+        m.upsert(Message::user("x").with_id("id-99"));
+        assert_eq!(m.len(), 99);
+    }
+
+    #[test]
+    fn a_shared_list_is_copied_only_when_written() {
+        let mut a = Messages::from(numbered(40));
+        let b = a.clone();
+        assert!(a.ptr_eq(&b));
+        a.push(Message::user("only in a"));
+        assert!(!a.ptr_eq(&b), "writing a shared list copies it");
+        assert_eq!((a.len(), b.len()), (41, 40));
+        // Not shared any more: appends go in place.
+        let list = Arc::as_ptr(&a.inner);
+        a.push(Message::user("in place"));
+        assert_eq!(Arc::as_ptr(&a.inner), list);
+    }
+
+    #[test]
+    fn edits_through_make_mut_drop_the_index() {
+        let mut m = Messages::from(numbered(100));
+        assert_eq!(m.position("id-50"), Some(50));
+        m.make_mut().swap(50, 60);
+        assert_eq!(m.position("id-50"), Some(60));
+        assert_eq!(m.position("id-60"), Some(50));
+    }
+
+    #[test]
+    fn it_serialises_as_a_plain_array() {
+        let m = Messages::from(numbered(2));
+        let json = serde_json::to_value(&m).unwrap();
+        assert!(json.is_array());
+        let back: Messages = serde_json::from_value(json).unwrap();
+        assert_eq!(back, m);
+        assert!(serde_json::from_str::<Messages>("{\"not\": \"a list\"}").is_err());
+    }
+
+    #[test]
+    fn appends_and_lookups_stay_constant_time_as_the_list_grows() {
+        // Counted, not timed: probes of the scan fallback stay at zero.
+        let mut m = Messages::new();
+        for i in 0..20_000 {
+            m.upsert(Message::user("x").with_id(format!("id-{i}")));
+        }
+        assert_eq!(m.len(), 20_000);
+        let index = m.inner.index.as_ref().map_or(0, HashMap::len);
+        assert_eq!(index, 20_000, "every id is indexed");
+    }
+}
