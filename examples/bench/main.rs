@@ -12,6 +12,7 @@
 //! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w5  # + PostgreSQL
 //! cargo run --release --example bench -- w7         # 1000 async-subagent runs on a worker
 //! cargo run --release --example bench -- policies   # retry and cache policies on W1: none, hit, miss
+//! cargo run --release --example bench -- growth     # cost curves: history, thread, chain, fan-out, ...
 //! cargo run --release --example bench -- pii        # PII precision/recall and linear time
 //! cargo run --release --example bench -- fuzz       # 1 M hostile inputs per parser, no panic
 //! cargo run --release --example bench -- fuzz --inputs=20000 --seed=7
@@ -25,6 +26,7 @@ mod checkpoint;
 mod compare;
 mod fuzz;
 mod graphs;
+mod growth;
 mod measure;
 mod pii;
 mod policies;
@@ -90,6 +92,10 @@ fn main() {
     }
     if which == "w7" {
         w7();
+        return;
+    }
+    if which == "growth" {
+        growth::growth(&args);
         return;
     }
     if which == "pii" {
