@@ -177,13 +177,24 @@ impl Filter {
     pub(crate) fn containment(&self) -> Option<Value> {
         let mut out = Map::new();
         for (field, op, wanted) in &self.conditions {
-            // `null` also matches a missing field, which containment would miss; two equality
-            // conditions on one field cannot both go in.
-            if *op == Op::Eq && !wanted.is_null() && !out.contains_key(field) {
+            // `null` also matches a missing field, which containment would miss (anywhere in
+            // the value); two equality conditions on one field cannot both go in.
+            if *op == Op::Eq && !has_null(wanted) && !out.contains_key(field) {
                 out.insert(field.clone(), wanted.clone());
             }
         }
         (!out.is_empty()).then_some(Value::Object(out))
+    }
+}
+
+/// Whether `null` appears anywhere in `v` (a missing field equals it, which containment
+/// would not see).
+fn has_null(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(items) => items.iter().any(has_null),
+        Value::Object(map) => map.values().any(has_null),
+        _ => false,
     }
 }
 
