@@ -84,7 +84,10 @@ async fn put_get_update_and_delete(s: &Storage) {
         .unwrap();
     let second = store.get(&ada, "lang").await.unwrap().unwrap();
     assert_eq!(second.value_json(), json!({"text": "Rust and SQL"}));
-    assert_eq!(second.created_at, first.created_at, "an update keeps created_at");
+    assert_eq!(
+        second.created_at, first.created_at,
+        "an update keeps created_at"
+    );
     assert!(second.updated_at > first.updated_at);
 
     // The serialised form is LangGraph's `Item.dict()`.
@@ -139,7 +142,11 @@ async fn search_is_scoped_to_the_namespace_prefix(s: &Storage) {
 
     let mut under_ada = search(store.as_ref(), Search::new(ns(&["users", "ada"]))).await;
     under_ada.sort();
-    assert_eq!(under_ada, ["a", "b"], "not ('users','adam') nor ('users','ad')");
+    assert_eq!(
+        under_ada,
+        ["a", "b"],
+        "not ('users','adam') nor ('users','ad')"
+    );
     assert_eq!(
         search(store.as_ref(), Search::new(ns(&["users", "ada", "notes"]))).await,
         ["b"]
@@ -170,7 +177,10 @@ async fn search_is_newest_first_and_pages(s: &Storage) {
     let store = s.open().await;
     let n = ns(&["log"]);
     for i in 0..7 {
-        store.put(&n, &format!("k{i}"), json!({"i": i})).await.unwrap();
+        store
+            .put(&n, &format!("k{i}"), json!({"i": i}))
+            .await
+            .unwrap();
     }
     assert_eq!(
         search(store.as_ref(), Search::new(n.clone()).limit(3)).await,
@@ -195,9 +205,15 @@ async fn search_is_newest_first_and_pages(s: &Storage) {
             .is_empty()
     );
     // The default page is ten items.
-    assert_eq!(search(store.as_ref(), Search::new(n.clone())).await.len(), 7);
+    assert_eq!(
+        search(store.as_ref(), Search::new(n.clone())).await.len(),
+        7
+    );
     // An update makes an item the newest.
-    store.put(&n, "k0", json!({"i": 0, "again": true})).await.unwrap();
+    store
+        .put(&n, "k0", json!({"i": 0, "again": true}))
+        .await
+        .unwrap();
     assert_eq!(
         search(store.as_ref(), Search::new(n.clone()).limit(2)).await,
         ["k0", "k6"]
@@ -285,7 +301,10 @@ async fn filters_match_what_they_say_and_nothing_else(s: &Storage) {
         assert_eq!(got, expected, "{}: filter {filter}", s.name);
     }
     // The builder reads the same as the JSON form.
-    let built = Filter::new().eq("kind", "note").gte("score", 2.5).lt("score", 5);
+    let built = Filter::new()
+        .eq("kind", "note")
+        .gte("score", 2.5)
+        .lt("score", 5);
     assert_eq!(
         sorted(search(store.as_ref(), Search::new(n.clone()).filter(built)).await),
         ["b"]
@@ -311,11 +330,7 @@ async fn filters_page_over_matches_only(s: &Storage) {
         search(store.as_ref(), keep().limit(2).offset(2)).await,
         ["k03", "k00"]
     );
-    assert!(
-        search(store.as_ref(), keep().offset(4))
-            .await
-            .is_empty()
-    );
+    assert!(search(store.as_ref(), keep().offset(4)).await.is_empty());
 }
 
 async fn namespaces_are_listed_by_prefix_suffix_and_depth(s: &Storage) {
@@ -386,7 +401,10 @@ async fn namespaces_are_listed_by_prefix_suffix_and_depth(s: &Storage) {
 async fn namespaces_that_must_not_be_listed_are_not(s: &Storage) {
     let store = s.open().await;
     store.put(&ns(&["a", "bc"]), "k", json!({})).await.unwrap();
-    store.put(&ns(&["a", "b"]), "gone", json!({})).await.unwrap();
+    store
+        .put(&ns(&["a", "b"]), "gone", json!({}))
+        .await
+        .unwrap();
     store.delete(&ns(&["a", "b"]), "gone").await.unwrap();
     store
         .put_opts(
@@ -397,7 +415,10 @@ async fn namespaces_that_must_not_be_listed_are_not(s: &Storage) {
         )
         .await
         .unwrap();
-    store.put(&ns(&["x", "a", "b"]), "k", json!({})).await.unwrap();
+    store
+        .put(&ns(&["x", "a", "b"]), "k", json!({}))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     let list = |l: ListNamespaces| {
         let store = store.clone();
@@ -412,7 +433,11 @@ async fn namespaces_that_must_not_be_listed_are_not(s: &Storage) {
         }
     };
     // Not ("a", "bc") for the prefix ("a", "b"); not the deleted item's nor the expired one's.
-    assert!(list(ListNamespaces::new().prefix(["a", "b"])).await.is_empty());
+    assert!(
+        list(ListNamespaces::new().prefix(["a", "b"]))
+            .await
+            .is_empty()
+    );
     assert_eq!(list(ListNamespaces::new()).await, ["a/bc", "x/a/b"]);
     assert_eq!(list(ListNamespaces::new().suffix(["b"])).await, ["x/a/b"]);
     assert!(list(ListNamespaces::new().suffix(["a"])).await.is_empty());
@@ -522,10 +547,7 @@ async fn items_expire_and_are_swept(s: &Storage) {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(450)).await;
-    let listed = store
-        .list_namespaces(&ListNamespaces::new())
-        .await
-        .unwrap();
+    let listed = store.list_namespaces(&ListNamespaces::new()).await.unwrap();
     assert_eq!(listed, [n]);
 }
 
@@ -557,8 +579,17 @@ async fn reads_refresh_the_time_to_live_unless_told_not_to(s: &Storage) {
         .expires_at
         .unwrap();
     assert_eq!(unrefreshed, first);
-    let refreshed = store.get(&n, "s").await.unwrap().unwrap().expires_at.unwrap();
-    assert!(refreshed >= first + Duration::from_millis(25), "a get refreshes");
+    let refreshed = store
+        .get(&n, "s")
+        .await
+        .unwrap()
+        .unwrap()
+        .expires_at
+        .unwrap();
+    assert!(
+        refreshed >= first + Duration::from_millis(25),
+        "a get refreshes"
+    );
     // The refresh is stored: a later read sees it.
     let seen = store
         .get_opts(&n, "s", GetOptions::new().refresh_ttl(false))
@@ -583,7 +614,10 @@ async fn reads_refresh_the_time_to_live_unless_told_not_to(s: &Storage) {
         .await;
     let before = still.get(&n, "s").await.unwrap().unwrap().expires_at;
     tokio::time::sleep(Duration::from_millis(30)).await;
-    assert_eq!(still.get(&n, "s").await.unwrap().unwrap().expires_at, before);
+    assert_eq!(
+        still.get(&n, "s").await.unwrap().unwrap().expires_at,
+        before
+    );
     let asked = still
         .get_opts(&n, "s", GetOptions::new().refresh_ttl(true))
         .await
@@ -593,7 +627,10 @@ async fn reads_refresh_the_time_to_live_unless_told_not_to(s: &Storage) {
     assert!(asked > before);
     // Items without a time to live are untouched by reads.
     store.put(&n, "plain", json!({})).await.unwrap();
-    assert_eq!(store.get(&n, "plain").await.unwrap().unwrap().expires_at, None);
+    assert_eq!(
+        store.get(&n, "plain").await.unwrap().unwrap().expires_at,
+        None
+    );
 }
 
 async fn the_default_time_to_live_applies_unless_overridden(s: &Storage) {
@@ -627,7 +664,11 @@ async fn the_default_time_to_live_applies_unless_overridden(s: &Storage) {
     assert!(in_an_hour > Duration::from_secs(3590) && in_an_hour <= Duration::from_secs(3601));
     assert_eq!(get("none").await.expires_at, None);
     let own = get("own").await;
-    let in_a_minute = own.expires_at.unwrap().duration_since(own.updated_at).unwrap();
+    let in_a_minute = own
+        .expires_at
+        .unwrap()
+        .duration_since(own.updated_at)
+        .unwrap();
     assert!(in_a_minute <= Duration::from_secs(61));
 }
 
@@ -650,7 +691,11 @@ async fn semantic_search_ranks_by_similarity(s: &Storage) {
     )
     .await;
     let hits = store
-        .search(&Search::new(n.clone()).query("what tea does Ada drink").limit(2))
+        .search(
+            &Search::new(n.clone())
+                .query("what tea does Ada drink")
+                .limit(2),
+        )
         .await
         .unwrap();
     // "tea" shares two words with the query; "lyon" and "rust" one each, and equal scores keep
@@ -666,7 +711,12 @@ async fn semantic_search_ranks_by_similarity(s: &Storage) {
     assert_eq!(all.len(), 4);
     assert_eq!(all[0].key, "bob");
     let page = store
-        .search(&Search::new(n.clone()).query("Bob coffee").limit(2).offset(1))
+        .search(
+            &Search::new(n.clone())
+                .query("Bob coffee")
+                .limit(2)
+                .offset(1),
+        )
         .await
         .unwrap();
     assert_eq!(keys(&page), keys(&all[1..3]));
@@ -715,7 +765,12 @@ async fn semantic_search_with_a_filter_and_unindexed_items(s: &Storage) {
     )
     .await;
     store
-        .put_opts(&n, "raw", json!({"kind": "faq", "q": "password"}), PutOptions::new().no_index())
+        .put_opts(
+            &n,
+            "raw",
+            json!({"kind": "faq", "q": "password"}),
+            PutOptions::new().no_index(),
+        )
         .await
         .unwrap();
     let hits = store
@@ -756,11 +811,26 @@ async fn embedding_mistakes_are_refused_and_store_nothing(s: &Storage) {
         .await;
     let n = ns(&["e"]);
     let e = wrong.put(&n, "k", json!({"text": "x"})).await.unwrap_err();
-    assert!(matches!(e, StoreError::Dimensions { found: 8, expected: 16, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            StoreError::Dimensions {
+                found: 8,
+                expected: 16,
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(plain.get(&n, "k").await.unwrap().is_none());
     // A bad field path.
     let e = wrong
-        .put_opts(&n, "k", json!({"text": "x"}), PutOptions::new().index(["a..b"]))
+        .put_opts(
+            &n,
+            "k",
+            json!({"text": "x"}),
+            PutOptions::new().index(["a..b"]),
+        )
         .await
         .unwrap_err();
     assert!(matches!(e, StoreError::InvalidFieldPath { .. }), "{e}");
@@ -777,7 +847,17 @@ async fn embedding_mistakes_are_refused_and_store_nothing(s: &Storage) {
         .search(&Search::new(n).query("x"))
         .await
         .unwrap_err();
-    assert!(matches!(e, StoreError::Dimensions { found: 8, expected: 16, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            StoreError::Dimensions {
+                found: 8,
+                expected: 16,
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("put them again"), "{e}");
 }
 
@@ -842,8 +922,11 @@ async fn values_of_1_kib_and_1_mib_round_trip_and_filter(s: &Storage) {
         assert_eq!(got.value["rows"].as_array().unwrap().len(), size / 64);
         let found = store
             .search(
-                &Search::new(n.clone())
-                    .filter(Filter::new().eq("size", size as u64).eq("text", text.clone())),
+                &Search::new(n.clone()).filter(
+                    Filter::new()
+                        .eq("size", size as u64)
+                        .eq("text", text.clone()),
+                ),
             )
             .await
             .unwrap();
@@ -869,7 +952,10 @@ async fn concurrent_writers_all_land(s: &Storage) {
                     .put(&n, &format!("t{t}-{i}"), json!({"t": t, "i": i}))
                     .await
                     .unwrap();
-                store.put(&n, "shared", json!({"t": t, "i": i})).await.unwrap();
+                store
+                    .put(&n, "shared", json!({"t": t, "i": i}))
+                    .await
+                    .unwrap();
             }
         }));
     }

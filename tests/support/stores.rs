@@ -37,7 +37,10 @@ enum Kind {
     /// The one map every instance shares.
     Memory(MemoryStore),
     Sqlite(std::path::PathBuf, tempfile::TempDir),
-    Postgres { url: String, schema: String },
+    Postgres {
+        url: String,
+        schema: String,
+    },
 }
 
 /// A back-end under test: opens instances on one storage.

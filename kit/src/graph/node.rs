@@ -464,7 +464,7 @@ impl NodeContext {
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kit::GraphError> {
     /// let graph = GraphBuilder::<S>::new("counter")
-    ///     .node("count", count)
+    ///     .node("count", |s, ctx| async move { count(&s, &ctx).await })
     ///     .edge(START, "count")
     ///     .edge("count", END)
     ///     .store(MemoryStore::new())
