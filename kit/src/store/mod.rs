@@ -86,6 +86,9 @@ pub(crate) mod search;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod sweeper;
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests;
 
 #[cfg(feature = "embeddings")]
 pub use embed::{DEFAULT_EMBEDDING_MODEL, OpenAiEmbeddings};

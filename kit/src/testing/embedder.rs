@@ -36,7 +36,9 @@ impl HashEmbedder {
             .filter(|w| !w.is_empty())
         {
             let word = word.to_lowercase();
-            let slot = (crate::ids::fnv1a(word.as_bytes()) % self.dims as u64) as usize;
+            // FNV-1a, then a multiplicative mix so short words spread over every dimension.
+            let hash = crate::ids::fnv1a(word.as_bytes()).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let slot = ((hash >> 32) % self.dims as u64) as usize;
             v[slot] += 1.0;
         }
         v
