@@ -217,7 +217,7 @@ impl Store for MemoryStore {
             };
             if !collector.wants_vectors() {
                 // Newest first; the map's order breaks ties.
-                candidates.sort_by(|a, b| b.1.updated.cmp(&a.1.updated));
+                candidates.sort_by_key(|c| std::cmp::Reverse(c.1.updated));
             }
             for ((_, key), entry) in candidates {
                 if !collector.accepts(&entry.value) {

@@ -91,6 +91,7 @@ impl Namespace {
     }
 
     /// The first `depth` labels (all of them when it has fewer).
+    #[must_use]
     pub fn truncated(&self, depth: usize) -> Namespace {
         Namespace(self.0[..depth.min(self.0.len())].to_vec())
     }

@@ -9,7 +9,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-use super::embed::vector::{check, cosine};
+use super::embed::vector::{check, cosine, from_bytes};
 use super::{Filter, Item, Search, SearchItem, StoreError};
 
 /// Whether the back-end should keep feeding candidates.
@@ -176,5 +176,77 @@ impl<'a> Collector<'a> {
             .skip(self.offset)
             .take(self.limit)
             .collect()
+    }
+}
+
+/// Turns the rows of an items-with-vectors scan (`items LEFT JOIN vectors`, ordered by
+/// namespace and key, so an item's rows are adjacent) into candidates: parses each item once,
+/// drops those the filter refuses, gathers the vectors of the others.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+#[derive(Default)]
+pub(crate) struct Grouped {
+    current: Option<Pending>,
+}
+
+struct Pending {
+    ns: String,
+    key: String,
+    /// `None` when the filter refused it.
+    item: Option<Item>,
+    vectors: Vec<Vec<f32>>,
+}
+
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+impl Grouped {
+    /// Feeds one row: its namespace and key as stored, how to read its item (called once per
+    /// item), and its vector's bytes (`None` for an item without vectors).
+    pub(crate) fn row<E: From<StoreError>>(
+        &mut self,
+        collector: &mut Collector<'_>,
+        ns: String,
+        key: String,
+        item: impl FnOnce() -> Result<Item, E>,
+        vector: Option<&[u8]>,
+    ) -> Result<Flow, E> {
+        let same = self
+            .current
+            .as_ref()
+            .is_some_and(|p| p.ns == ns && p.key == key);
+        if !same {
+            if self.flush(collector)? == Flow::Done {
+                return Ok(Flow::Done);
+            }
+            let found = item()?;
+            let kept = collector.accepts(&found.value).then_some(found);
+            self.current = Some(Pending {
+                ns,
+                key,
+                item: kept,
+                vectors: Vec::new(),
+            });
+        }
+        if let (Some(p), Some(bytes)) = (self.current.as_mut(), vector)
+            && p.item.is_some()
+        {
+            p.vectors.push(from_bytes(bytes, &p.key)?);
+        }
+        Ok(Flow::More)
+    }
+
+    /// Offers the item being read, if the filter kept it.
+    fn flush(&mut self, collector: &mut Collector<'_>) -> Result<Flow, StoreError> {
+        match self.current.take() {
+            Some(Pending {
+                item: Some(item),
+                vectors,
+                ..
+            }) => collector.offer(item, vectors.iter().map(Vec::as_slice)),
+            _ => Ok(Flow::More),
+        }
+    }
+
+    /// Offers the last item.
+    pub(crate) fn finish(mut self, collector: &mut Collector<'_>) -> Result<(), StoreError> {
+        self.flush(collector).map(|_| ())
     }
 }

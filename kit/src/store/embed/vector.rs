@@ -15,7 +15,7 @@ pub(crate) fn to_bytes(v: &[f32]) -> Vec<u8> {
 /// A vector from its stored bytes; a length that is not a multiple of four is corrupt.
 #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn from_bytes(bytes: &[u8], what: &str) -> Result<Vec<f32>, StoreError> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(StoreError::Corrupt(format!(
             "the stored vector of {what} has {} bytes, not a whole number of f32s",
             bytes.len()

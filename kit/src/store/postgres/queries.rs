@@ -7,9 +7,9 @@ use tokio_postgres::types::ToSql;
 
 use super::R;
 use crate::store::embed::Vectors;
-use crate::store::embed::vector::{from_bytes, to_bytes};
+use crate::store::embed::vector::to_bytes;
 use crate::store::item::{from_micros, parse_value};
-use crate::store::search::{Collector, Flow};
+use crate::store::search::{Collector, Flow, Grouped};
 use crate::store::{Item, ListNamespaces, Namespace, NamespacePage, Search, WILDCARD};
 
 /// Rows fetched per round trip of a scan.
@@ -204,46 +204,35 @@ pub(super) async fn search(
         .map(|p| p.as_ref() as &(dyn ToSql + Sync))
         .collect();
     let portal = tx.bind(&stmt, &refs).await?;
-    // The item being read (None when the filter dropped it) and its vectors.
-    let mut current: Option<(String, String, Option<Item>, Vec<Vec<f32>>)> = None;
+    let mut grouped = Grouped::default();
     'scan: loop {
         let rows = tx.query_portal(&portal, BATCH).await?;
         if rows.is_empty() {
             break;
         }
         for row in &rows {
-            if !vectors {
+            let flow = if vectors {
+                grouped.row(
+                    collector,
+                    row.try_get(0)?,
+                    row.try_get(1)?,
+                    || item(row),
+                    row.try_get::<_, Option<&[u8]>>(6)?,
+                )?
+            } else {
                 let found = item(row)?;
-                if collector.accepts(&found.value) && collector.offer(found, [])? == Flow::Done {
-                    break 'scan;
+                if collector.accepts(&found.value) {
+                    collector.offer(found, [])?
+                } else {
+                    Flow::More
                 }
-                continue;
-            }
-            let ns: String = row.try_get(0)?;
-            let key: String = row.try_get(1)?;
-            let same = current
-                .as_ref()
-                .is_some_and(|(n, k, _, _)| *n == ns && *k == key);
-            if !same {
-                if let Some((_, _, Some(found), vs)) = current.take()
-                    && collector.offer(found, vs.iter().map(Vec::as_slice))? == Flow::Done
-                {
-                    break 'scan;
-                }
-                let found = item(row)?;
-                let kept = collector.accepts(&found.value).then_some(found);
-                current = Some((ns, key, kept, Vec::new()));
-            }
-            if let Some((_, key, Some(_), vs)) = current.as_mut()
-                && let Some(bytes) = row.try_get::<_, Option<&[u8]>>(6)?
-            {
-                vs.push(from_bytes(bytes, key)?);
+            };
+            if flow == Flow::Done {
+                break 'scan;
             }
         }
     }
-    if let Some((_, _, Some(found), vs)) = current {
-        collector.offer(found, vs.iter().map(Vec::as_slice))?;
-    }
+    grouped.finish(collector)?;
     // Reads only: ending the transaction releases the portal.
     tx.rollback().await?;
     Ok(())

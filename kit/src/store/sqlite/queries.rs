@@ -5,9 +5,9 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use super::R;
 use crate::sqlite::Fail;
 use crate::store::embed::Vectors;
-use crate::store::embed::vector::{from_bytes, to_bytes};
+use crate::store::embed::vector::to_bytes;
 use crate::store::item::{from_micros, parse_value};
-use crate::store::search::{Collector, Flow};
+use crate::store::search::{Collector, Flow, Grouped};
 use crate::store::{Item, ListNamespaces, Namespace, NamespacePage, StoreError, WILDCARD};
 
 /// The columns [`item`] reads, in order.
@@ -134,36 +134,18 @@ pub(super) fn search(
               WHERE {scope} AND {live} ORDER BY i.ns, i.key"
         ))?;
         let mut rows = stmt.query(params![low, high, now])?;
-        // The item being read (None when the filter dropped it) and its vectors.
-        let mut current: Option<(String, String, Option<Item>, Vec<Vec<f32>>)> = None;
+        let mut grouped = Grouped::default();
         while let Some(row) = rows.next()? {
-            let ns: String = row.get(0)?;
-            let key: String = row.get(1)?;
-            let same = current
-                .as_ref()
-                .is_some_and(|(n, k, _, _)| *n == ns && *k == key);
-            if !same {
-                if let Some((_, _, Some(item), vectors)) = current.take()
-                    && collector.offer(item, vectors.iter().map(Vec::as_slice))? == Flow::Done
-                {
-                    return Ok(());
-                }
-                let found = item(row)?;
-                let kept = collector.accepts(&found.value).then_some(found);
-                current = Some((ns, key, kept, Vec::new()));
-            }
-            if let Some((_, key, Some(_), vectors)) = current.as_mut()
-                && let Some(bytes) = row
-                    .get_ref(6)?
-                    .as_blob_or_null()
-                    .map_err(|e| Fail::Own(StoreError::Corrupt(format!("a stored vector: {e}"))))?
+            let vector = row
+                .get_ref(6)?
+                .as_blob_or_null()
+                .map_err(|e| Fail::Own(StoreError::Corrupt(format!("a stored vector: {e}"))))?;
+            if grouped.row(collector, row.get(0)?, row.get(1)?, || item(row), vector)? == Flow::Done
             {
-                vectors.push(from_bytes(bytes, key).map_err(Fail::Own)?);
+                return Ok(());
             }
         }
-        if let Some((_, _, Some(item), vectors)) = current {
-            collector.offer(item, vectors.iter().map(Vec::as_slice))?;
-        }
+        grouped.finish(collector)?;
         return Ok(());
     }
     let order = "ORDER BY i.updated_at DESC, i.ns, i.key";

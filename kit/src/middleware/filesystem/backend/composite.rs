@@ -73,7 +73,7 @@ impl CompositeBackend {
             )));
         }
         self.routes.push((prefix, backend.into_fs_backend()));
-        self.routes.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        self.routes.sort_by_key(|r| std::cmp::Reverse(r.0.len()));
         Ok(self)
     }
 
