@@ -4,7 +4,7 @@
 //! It checks requests as the API does (a `model`, an `input` that is a string or a list of
 //! strings, `encoding_format` `float`, an optional positive `dimensions`, the bearer key when
 //! one is required) and answers errors in the API's error body. Vectors are deterministic:
-//! [`HashEmbedder`](kit::testing::HashEmbedder)'s, so texts sharing words are close. It records
+//! `kit::testing::HashEmbedder`'s, so texts sharing words are close. It records
 //! every request, can fail the next requests with a status and body of your choice, and can
 //! answer the vectors in reverse `index` order, as a server is free to.
 //!
