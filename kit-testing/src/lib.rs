@@ -8,6 +8,7 @@
 //! | module | what |
 //! |---|---|
 //! | [`mock`] | [`MockOpenAi`](mock::MockOpenAi), [`MockAnthropic`](mock::MockAnthropic): mock provider servers (JSON, SSE, the providers' real error bodies and headers, dropped and hanging connections), recording every request |
+//! | [`embeddings`] | [`MockEmbeddings`](embeddings::MockEmbeddings): a mock OpenAI embeddings server (`POST /v1/embeddings`) with deterministic vectors, the API's error bodies, injected failures |
 //! | [`ScriptedModel`] | a chat model that answers from a script (re-exported from `kit::testing`) |
 //! | [`supervisor`] | [`Supervisor`]: an agent with async subagents whose model is scripted one tool call at a time |
 //! | [`researcher`] | a scripted "researcher" agent whose tool waits on a [`Gate`](researcher::Gate) |
@@ -29,6 +30,7 @@
 //! ```
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod embeddings;
 pub mod hostile;
 #[cfg(feature = "server")]
 pub mod load;

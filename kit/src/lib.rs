@@ -104,6 +104,7 @@
 //! | [`graph`](mod@graph) | graphs: builder, `graph!`, supersteps, interrupts, run options |
 //! | [`state`] | typed state, reducers, `Overwrite`, the dynamic form |
 //! | [`checkpoint`] | the `Checkpointer` trait; memory, SQLite and PostgreSQL back-ends |
+//! | [`store`] | long-term memory across threads: the `Store` trait, memory, SQLite and PostgreSQL back-ends, semantic search |
 //! | [`event`] | the streamed event envelope and its catalog |
 //! | [`agent`](mod@agent) | agents, the builder, middleware hooks and wrappers |
 //! | [`middleware`] | todos, filesystem, subagents, async subagents, compaction, overflow recovery, PII, human review, moderation |
@@ -119,10 +120,11 @@
 //!
 //! | feature | default | what it brings |
 //! |---|---|---|
-//! | `sqlite` | yes | [`checkpoint::SqliteCheckpointer`] (bundled SQLite) and the worker's SQLite run store |
-//! | `postgres` | no | `checkpoint::PostgresCheckpointer` and the worker's shared PostgreSQL queue |
+//! | `sqlite` | yes | [`checkpoint::SqliteCheckpointer`] (bundled SQLite), [`store::SqliteStore`] and the worker's SQLite run store |
+//! | `postgres` | no | `checkpoint::PostgresCheckpointer`, `store::PostgresStore` and the worker's shared PostgreSQL queue |
 //! | `server` | no | `kit::server`: the async-subagent worker (axum) |
 //! | `otlp` | no | `kit::trace::otlp`: OTLP/HTTP export (protobuf and JSON) and the Langfuse profile |
+//! | `embeddings` | no | `store::OpenAiEmbeddings`: vectors from any OpenAI-compatible embeddings API, for the store's semantic search |
 //!
 //! ## Errors
 //!
@@ -155,7 +157,10 @@ pub mod protocol;
 #[cfg(feature = "server")]
 pub mod server;
 mod shared;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 pub mod state;
+pub mod store;
 pub mod testing;
 mod text;
 pub mod trace;

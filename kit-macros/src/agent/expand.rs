@@ -159,6 +159,9 @@ fn build_steps(agent: &Agent, kit: &TokenStream) -> Vec<TokenStream> {
     if let Some(c) = &agent.checkpointer {
         steps.push(quote_spanned!(c.span()=> builder.checkpointer(#c)));
     }
+    if let Some(s) = &agent.store {
+        steps.push(quote_spanned!(s.span()=> builder.store(#s)));
+    }
     if let Some(r) = &agent.recursion_limit {
         steps.push(quote_spanned!(r.span()=> builder.recursion_limit(#r)));
     }

@@ -38,6 +38,7 @@ pub struct Agent {
     pub compact_conversation: Option<Switch>,
     pub overflow_recovery: Option<Switch>,
     pub checkpointer: Option<Expr>,
+    pub store: Option<Expr>,
     pub recursion_limit: Option<Expr>,
 }
 
@@ -200,6 +201,7 @@ impl Agent {
             compact_conversation: options.compact_conversation,
             overflow_recovery: options.overflow_recovery,
             checkpointer: options.checkpointer.map(|e| e.0),
+            store: options.store.map(|e| e.0),
             recursion_limit: options.recursion_limit.map(|e| e.0),
         })
     }

@@ -11,6 +11,7 @@ use super::{Agent, AgentError};
 use crate::checkpoint::Checkpointer;
 use crate::model::{ChatModel, ModelOptions};
 use crate::state::DynSchema;
+use crate::store::{IntoStore, Store};
 use crate::tool::{IntoTool, Tool};
 
 /// A model given to the builder: a value, or a `provider:model` string resolved at build time.
@@ -77,6 +78,7 @@ pub struct AgentBuilder {
     system_prompt: Option<String>,
     middleware: Vec<Arc<dyn Middleware>>,
     checkpointer: Option<Arc<dyn Checkpointer>>,
+    store: Option<Arc<dyn Store>>,
     recursion_limit: Option<usize>,
     response_format: Option<StructuredOutput>,
     config: Option<crate::config::Config>,
@@ -138,6 +140,16 @@ impl AgentBuilder {
     /// The checkpointer: memory across invocations of a thread, and required for interrupts.
     pub fn checkpointer(mut self, checkpointer: Arc<dyn Checkpointer>) -> Self {
         self.checkpointer = Some(checkpointer);
+        self
+    }
+
+    /// The long-term store: memory that outlives threads (see [`kit::store`](crate::store)).
+    /// Tools reach it with [`ToolContext::store`](crate::tool::ToolContext::store), middleware
+    /// with [`Runtime::store`](super::Runtime::store); subagents without a store of their own
+    /// share it, and the filesystem can keep a path prefix in it
+    /// ([`StoreBackend`](crate::middleware::filesystem::StoreBackend)).
+    pub fn store(mut self, store: impl IntoStore) -> Self {
+        self.store = Some(store.into_store());
         self
     }
 
@@ -223,6 +235,7 @@ impl AgentBuilder {
             model: &model,
             tools: &self.tools,
             checkpointer: self.checkpointer.as_ref(),
+            store: self.store.as_ref(),
             middleware: &middleware,
         };
         for m in &middleware {
@@ -302,7 +315,7 @@ impl AgentBuilder {
             structured,
             recursion_limit: self.recursion_limit,
         });
-        let graph = build_graph(core.clone(), schema, self.checkpointer)?;
+        let graph = build_graph(core.clone(), schema, self.checkpointer, self.store)?;
         Ok(Agent { inner: core, graph })
     }
 }

@@ -50,6 +50,7 @@ pub struct BuildContext<'a> {
     pub(crate) model: &'a Arc<dyn ChatModel>,
     pub(crate) tools: &'a [Tool],
     pub(crate) checkpointer: Option<&'a Arc<dyn Checkpointer>>,
+    pub(crate) store: Option<&'a Arc<dyn crate::store::Store>>,
     pub(crate) middleware: &'a [Arc<dyn Middleware>],
 }
 
@@ -72,6 +73,12 @@ impl BuildContext<'_> {
     /// The agent's checkpointer, if it has one.
     pub fn checkpointer(&self) -> Option<&Arc<dyn Checkpointer>> {
         self.checkpointer
+    }
+
+    /// The agent's long-term store, if it was given one (a run may bring its own:
+    /// [`RunOptions::store`](crate::RunOptions::store)).
+    pub fn store(&self) -> Option<&Arc<dyn crate::store::Store>> {
+        self.store
     }
 
     /// Every middleware of the agent, in chain order (this one included).

@@ -191,6 +191,11 @@ impl Runtime {
         self.node.thread_id()
     }
 
+    /// The long-term store of the run, if any (see [`NodeContext::store`]).
+    pub fn store(&self) -> Option<&Arc<dyn crate::store::Store>> {
+        self.node.store()
+    }
+
     /// Pauses the run for outside input, from a hook or a model-call wrapper (see
     /// [`NodeContext::interrupt`] for the rules: the hook re-runs from the top on resume, and
     /// this call then returns the resume value).

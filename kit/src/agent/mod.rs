@@ -203,6 +203,14 @@ impl From<crate::checkpoint::CheckpointError> for AgentError {
     }
 }
 
+impl From<crate::store::StoreError> for AgentError {
+    /// A store that could not be opened (`store = SqliteStore::open("memory.sqlite")?` in
+    /// `#[agent]`).
+    fn from(e: crate::store::StoreError) -> Self {
+        AgentError::Build(format!("the long-term store could not be set up: {e}"))
+    }
+}
+
 impl From<GraphError> for AgentError {
     /// Unwraps agent errors raised inside nodes so callers can match on them.
     fn from(e: GraphError) -> Self {

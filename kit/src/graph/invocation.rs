@@ -135,6 +135,12 @@ impl<'a, R: Runnable + ?Sized, O> Invocation<'a, R, O> {
         self
     }
 
+    /// Uses this long-term store for the run (see [`RunOptions::store`]).
+    pub fn store(mut self, store: impl crate::store::IntoStore) -> Self {
+        self.opts = self.opts.store(store);
+        self
+    }
+
     /// The most supersteps the run may take.
     pub fn recursion_limit(mut self, limit: usize) -> Self {
         self.opts = self.opts.recursion_limit(limit);

@@ -71,6 +71,7 @@ use run::{Exec, RunInput};
 use crate::checkpoint::{CheckpointMeta, Checkpointer};
 use crate::event::{EventFilter, EventSink, EventStream};
 use crate::state::State;
+use crate::store::Store;
 
 /// The name of the entry point in edges.
 pub const START: &str = kit_graph_rules::START;
@@ -156,6 +157,8 @@ pub struct Graph<S: State> {
     pub(crate) checkpointer: Option<Arc<dyn Checkpointer>>,
     /// Where the outputs of nodes with a cache policy are kept.
     pub(crate) cache: Option<Arc<dyn NodeCache>>,
+    /// The long-term store its nodes reach through their context.
+    pub(crate) store: Option<Arc<dyn Store>>,
 }
 
 impl<S: State> Clone for Graph<S> {
@@ -164,6 +167,7 @@ impl<S: State> Clone for Graph<S> {
             inner: self.inner.clone(),
             checkpointer: self.checkpointer.clone(),
             cache: self.cache.clone(),
+            store: self.store.clone(),
         }
     }
 }
@@ -242,6 +246,7 @@ impl<S: State> Graph<S> {
             inner: self.inner.clone(),
             checkpointer: self.checkpointer.clone(),
             cache: Some(cache),
+            store: self.store.clone(),
         }
     }
 
@@ -252,7 +257,24 @@ impl<S: State> Graph<S> {
             inner: self.inner.clone(),
             checkpointer: Some(checkpointer),
             cache: self.cache.clone(),
+            store: self.store.clone(),
         }
+    }
+
+    /// The same graph with a different default long-term store (see [`kit::store`](crate::store)).
+    #[must_use]
+    pub fn with_store(&self, store: impl crate::store::IntoStore) -> Graph<S> {
+        Graph {
+            inner: self.inner.clone(),
+            checkpointer: self.checkpointer.clone(),
+            cache: self.cache.clone(),
+            store: Some(store.into_store()),
+        }
+    }
+
+    /// The graph's default long-term store.
+    pub fn store(&self) -> Option<&Arc<dyn Store>> {
+        self.store.as_ref()
     }
 
     /// The graph's default checkpointer.

@@ -383,6 +383,8 @@ pub(crate) struct TaskContext {
 pub(crate) struct RunContext {
     pub(crate) graph_name: Arc<str>,
     pub(crate) options: RunOptions,
+    /// The store in use: the run's, else the graph's, else the enclosing run's.
+    pub(crate) store: Option<Arc<dyn crate::store::Store>>,
     pub(crate) ns: String,
     pub(crate) run_id: String,
 }
@@ -435,6 +437,45 @@ impl NodeContext {
     /// The options of the run (thread, checkpointer, limits), e.g. to pass to a subgraph.
     pub fn run_options(&self) -> &RunOptions {
         &self.task.run.options
+    }
+
+    /// The long-term store of the run, if any (see [`kit::store`](crate::store)): the run's
+    /// ([`RunOptions::store`]), else the graph's, else the enclosing graph's or agent's.
+    ///
+    /// ```
+    /// use kit::graph::{GraphBuilder, NodeContext, NodeError};
+    /// use kit::store::{MemoryStore, Namespace, Store};
+    /// use kit::{END, START};
+    /// use serde_json::json;
+    ///
+    /// #[derive(kit::State, Clone, Default, serde::Serialize, serde::Deserialize)]
+    /// struct S { seen: u64 }
+    ///
+    /// async fn count(_s: &S, ctx: &NodeContext) -> Result<SUpdate, NodeError> {
+    ///     let store = ctx.store().ok_or_else(|| NodeError::msg("give the graph a store"))?;
+    ///     let ns = Namespace::new(["counters"])?;
+    ///     let seen = match store.get(&ns, "visits").await? {
+    ///         Some(item) => item.value["n"].as_u64().unwrap_or(0) + 1,
+    ///         None => 1,
+    ///     };
+    ///     store.put(&ns, "visits", json!({"n": seen})).await?;
+    ///     Ok(SUpdate::new().seen(seen))
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kit::GraphError> {
+    /// let graph = GraphBuilder::<S>::new("counter")
+    ///     .node("count", |s, ctx| async move { count(&s, &ctx).await })
+    ///     .edge(START, "count")
+    ///     .edge("count", END)
+    ///     .store(MemoryStore::new())
+    ///     .compile()?;
+    /// graph.invoke(SUpdate::new()).await?;
+    /// let out = graph.invoke(SUpdate::new()).await?;
+    /// assert_eq!(out.state().seen, 2); // the count outlived the first run
+    /// # Ok(()) }
+    /// ```
+    pub fn store(&self) -> Option<&Arc<dyn crate::store::Store>> {
+        self.task.run.store.as_ref()
     }
 
     /// The name of the graph running this node.
@@ -566,6 +607,9 @@ impl NodeContext {
             .as_ref()
             .map(|s| s.nested(segment, tool_call_id));
         opts.parent_ids = self.parent_ids();
+        // The child's own store wins; else it uses this run's.
+        opts.store = None;
+        opts.parent_store = self.task.run.store.clone();
         opts
     }
 

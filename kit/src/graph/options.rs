@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use super::CancelToken;
 use crate::checkpoint::Checkpointer;
 use crate::event::EventSink;
+use crate::store::{IntoStore, Store};
 use crate::trace::TraceOptions;
 
 /// The default recursion limit, in supersteps.
@@ -67,6 +68,11 @@ pub struct RunOptions {
     pub(crate) parent_ids: Vec<String>,
     /// Cancels the run (and the runs it starts: they inherit the options).
     pub(crate) cancel: Option<CancelToken>,
+    /// Overrides the graph's store for this run.
+    pub(crate) store: Option<Arc<dyn Store>>,
+    /// The store of the enclosing run (a subgraph's, a subagent's): used when neither the run
+    /// nor the graph names one.
+    pub(crate) parent_store: Option<Arc<dyn Store>>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -75,6 +81,7 @@ impl std::fmt::Debug for RunOptions {
             .field("thread_id", &self.thread_id)
             .field("checkpoint_id", &self.checkpoint_id)
             .field("checkpointer", &self.checkpointer.is_some())
+            .field("store", &self.store.is_some())
             .field("recursion_limit", &self.recursion_limit)
             .field("durability", &self.durability)
             .field("namespace", &self.namespace)
@@ -137,6 +144,15 @@ impl RunOptions {
     #[must_use]
     pub fn checkpointer(mut self, checkpointer: Arc<dyn Checkpointer>) -> Self {
         self.checkpointer = Some(checkpointer);
+        self
+    }
+
+    /// Uses this long-term store for the run (see [`kit::store`](crate::store)): nodes, tools
+    /// and middleware reach it through their context. Subgraphs and subagents without a store
+    /// of their own use it too.
+    #[must_use]
+    pub fn store(mut self, store: impl IntoStore) -> Self {
+        self.store = Some(store.into_store());
         self
     }
 
@@ -215,6 +231,11 @@ impl RunOptions {
     /// The checkpointer set for this run, if any.
     pub fn get_checkpointer(&self) -> Option<&Arc<dyn Checkpointer>> {
         self.checkpointer.as_ref()
+    }
+
+    /// The store set for this run, if any.
+    pub fn get_store(&self) -> Option<&Arc<dyn Store>> {
+        self.store.as_ref()
     }
 
     /// The recursion limit, if set.

@@ -76,6 +76,7 @@ pub(crate) fn build_graph(
     core: Arc<AgentCore>,
     schema: DynSchema,
     checkpointer: Option<Arc<dyn crate::checkpoint::Checkpointer>>,
+    store: Option<Arc<dyn crate::store::Store>>,
 ) -> Result<Graph<AgentState>, AgentError> {
     let mws = &core.middleware;
     let before_agent = hook_nodes(mws, Hook::BeforeAgent, false);
@@ -102,6 +103,9 @@ pub(crate) fn build_graph(
         .error_kind(super::error_kind);
     if let Some(cp) = checkpointer {
         g = g.checkpointer(cp);
+    }
+    if let Some(store) = store {
+        g = g.store(store);
     }
     let entry = layout
         .before_agent

@@ -65,6 +65,27 @@ impl ToolContext {
         self.node.as_ref()
     }
 
+    /// The long-term store of the run, if any (see [`NodeContext::store`]): memory that
+    /// outlives the thread.
+    ///
+    /// ```
+    /// use kit::store::Namespace;
+    /// use kit::tool::{ToolContext, ToolError};
+    /// use serde_json::json;
+    ///
+    /// /// Remembers a fact about the user.
+    /// #[kit::tool]
+    /// async fn remember(ctx: ToolContext, fact: String) -> Result<String, ToolError> {
+    ///     let store = ctx.store().ok_or_else(|| ToolError::new("this agent has no store"))?;
+    ///     let ns = Namespace::new(["memories"])?;
+    ///     store.put(&ns, &kit::ids::random(), json!({"text": fact})).await?;
+    ///     Ok("Remembered.".to_string())
+    /// }
+    /// ```
+    pub fn store(&self) -> Option<&Arc<dyn crate::store::Store>> {
+        self.node.as_ref()?.store()
+    }
+
     /// Pauses the run for outside input (see [`NodeContext::interrupt`]).
     pub fn interrupt(&self, value: impl Serialize) -> Result<Value, ToolError> {
         match &self.node {

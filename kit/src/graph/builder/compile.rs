@@ -280,6 +280,7 @@ impl<S: State> GraphBuilder<S> {
             }),
             checkpointer: self.checkpointer,
             cache: self.cache,
+            store: self.store,
         })
     }
 }

@@ -131,6 +131,7 @@ pub struct GraphBuilder<S: State> {
     retries: Vec<(String, RetryPolicy)>,
     caches: Vec<(String, CachePolicy<S>)>,
     cache: Option<Arc<dyn NodeCache>>,
+    store: Option<Arc<dyn crate::store::Store>>,
     edges: Vec<EdgeDef<S>>,
     schema: S::Schema,
     checkpointer: Option<Arc<dyn Checkpointer>>,
@@ -150,6 +151,7 @@ impl<S: State> GraphBuilder<S> {
             retries: Vec::new(),
             caches: Vec::new(),
             cache: None,
+            store: None,
             edges: Vec::new(),
             schema: S::Schema::default(),
             checkpointer: None,
@@ -294,6 +296,14 @@ impl<S: State> GraphBuilder<S> {
             from: from.into_iter().map(Into::into).collect(),
             to: to.into(),
         });
+        self
+    }
+
+    /// The long-term store the graph's nodes reach with
+    /// [`NodeContext::store`](crate::NodeContext::store) (see [`kit::store`](crate::store)); a
+    /// run's own ([`RunOptions::store`](crate::RunOptions::store)) wins.
+    pub fn store(mut self, store: impl crate::store::IntoStore) -> Self {
+        self.store = Some(store.into_store());
         self
     }
 

@@ -108,9 +108,15 @@ impl<S: State> Exec<S> {
         if let Some((cp, _)) = &persist {
             node_options.checkpointer = Some(cp.clone());
         }
+        let store = opts
+            .store
+            .clone()
+            .or_else(|| graph.store.clone())
+            .or_else(|| opts.parent_store.clone());
         let run = Arc::new(RunContext {
             graph_name: graph.inner.name.clone(),
             options: node_options,
+            store,
             ns: ns.clone(),
             run_id: ids::random(),
         });

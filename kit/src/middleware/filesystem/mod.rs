@@ -3,19 +3,50 @@
 //!
 //! By default the files live in the agent state's `files` channel ([`StateBackend`]): they
 //! are per thread, checkpointed with it, and merged by path at the end of each turn (a `None`
-//! deletes). [`DirectoryBackend`] uses a real directory instead, confined to its root:
+//! deletes). [`DirectoryBackend`] uses a real directory instead, confined to its root, and
+//! [`StoreBackend`] the long-term store:
 //!
-//! | | [`StateBackend`] (default) | [`DirectoryBackend`] |
-//! | --- | --- | --- |
-//! | Files live in | the `files` channel of the agent state | a directory on disk |
-//! | Per thread | yes: each thread has its own files | no: every thread and run shares the directory |
-//! | Checkpointed, restored with the thread, rewound with time travel | yes | no |
-//! | Visible to other programs | no (read `AgentState::files`) | yes |
-//! | A write is seen by | the next model turn (updates apply at the end of the turn) | every later call, at once |
-//! | Size | every file is part of the thread's checkpoints | unlimited by kit |
+//! | | [`StateBackend`] (default) | [`DirectoryBackend`] | [`StoreBackend`] |
+//! | --- | --- | --- | --- |
+//! | Files live in | the `files` channel of the agent state | a directory on disk | the agent's long-term [store](crate::store) |
+//! | Per thread | yes: each thread has its own files | no: every thread and run shares the directory | no: every thread using the store and namespace shares them |
+//! | Checkpointed, restored with the thread, rewound with time travel | yes | no | no |
+//! | Visible to other programs | no (read `AgentState::files`) | yes | through the store |
+//! | A write is seen by | the next model turn (updates apply at the end of the turn) | every later call, at once | every later call, at once |
+//! | Size | every file is part of the thread's checkpoints | unlimited by kit | listing reads the namespace's files |
 //!
-//! Other storage (a database, an object store, a composite by path prefix) plugs in by
-//! implementing [`FsBackend`].
+//! [`StoreBackend`] keeps files in the agent's long-term [store](crate::store), shared by every
+//! thread; route a prefix to it with [`CompositeBackend`] and keep the rest per thread, as
+//! deepagents does for `/memories/`:
+//!
+//! ```
+//! use kit::agent::Agent;
+//! use kit::middleware::filesystem::{CompositeBackend, FilesystemMiddleware, StateBackend, StoreBackend};
+//! use kit::store::MemoryStore;
+//! use kit::testing::ScriptedModel;
+//! use kit::{Message, ToolCall};
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let write = |path: &str| Message::assistant_with_tool_calls("", vec![ToolCall::new(
+//!     "write_file", json!({"file_path": path, "content": "Ada prefers tea\n"}),
+//! )]);
+//! let agent = Agent::builder()
+//!     .model(ScriptedModel::new([write("/memories/ada.md"), Message::assistant("Saved.")]))
+//!     .filesystem(FilesystemMiddleware::new().backend(
+//!         CompositeBackend::new(StateBackend::new()).route("/memories/", StoreBackend::new())?,
+//!     ))
+//!     .store(MemoryStore::new())
+//!     .build()?;
+//! let state = agent.invoke("Remember that I prefer tea.").await?.into_state();
+//! assert!(state.files.is_empty()); // not in the thread: in the store
+//! let store = agent.graph().store().expect("given above");
+//! let ns = kit::store::Namespace::new(["filesystem"])?;
+//! assert_eq!(store.get(&ns, "/ada.md").await?.unwrap().value["content"], "Ada prefers tea\n");
+//! # Ok(()) }
+//! ```
+//!
+//! Other storage (a database, an object store) plugs in by implementing [`FsBackend`].
 //!
 //! ```
 //! use kit::agent::Agent;
@@ -65,7 +96,10 @@ mod page;
 mod path;
 mod tools;
 
-pub use backend::{DirEntry, DirectoryBackend, FileChanges, FsBackend, FsError, StateBackend};
+pub use backend::{
+    CompositeBackend, DirEntry, DirectoryBackend, FileChanges, FsBackend, FsError, StateBackend,
+    StoreBackend,
+};
 pub use eviction::{LARGE_TOOL_RESULTS_DIR, eviction_path, sanitize_call_id};
 pub use limits::FsLimits;
 pub use page::FilePage;

@@ -5,13 +5,17 @@
 //! Every path reaching a backend is already normalised (see
 //! [`normalize_path`](super::normalize_path)): absolute, no `.`/`..`, no repeated slashes.
 
+mod composite;
 mod disk;
 mod error;
 mod read;
 mod state;
+mod store;
+pub use composite::CompositeBackend;
 pub use disk::DirectoryBackend;
 pub use error::FsError;
 pub use state::StateBackend;
+pub use store::StoreBackend;
 
 use std::collections::BTreeMap;
 
