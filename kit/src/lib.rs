@@ -174,7 +174,9 @@ pub use graph::{
     RunOptions, START, Send,
 };
 pub use kit_macros::{State, Tool, agent, graph, tool};
-pub use message::{Content, ContentPart, Message, Role, ToolCall, ToolStatus, Usage};
+pub use message::{
+    Content, ContentPart, Message, Reasoning, ReasoningFormat, Role, ToolCall, ToolStatus, Usage,
+};
 pub use model::ChatModel;
 pub use state::{Overwrite, State, reducers};
 pub use tool::Tool;

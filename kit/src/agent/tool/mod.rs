@@ -180,11 +180,7 @@ impl Tool {
         handler: impl DynTool,
     ) -> Tool {
         Tool {
-            spec: Arc::new(ToolSpec {
-                name: name.into(),
-                description: description.into(),
-                parameters,
-            }),
+            spec: Arc::new(ToolSpec::new(name, description, parameters)),
             max_result_chars: None,
             handler: Arc::new(handler),
         }
@@ -212,14 +208,18 @@ impl Tool {
     /// The tool of a `#[derive(Tool)]` argument struct.
     pub fn of<T: ToolHandler + ToolDefinition>() -> Tool {
         Tool {
-            spec: Arc::new(ToolSpec {
-                name: T::NAME.to_string(),
-                description: T::description(),
-                parameters: T::parameters(),
-            }),
+            spec: Arc::new(ToolSpec::new(T::NAME, T::description(), T::parameters())),
             max_result_chars: T::MAX_RESULT_CHARS,
             handler: Arc::new(TypedTool::<T>(std::marker::PhantomData)),
         }
+    }
+
+    /// Asks the provider to hold the model's arguments to the schema exactly (OpenAI's
+    /// per-tool `strict`; see [`ToolSpec::strict`](crate::model::ToolSpec::strict)).
+    #[must_use]
+    pub fn strict(mut self, strict: bool) -> Self {
+        Arc::make_mut(&mut self.spec).strict = Some(strict);
+        self
     }
 
     /// Caps the result length (characters); longer results are cut with a marker.
