@@ -10,7 +10,7 @@
 //! - an error object mid-stream, typed by its own code or type (a 400 is not a retryable 500),
 //!   the usage it carries delivered before the error;
 //! - the response id, model and fingerprint, kept for the closing metadata chunk with the
-//!   cost.
+//!   cost; usage where servers put it (`usage`, or Groq's `x_groq.usage`).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -145,7 +145,12 @@ impl ChunkParser {
     }
 
     fn on_usage(&mut self, v: &Value, out: &mut VecDeque<ModelChunk>) {
-        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+        // Groq has sent a stream's usage inside its `x_groq` object.
+        let usage_of = v
+            .get("usage")
+            .filter(|u| u.is_object())
+            .or_else(|| v.pointer("/x_groq/usage").filter(|u| u.is_object()));
+        if let Some(u) = usage_of {
             let usage = usage(u);
             if let Some(cost) = reported_cost(u) {
                 self.meta.set("cost_usd", Value::from(cost));
