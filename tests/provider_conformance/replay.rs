@@ -340,6 +340,18 @@ fn expect(name: &str) -> Option<Expect> {
             usage: Some((120, 96, 64, 0, 0, 71)),
             ..e()
         },
+        "deepseek/reasoning_answer.json" => Expect {
+            text: Some("It is 18°C in Paris."),
+            reasoning: vec![(
+                R::ReasoningContent,
+                "The tool says 18°C. Answer briefly.",
+                None,
+                None,
+            )],
+            finish: Some(F::Stop),
+            usage: Some((260, 30, 192, 0, 0, 18)),
+            ..e()
+        },
         "deepseek/reasoning.stream" => Expect {
             text: Some("9.8 is greater."),
             reasoning: vec![(
