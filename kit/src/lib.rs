@@ -122,7 +122,7 @@
 //! | `sqlite` | yes | [`checkpoint::SqliteCheckpointer`] (bundled SQLite) and the worker's SQLite run store |
 //! | `postgres` | no | `checkpoint::PostgresCheckpointer` and the worker's shared PostgreSQL queue |
 //! | `server` | no | `kit::server`: the async-subagent worker (axum) |
-//! | `otlp` | no | `kit::trace::otlp`: OTLP/HTTP export (protobuf and JSON) and the Langfuse profile |
+//! | `otlp` | no | the protobuf encoding of `kit::trace::otlp`'s OTLP/HTTP export (OTLP/JSON, the exporter and the Langfuse profile need no feature) |
 //!
 //! ## Errors
 //!

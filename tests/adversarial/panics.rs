@@ -194,6 +194,7 @@ async fn langfuse_attributes_of_a_run_with_usage_near_u64_max_are_exported() {
         output_tokens: u64::MAX,
         cache_read_tokens: u64::MAX,
         cache_creation_tokens: u64::MAX,
+        ..Default::default()
     });
     let agent = Agent::builder()
         .model(ScriptedModel::new([answer]))

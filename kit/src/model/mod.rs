@@ -32,10 +32,12 @@ pub(crate) mod common;
 mod error;
 pub mod openai;
 pub mod pricing;
+mod traced;
 
 pub use assemble::{StreamAssembler, parse_args};
 pub use common::DEFAULT_MODEL_TIMEOUT;
 pub use error::ModelError;
+pub use traced::generate_traced;
 
 use std::sync::Arc;
 

@@ -32,11 +32,13 @@
 mod context;
 mod error;
 mod output;
+mod traced;
 mod validate;
 
 pub use context::ToolContext;
 pub use error::{IntoToolError, ToolError};
 pub use output::{ToolExecution, ToolOutput};
+pub(crate) use traced::finish_tool_run;
 pub use validate::validate_args;
 
 use std::future::Future;
@@ -80,6 +82,10 @@ pub struct Tool {
     spec: Arc<ToolSpec>,
     max_result_chars: Option<usize>,
     handler: Arc<dyn DynTool>,
+    /// Tags of its trace runs.
+    tags: Arc<[String]>,
+    /// Metadata of its trace runs (redacted like every trace field).
+    metadata: Arc<serde_json::Map<String, Value>>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -183,6 +189,8 @@ impl Tool {
             spec: Arc::new(ToolSpec::new(name, description, parameters)),
             max_result_chars: None,
             handler: Arc::new(handler),
+            tags: Arc::from([]),
+            metadata: Arc::default(),
         }
     }
 
@@ -211,6 +219,8 @@ impl Tool {
             spec: Arc::new(ToolSpec::new(T::NAME, T::description(), T::parameters())),
             max_result_chars: T::MAX_RESULT_CHARS,
             handler: Arc::new(TypedTool::<T>(std::marker::PhantomData)),
+            tags: Arc::from([]),
+            metadata: Arc::default(),
         }
     }
 
