@@ -4,7 +4,9 @@
 //! body, a server-sent-event stream, an error with the provider's real body and headers, a
 //! connection dropped mid-stream, or no answer at all) and records every request for
 //! assertions. [`MockOpenAi`] and [`MockAnthropic`] wrap it with the provider's base URL and
-//! ready models; [`openai`] and [`anthropic`] build the provider's real JSON and SSE shapes.
+//! ready models; [`openai`] and [`anthropic`] build the provider's real JSON and SSE shapes;
+//! [`fixtures`] holds recorded-shape traffic of OpenAI, Anthropic, the Responses API and seven
+//! compatible servers, replayed byte for byte ([`MockResponse::event_stream`]).
 //!
 //! ```no_run
 //! use kit::model::{ChatModel, ModelRequest};

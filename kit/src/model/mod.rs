@@ -1,15 +1,26 @@
 //! Chat models: the [`ChatModel`] trait, requests, responses, streaming and errors.
 //!
 //! Providers implement [`ChatModel`]; agents call it. Streaming providers yield
-//! [`ModelChunk`]s (text deltas and tool-call argument deltas); [`StreamAssembler`] turns them
-//! back into the complete assistant [`Message`], so a streamed call and a plain call produce
-//! the same result.
+//! [`ModelChunk`]s (text, reasoning and tool-call argument deltas, whole provider blocks,
+//! usage, the answer's metadata); [`StreamAssembler`] turns them back into the complete
+//! assistant [`Message`], so a streamed call and a plain call produce the same result — the
+//! response id, model and cost included.
 //!
 //! Real providers talk HTTP through [`crate::http`] (shared client, timeouts, retries with
 //! backoff, redacted tracing): [`openai::OpenAiModel`] (OpenAI Chat Completions and every
-//! compatible server — Ollama, vLLM, llama.cpp, OpenRouter, Azure) and
+//! compatible server — DeepSeek, Mistral, Groq, OpenRouter, Cerebras, Gemini's OpenAI
+//! endpoint, Ollama, vLLM, llama.cpp, Azure — and the Responses API) and
 //! [`anthropic::AnthropicModel`] (the Messages API). [`init`] resolves `provider:model`
-//! strings; [`pricing`] turns token usage into cost.
+//! strings; [`pricing`] turns token usage into cost; [`generate_traced`] makes a direct call
+//! one trace run with its own trace options.
+//!
+//! **Reasoning is content.** What a model thinks before it answers — Anthropic's thinking
+//! blocks with their signatures, DeepSeek's `reasoning_content`, OpenRouter's
+//! `reasoning_details`, Gemini's thought signatures, the Responses API's reasoning items — is
+//! kept on the assistant message as [`Reasoning`](crate::message::Reasoning) parts in the
+//! order it came, streamed as [`ModelChunk::Reasoning`], counted in
+//! [`Usage::reasoning_tokens`](crate::message::Usage::reasoning_tokens), and sent back
+//! unchanged to the provider (and wire form) that produced it, never to another.
 //!
 //! Provider errors become typed [`ModelError`]s from the providers' real error bodies:
 //! 401/403 → `Authentication`, 429 → `RateLimited` (with `Retry-After`), a context-window

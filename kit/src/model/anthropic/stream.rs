@@ -116,12 +116,10 @@ impl EventParser {
     ) -> Result<(), ModelError> {
         let field = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or("");
         match delta.get("type").and_then(Value::as_str) {
-            Some("text_delta") => {
-                if !field("text").is_empty() {
-                    out.push_back(ModelChunk::Text {
-                        text: field("text").to_string(),
-                    });
-                }
+            Some("text_delta") if !field("text").is_empty() => {
+                out.push_back(ModelChunk::Text {
+                    text: field("text").to_string(),
+                });
             }
             Some(kind @ ("thinking_delta" | "signature_delta")) => {
                 let mut part = Reasoning::new(PROVIDER, ReasoningFormat::AnthropicThinking, "");

@@ -75,10 +75,7 @@ impl OtlpEncoder {
 
     /// The runs grouped by environment (one `ResourceSpans` each), with each group's
     /// resource attributes.
-    pub(super) fn resources<'r>(
-        &self,
-        runs: &'r [RunRecord],
-    ) -> Vec<(Vec<(String, AttrValue)>, Vec<SpanData>)> {
+    pub(super) fn resources<'r>(&self, runs: &'r [RunRecord]) -> Vec<(Vec<Attr>, Vec<SpanData>)> {
         let mut groups: BTreeMap<Option<&'r str>, Vec<SpanData>> = BTreeMap::new();
         for run in runs {
             groups
@@ -310,6 +307,9 @@ impl BatchEncoder for OtlpEncoder {
         (rejected > 0).then(|| (rejected, crate::trace::redact::redact_str(&message)))
     }
 }
+
+/// An attribute, before it is encoded.
+pub(super) type Attr = (String, AttrValue);
 
 /// An attribute's value, before it is encoded.
 #[derive(Debug, Clone, PartialEq)]
