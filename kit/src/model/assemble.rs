@@ -140,13 +140,12 @@ impl StreamAssembler {
 
     /// The complete answer.
     pub fn finish(self) -> ModelResponse {
-        let seed = self
-            .metadata
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let mut ids = CallIds::new(&seed);
+        let mut ids = CallIds::new(
+            self.metadata
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        );
         let calls: Vec<ToolCall> = self
             .calls
             .into_iter()
@@ -189,25 +188,33 @@ impl StreamAssembler {
 
 /// Stable ids for tool calls a provider sent without one: `call_<8 hex of the response
 /// id>_<position>`, or a random prefix for the whole answer when the response has no id —
-/// distinct between the calls of an answer either way.
-pub(crate) struct CallIds {
-    prefix: String,
+/// distinct between the calls of an answer either way. The prefix is made only when a call
+/// needs it.
+pub(crate) struct CallIds<'a> {
+    response_id: &'a str,
+    prefix: Option<String>,
 }
 
-impl CallIds {
-    pub(crate) fn new(response_id: &str) -> Self {
-        use sha2::Digest as _;
-        let prefix = if response_id.is_empty() {
-            crate::ids::random()[..8].to_string()
-        } else {
-            let digest = sha2::Sha256::digest(response_id.as_bytes());
-            digest[..4].iter().map(|b| format!("{b:02x}")).collect()
-        };
-        CallIds { prefix }
+impl<'a> CallIds<'a> {
+    pub(crate) fn new(response_id: &'a str) -> Self {
+        CallIds {
+            response_id,
+            prefix: None,
+        }
     }
 
     pub(crate) fn make(&mut self, index: usize) -> String {
-        format!("call_{}_{index}", self.prefix)
+        let response_id = self.response_id;
+        let prefix = self.prefix.get_or_insert_with(|| {
+            use sha2::Digest as _;
+            if response_id.is_empty() {
+                crate::ids::random()[..8].to_string()
+            } else {
+                let digest = sha2::Sha256::digest(response_id.as_bytes());
+                digest[..4].iter().map(|b| format!("{b:02x}")).collect()
+            }
+        });
+        format!("call_{prefix}_{index}")
     }
 }
 

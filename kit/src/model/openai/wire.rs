@@ -237,16 +237,15 @@ impl Writer<'_> {
         out
     }
 
+    /// The reasoning parts of `m` that go back to this server in `format`.
     fn own<'m>(
-        &self,
+        &'m self,
         m: &'m Message,
         format: ReasoningFormat,
-    ) -> impl Iterator<Item = &'m Reasoning> {
-        let echo = self.echo_reasoning;
-        let provider = self.provider.to_string();
+    ) -> impl Iterator<Item = &'m Reasoning> + 'm {
         m.content
             .reasoning()
-            .filter(move |r| echo && r.is_from(&provider, format))
+            .filter(move |r| self.echo_reasoning && r.is_from(self.provider, format))
     }
 
     fn assistant(&self, m: &Message) -> Value {
