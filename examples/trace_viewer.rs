@@ -313,6 +313,7 @@ fn answer(mut m: Message, input: u64, output: u64, cost: f64) -> Message {
         output_tokens: output,
         cache_read_tokens: 0,
         cache_creation_tokens: 0,
+        ..Default::default()
     });
     m.metadata.insert("cost_usd".into(), json!(cost));
     m

@@ -24,6 +24,7 @@ fn weather_tool() -> ToolSpec {
             "properties": {"city": {"type": "string"}},
             "required": ["city"],
         }),
+        strict: None,
     }
 }
 

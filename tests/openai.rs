@@ -29,6 +29,7 @@ fn weather_tool() -> ToolSpec {
             "properties": {"city": {"type": "string"}},
             "required": ["city"],
         }),
+        strict: None,
     }
 }
 
@@ -412,7 +413,7 @@ async fn unknown_providers_and_bad_specs_say_what_is_known() {
     assert!(matches!(err, ModelError::UnknownProvider { .. }));
     assert_eq!(
         err.to_string(),
-        "unknown model provider `mistral`; known providers: openai, anthropic, ollama"
+        "unknown model provider `mistral`; known providers: openai, openai-responses, anthropic, ollama"
     );
     let err = model::init("gpt-4o", &config, ModelOptions::default())
         .err()
@@ -571,4 +572,45 @@ async fn a_key_echoed_by_a_proxy_is_scrubbed_from_errors() {
         shown.contains("proxy: key [REDACTED] is not allowed"),
         "{shown}"
     );
+}
+
+#[tokio::test]
+async fn init_resolves_openai_responses_to_the_responses_api() {
+    let server = MockOpenAi::start().await.unwrap();
+    let fixture = kit_testing::mock::fixtures::get("responses/text.json").unwrap();
+    server.enqueue(fixture.response());
+    let m = model::init(
+        "openai-responses:gpt-4o-mini",
+        &server.config(),
+        ModelOptions::default().max_tokens(64),
+    )
+    .unwrap();
+    assert_eq!((m.provider(), m.model_name()), ("openai", "gpt-4o-mini"));
+    let answer = m
+        .generate(ModelRequest::new(vec![Message::user("Capital of France?")]).system("Be brief."))
+        .await
+        .unwrap();
+    assert_eq!(answer.message.text(), "Paris is the capital of France.");
+    let got = &server.requests()[0];
+    assert_eq!(got.path, "/v1/responses");
+    assert_eq!(
+        got.header("authorization"),
+        Some(format!("Bearer {TEST_KEY}").as_str())
+    );
+    assert_eq!(got.body["instructions"], "Be brief.");
+    assert_eq!(got.body["max_output_tokens"], 64);
+    assert_eq!(got.body["store"], false);
+    assert!(
+        got.body.get("include").is_none(),
+        "no reasoning asked of a non-reasoning model"
+    );
+    // A misspelt provider still lists the Responses API among the known ones.
+    let err = model::init(
+        "openai-response:gpt-5",
+        &server.config(),
+        ModelOptions::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(err.to_string().contains("openai-responses"), "{err}");
 }

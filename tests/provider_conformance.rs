@@ -3,6 +3,13 @@
 //! must come out the same: text, streams, and every error typed, retried or not as it should.
 //! Provider-only behaviour (request bodies, tool-call encodings, `model::init`) stays in
 //! `openai.rs` and `anthropic.rs`.
+//!
+//! The second half replays every fixture of `kit_testing::mock::fixtures` — real-shaped
+//! traffic of OpenAI, Anthropic, the Responses API and seven compatible servers, each noting
+//! where its shape comes from — and checks what kit makes of it: text, reasoning (with
+//! signatures and encrypted data), tool calls and their ids, provider blocks, the finish
+//! reason, usage with cache and reasoning counts, the response's id and cost, or the typed
+//! error.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -331,6 +338,9 @@ async fn an_error_inside_a_stream_is_typed<P: Provider>() {
     );
     assert!(err.is_transient());
 }
+
+#[path = "provider_conformance/replay.rs"]
+mod replay;
 
 /// Stamps every rule above as a test per provider.
 macro_rules! conformance {

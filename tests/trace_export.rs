@@ -250,6 +250,7 @@ fn with_usage(mut m: Message, input: u64, output: u64, cost: f64) -> Message {
         output_tokens: output,
         cache_read_tokens: 0,
         cache_creation_tokens: 0,
+        ..Default::default()
     });
     m.metadata.insert("cost_usd".into(), json!(cost));
     m
@@ -1325,4 +1326,54 @@ fn export_works_outside_any_tokio_runtime() {
     let spans = spans(&mock.requests());
     assert_eq!(spans[0].span.name, "plain thread");
     drop(exporter);
+}
+
+#[tokio::test]
+async fn config_trace_fields_set_in_code_start_the_exporter() {
+    let mock = Mock::start([]);
+    let mut config = kit::Config {
+        trace_endpoint: Some(mock.url.clone()),
+        trace_api_key: Some("collector-key-123".into()),
+        ..kit::Config::default()
+    };
+    // Settings beyond endpoint and key come from `extra` (then the environment).
+    config
+        .extra
+        .insert("KIT_TRACE_PROTOCOL".into(), "json".into());
+    config
+        .extra
+        .insert("KIT_TRACE_SERVICE_NAME".into(), "configured-in-code".into());
+    let agent = Agent::builder()
+        .name("configured")
+        .model(ScriptedModel::new([Message::assistant("hi")]))
+        .config(config.clone())
+        .build()
+        .unwrap();
+    agent.invoke("hello").await.unwrap();
+    let tracer = Tracer::from_config(&config);
+    assert!(tracer.is_active());
+    assert!(tracer.flush(Duration::from_secs(20)));
+    let requests = mock.requests();
+    assert!(!requests.is_empty(), "spans arrived");
+    assert_eq!(requests[0].path, "/v1/traces");
+    assert_eq!(
+        requests[0].headers["authorization"],
+        "Bearer collector-key-123"
+    );
+    assert_eq!(requests[0].headers["content-type"], "application/json");
+    let spans = spans(&requests);
+    let root = find(&spans, "invoke_agent configured");
+    assert!(root.parent_span_id.is_empty());
+    assert_eq!(
+        text(&spans[0].resource, "service.name"),
+        Some("configured-in-code")
+    );
+    // Built again from the same settings: the same exporter, not a second queue.
+    let again = Agent::builder()
+        .model(ScriptedModel::new([Message::assistant("hi")]))
+        .config(config.clone())
+        .build()
+        .unwrap();
+    again.invoke("again").await.unwrap();
+    assert!(Tracer::from_config(&config).same_as(&tracer));
 }

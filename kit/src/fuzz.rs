@@ -62,6 +62,16 @@ pub fn anthropic_stream(body: &[u8]) -> Result<ModelResponse, ModelError> {
     AnthropicModel::new("claude-haiku-4-5", "").replay_stream(body, &HttpLimits::default())
 }
 
+/// An OpenAI Responses API answer (a whole, non-streamed body) as kit reads it.
+pub fn openai_responses_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
+    OpenAiModel::responses("gpt-5", "").parse_body(&json("openai", body)?)
+}
+
+/// An OpenAI Responses API event stream (a whole body) as kit assembles it.
+pub fn openai_responses_stream(body: &[u8]) -> Result<ModelResponse, ModelError> {
+    OpenAiModel::responses("gpt-5", "").replay_stream(body, &HttpLimits::default())
+}
+
 /// The model error kit makes of an error answer with this status and body.
 pub fn provider_error(status: u16, body: &str) -> ModelError {
     let parsed = crate::model::common::ProviderError::parse(body);

@@ -123,7 +123,7 @@
 //! | `sqlite` | yes | [`checkpoint::SqliteCheckpointer`] (bundled SQLite), [`store::SqliteStore`] and the worker's SQLite run store |
 //! | `postgres` | no | `checkpoint::PostgresCheckpointer`, `store::PostgresStore` and the worker's shared PostgreSQL queue |
 //! | `server` | no | `kit::server`: the async-subagent worker (axum) |
-//! | `otlp` | no | `kit::trace::otlp`: OTLP/HTTP export (protobuf and JSON) and the Langfuse profile |
+//! | `otlp` | no | the protobuf encoding of `kit::trace::otlp`'s OTLP/HTTP export (OTLP/JSON, the exporter and the Langfuse profile need no feature) |
 //! | `embeddings` | no | `store::OpenAiEmbeddings`: vectors from any OpenAI-compatible embeddings API, for the store's semantic search |
 //!
 //! ## Errors
@@ -179,7 +179,9 @@ pub use graph::{
     RunOptions, START, Send,
 };
 pub use kit_macros::{State, Tool, agent, graph, tool};
-pub use message::{Content, ContentPart, Message, Role, ToolCall, ToolStatus, Usage};
+pub use message::{
+    Content, ContentPart, Message, Reasoning, ReasoningFormat, Role, ToolCall, ToolStatus, Usage,
+};
 pub use model::ChatModel;
 pub use state::{Messages, Overwrite, State, reducers};
 pub use tool::Tool;

@@ -51,7 +51,7 @@ impl Role {
     }
 }
 
-/// Message content: plain text, or a list of parts (text and images).
+/// Message content: plain text, or a list of parts (text, images, and the model's reasoning).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Content {
@@ -86,7 +86,7 @@ impl From<Vec<ContentPart>> for Content {
 }
 
 impl Content {
-    /// The concatenated text parts.
+    /// The concatenated text parts (reasoning is not text: see [`reasoning`](Self::reasoning)).
     pub fn text(&self) -> String {
         match self {
             Content::Text(t) => t.clone(),
@@ -102,15 +102,29 @@ impl Content {
         }
     }
 
-    /// True when there is no text and no other part.
+    /// True when there is no text and no image. Reasoning and provider blocks alone count as
+    /// empty: they are how the model got to an answer, not an answer.
     pub fn is_empty(&self) -> bool {
         match self {
             Content::Text(t) => t.is_empty(),
             Content::Parts(parts) => parts.iter().all(|p| match p {
                 ContentPart::Text { text } => text.is_empty(),
                 ContentPart::Image { .. } => false,
+                ContentPart::Reasoning(_) | ContentPart::ProviderBlock { .. } => true,
             }),
         }
+    }
+
+    /// The reasoning parts, in order (empty for plain text).
+    pub fn reasoning(&self) -> impl Iterator<Item = &Reasoning> {
+        let parts: &[ContentPart] = match self {
+            Content::Text(_) => &[],
+            Content::Parts(parts) => parts,
+        };
+        parts.iter().filter_map(|p| match p {
+            ContentPart::Reasoning(r) => Some(r),
+            _ => None,
+        })
     }
 
     /// Rewrites every text part with `f` (used by redaction).
@@ -135,7 +149,9 @@ impl Content {
                 .iter()
                 .map(|p| match p {
                     ContentPart::Text { text } => text.len(),
-                    ContentPart::Image { .. } => 0,
+                    ContentPart::Image { .. }
+                    | ContentPart::Reasoning(_)
+                    | ContentPart::ProviderBlock { .. } => 0,
                 })
                 .sum(),
         }
@@ -145,6 +161,7 @@ impl Content {
 /// One part of a multi-part message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ContentPart {
     /// Text.
     Text {
@@ -155,6 +172,18 @@ pub enum ContentPart {
     Image {
         /// Where the image comes from.
         source: ImageSource,
+    },
+    /// The model's reasoning before its answer (an assistant message's thinking blocks,
+    /// reasoning text or encrypted reasoning), kept so it can be shown, traced and sent back.
+    Reasoning(Reasoning),
+    /// A block of the provider's own that the answer carried and the conversation must keep
+    /// (Anthropic's server tool calls and their results: `server_tool_use`,
+    /// `web_search_tool_result`, ...), kept verbatim and sent back only to that provider.
+    ProviderBlock {
+        /// The provider that produced it.
+        provider: String,
+        /// The block as the provider sent it.
+        block: Value,
     },
 }
 
@@ -198,6 +227,144 @@ pub enum ImageSource {
         /// The base64 text.
         data: String,
     },
+}
+
+/// The wire form a [`Reasoning`] part came in, which is also the only form it is sent back
+/// in: a provider never receives another provider's reasoning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ReasoningFormat {
+    /// Reasoning with no provider form to send back (shown and traced only).
+    #[default]
+    Text,
+    /// Anthropic's `thinking` block (text and `signature`), or `redacted_thinking` (`data`,
+    /// kept in [`Reasoning::encrypted`]).
+    AnthropicThinking,
+    /// A Chat Completions message's `reasoning_content` (DeepSeek, vLLM, Qwen, Kimi).
+    ReasoningContent,
+    /// A Chat Completions message's `reasoning` text (Groq, Cerebras, Ollama, OpenRouter).
+    ReasoningField,
+    /// One entry of OpenRouter's `reasoning_details` (kept whole in [`Reasoning::raw`]).
+    ReasoningDetails,
+    /// A Mistral `thinking` content chunk.
+    MistralThinking,
+    /// A Gemini thought signature on a tool call (OpenAI-compatible endpoint:
+    /// `extra_content.google.thought_signature`); [`Reasoning::raw`] names the call.
+    GeminiThoughtSignature,
+    /// An OpenAI Responses API `reasoning` item (summary and `encrypted_content`).
+    OpenAiResponses,
+}
+
+/// What a model reasoned before it answered, as the provider sent it.
+///
+/// Providers that think before answering send their reasoning in their own forms; kit keeps
+/// each on the assistant message as a [`ContentPart::Reasoning`], in the order it came, so it
+/// can be streamed, traced and — where the provider requires it, as Anthropic does for
+/// thinking with tool use and DeepSeek for `reasoning_content` with tools — sent back
+/// unchanged on the next request. [`provider`](Self::provider) and
+/// [`format`](Self::format) decide where it goes back: only to the provider (and wire form)
+/// that produced it.
+///
+/// ```
+/// use kit::message::{ContentPart, Reasoning, ReasoningFormat};
+/// use kit::Message;
+///
+/// let thinking = Reasoning::new("anthropic", ReasoningFormat::AnthropicThinking, "2 + 2 is 4.")
+///     .with_signature("EqQBCkgIARABGAIiQ...");
+/// let answer = Message::assistant(vec![ContentPart::Reasoning(thinking), ContentPart::text("4")]);
+/// assert_eq!(answer.text(), "4");
+/// assert_eq!(answer.content.reasoning().next().map(|r| r.text.as_str()), Some("2 + 2 is 4."));
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Reasoning {
+    /// The provider that produced it (the model's [`provider`](crate::model::ChatModel::provider)).
+    #[serde(default)]
+    pub provider: String,
+    /// The wire form it came in.
+    #[serde(default)]
+    pub format: ReasoningFormat,
+    /// The reasoning text, or its summary; empty when the provider hid it.
+    #[serde(default)]
+    pub text: String,
+    /// The provider's signature over the reasoning (Anthropic, Gemini, OpenRouter), sent back
+    /// unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// Reasoning the provider returned encrypted or redacted (Anthropic's `redacted_thinking`
+    /// data, OpenAI's `encrypted_content`, OpenRouter's `reasoning.encrypted`), sent back
+    /// unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encrypted: Option<String>,
+    /// The provider's own record of it, verbatim, when it carries more than the fields above
+    /// (an OpenRouter `reasoning_details` entry, the tool call a Gemini signature belongs to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<Value>,
+}
+
+impl Reasoning {
+    /// Reasoning text from `provider` in this wire form.
+    pub fn new(
+        provider: impl Into<String>,
+        format: ReasoningFormat,
+        text: impl Into<String>,
+    ) -> Self {
+        Reasoning {
+            provider: provider.into(),
+            format,
+            text: text.into(),
+            ..Reasoning::default()
+        }
+    }
+
+    /// Sets the signature (builder style).
+    #[must_use]
+    pub fn with_signature(mut self, signature: impl Into<String>) -> Self {
+        self.signature = Some(signature.into());
+        self
+    }
+
+    /// Sets the encrypted reasoning (builder style).
+    #[must_use]
+    pub fn with_encrypted(mut self, data: impl Into<String>) -> Self {
+        self.encrypted = Some(data.into());
+        self
+    }
+
+    /// Sets the provider's raw record (builder style).
+    #[must_use]
+    pub fn with_raw(mut self, raw: Value) -> Self {
+        self.raw = Some(raw);
+        self
+    }
+
+    /// True when it came from `provider` in `format`: the only case it is sent back.
+    pub fn is_from(&self, provider: &str, format: ReasoningFormat) -> bool {
+        self.format == format && self.provider == provider
+    }
+
+    /// Adds a streamed piece: text and signature are appended, the encrypted data appended,
+    /// and whatever else the piece sets replaces what was there.
+    pub fn merge(&mut self, piece: &Reasoning) {
+        if self.provider.is_empty() {
+            self.provider.clone_from(&piece.provider);
+        }
+        if piece.format != ReasoningFormat::Text {
+            self.format = piece.format;
+        }
+        self.text.push_str(&piece.text);
+        for (into, more) in [
+            (&mut self.signature, &piece.signature),
+            (&mut self.encrypted, &piece.encrypted),
+        ] {
+            if let Some(more) = more {
+                into.get_or_insert_with(String::new).push_str(more);
+            }
+        }
+        if piece.raw.is_some() {
+            self.raw.clone_from(&piece.raw);
+        }
+    }
 }
 
 /// A tool call requested by the model.
@@ -253,9 +420,16 @@ pub struct Usage {
     /// Prompt tokens read from the provider's cache.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_read_tokens: u64,
-    /// Prompt tokens written to the provider's cache.
+    /// Prompt tokens written to the provider's cache (all lifetimes).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_creation_tokens: u64,
+    /// Of `cache_creation_tokens`, those written with Anthropic's one-hour lifetime (billed
+    /// higher than the five-minute default).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_creation_1h_tokens: u64,
+    /// Of `output_tokens`, those spent reasoning (OpenAI's `reasoning_tokens`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_tokens: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -280,6 +454,10 @@ impl Usage {
         self.cache_creation_tokens = self
             .cache_creation_tokens
             .saturating_add(other.cache_creation_tokens);
+        self.cache_creation_1h_tokens = self
+            .cache_creation_1h_tokens
+            .saturating_add(other.cache_creation_1h_tokens);
+        self.reasoning_tokens = self.reasoning_tokens.saturating_add(other.reasoning_tokens);
     }
 }
 
@@ -433,6 +611,44 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_parts_round_trip_and_are_not_text() {
+        let thinking = Reasoning::new("anthropic", ReasoningFormat::AnthropicThinking, "Hmm.")
+            .with_signature("sig");
+        let redacted = Reasoning::new("anthropic", ReasoningFormat::AnthropicThinking, "")
+            .with_encrypted("EmwKAhgB");
+        let m = Message::assistant(vec![
+            ContentPart::Reasoning(thinking.clone()),
+            ContentPart::Reasoning(redacted),
+            ContentPart::ProviderBlock {
+                provider: "anthropic".into(),
+                block: serde_json::json!({"type": "server_tool_use", "id": "srvtoolu_1"}),
+            },
+            ContentPart::text("Done."),
+        ]);
+        let json = serde_json::to_value(&m).unwrap();
+        assert_eq!(json["content"][0]["type"], "reasoning");
+        assert_eq!(json["content"][0]["signature"], "sig");
+        assert_eq!(json["content"][0]["format"], "anthropic_thinking");
+        assert_eq!(json["content"][2]["type"], "provider_block");
+        let back: Message = serde_json::from_value(json).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.text(), "Done.");
+        assert_eq!(back.content.text_len(), 5);
+        assert_eq!(back.content.reasoning().count(), 2);
+        assert!(thinking.is_from("anthropic", ReasoningFormat::AnthropicThinking));
+        assert!(!thinking.is_from("openai", ReasoningFormat::AnthropicThinking));
+        // Reasoning alone is not an answer.
+        let only = Message::assistant(vec![ContentPart::Reasoning(thinking)]);
+        assert!(only.content.is_empty());
+        // A message written before reasoning existed still reads.
+        let old: Message = serde_json::from_str(
+            r#"{"id":"m","role":"assistant","content":[{"type":"text","text":"hi"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(old.text(), "hi");
+    }
+
+    #[test]
     fn tool_messages_carry_status_and_call_id() {
         let call = ToolCall::with_id("c1", "add", serde_json::json!({"a": 1}));
         let ai = Message::assistant_with_tool_calls("", vec![call]);
@@ -451,7 +667,7 @@ mod tests {
             input_tokens: 1,
             output_tokens: 1,
             cache_read_tokens: 2,
-            cache_creation_tokens: 0,
+            ..Usage::default()
         });
         assert_eq!(usage.total_tokens(), 9);
     }

@@ -66,6 +66,16 @@ fn hostile_anthropic_streams_never_panic() {
 }
 
 #[test]
+fn hostile_responses_answers_never_panic() {
+    no_panic(Target::ResponsesJson);
+}
+
+#[test]
+fn hostile_responses_streams_never_panic() {
+    no_panic(Target::ResponsesStream);
+}
+
+#[test]
 fn hostile_provider_error_bodies_never_panic() {
     no_panic(Target::ProviderError);
 }
@@ -275,5 +285,129 @@ fn every_parser_ends_alike_at_1_kib_and_1_mib() {
             resolve_channels(&versions, |_, v| index.get(v).copied()).map(|c| c.len())
         },
         |r, _| assert!(r.as_ref().is_err_and(|e| e.to_string().contains("loops"))),
+    );
+}
+
+/// The parsers of reasoning, server blocks and the Responses API, at 1 KiB and 1 MiB: the
+/// same outcome at both sizes, in time linear in the input.
+#[test]
+fn reasoning_and_responses_parsers_end_alike_at_1_kib_and_1_mib() {
+    // Anthropic: one thinking block streamed as many thinking deltas, then its signature.
+    const THINK: &str = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"ab\"}}\n\n";
+    alike(
+        "anthropic thinking deltas",
+        |n| {
+            let body = format!(
+                "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"thinking\",\"thinking\":\"\"}}}}\n\n{}event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"signature_delta\",\"signature\":\"sig\"}}}}\n\nevent: message_delta\ndata: {{\"type\":\"message_delta\",\"delta\":{{\"stop_reason\":\"end_turn\"}}}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n",
+                fill(THINK, n)
+            );
+            kit::fuzz::anthropic_stream(body.as_bytes())
+        },
+        |r, n| {
+            let r = r.as_ref().unwrap();
+            let thinking: Vec<_> = r.message.content.reasoning().collect();
+            assert_eq!(thinking.len(), 1);
+            assert_eq!(thinking[0].text.len(), 2 * (n / THINK.len()).max(1));
+            assert_eq!(thinking[0].signature.as_deref(), Some("sig"));
+        },
+    );
+    // Anthropic: a server tool's input split into many pieces.
+    alike(
+        "anthropic server tool input pieces",
+        |n| {
+            let piece = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"aa\"}}\n\n";
+            let body = format!(
+                "event: content_block_start\ndata: {{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{{\"type\":\"server_tool_use\",\"id\":\"s\",\"name\":\"web_search\",\"input\":{{}}}}}}\n\nevent: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"{{\\\"q\\\": \\\"\"}}}}\n\n{}event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"input_json_delta\",\"partial_json\":\"\\\"}}\"}}}}\n\nevent: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":0}}\n\nevent: message_stop\ndata: {{\"type\":\"message_stop\"}}\n\n",
+                fill(piece, n)
+            );
+            kit::fuzz::anthropic_stream(body.as_bytes())
+        },
+        |r, _| {
+            let r = r.as_ref().unwrap();
+            let kit::Content::Parts(parts) = &r.message.content else {
+                panic!("a provider block: {:?}", r.message.content)
+            };
+            assert!(
+                matches!(&parts[0], kit::ContentPart::ProviderBlock { block, .. } if block["input"]["q"].as_str().is_some_and(|q| q.starts_with("aa")))
+            );
+        },
+    );
+    // OpenAI-compatible: reasoning_content deltas, and a Mistral answer of many chunks.
+    const REASON: &str =
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"ab\"}}]}\n\n";
+    alike(
+        "openai-compatible reasoning deltas",
+        |n| {
+            let body = format!(
+                "{}data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"x\"}},\"finish_reason\":\"stop\"}}]}}\n\ndata: [DONE]\n\n",
+                fill(REASON, n)
+            );
+            kit::fuzz::openai_stream(body.as_bytes())
+        },
+        |r, n| {
+            let r = r.as_ref().unwrap();
+            assert_eq!(r.message.text(), "x");
+            let reasoning: Vec<_> = r.message.content.reasoning().collect();
+            assert_eq!(reasoning[0].text.len(), 2 * (n / REASON.len()).max(1));
+        },
+    );
+    alike(
+        "mistral answer of many chunks",
+        |n| {
+            let parts: Vec<serde_json::Value> = (0..(n / 32).max(1))
+                .map(|i| {
+                    if i % 2 == 0 {
+                        json!({"type": "text", "text": "ab"})
+                    } else {
+                        json!({"type": "thinking", "thinking": [{"type": "text", "text": "cd"}]})
+                    }
+                })
+                .collect();
+            kit::fuzz::openai_response(
+                json!({"choices": [{"message": {"content": parts}}]})
+                    .to_string()
+                    .as_bytes(),
+            )
+        },
+        |r, n| {
+            assert_eq!(
+                r.as_ref().unwrap().message.text().len(),
+                2 * (n / 32).max(1).div_ceil(2)
+            )
+        },
+    );
+    // Responses API: a long answer, and a stream of many text deltas.
+    alike(
+        "responses long answer",
+        |n| {
+            kit::fuzz::openai_responses_response(
+                json!({"output": [{"type": "message", "content": [{"type": "output_text", "text": "a".repeat(n)}]}], "status": "completed"})
+                    .to_string()
+                    .as_bytes(),
+            )
+        },
+        |r, n| assert_eq!(r.as_ref().unwrap().message.text().len(), n),
+    );
+    const TEXT: &str = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"delta\":\"ab\"}\n\n";
+    alike(
+        "responses stream of many deltas",
+        |n| {
+            let body = format!(
+                "{}event: response.completed\ndata: {{\"type\":\"response.completed\",\"response\":{{\"status\":\"completed\"}}}}\n\n",
+                fill(TEXT, n)
+            );
+            kit::fuzz::openai_responses_stream(body.as_bytes())
+        },
+        |r, n| {
+            assert_eq!(
+                r.as_ref().unwrap().message.text().len(),
+                2 * (n / TEXT.len()).max(1)
+            )
+        },
+    );
+    alike(
+        "responses stream cut short",
+        |n| kit::fuzz::openai_responses_stream(fill(TEXT, n).as_bytes()),
+        |r, _| assert!(r.is_err(), "no response.completed: incomplete"),
     );
 }

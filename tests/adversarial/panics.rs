@@ -150,6 +150,7 @@ fn token_counts_near_u64_max_saturate_everywhere_they_are_added() {
         output_tokens: u64::MAX - 1,
         cache_read_tokens: u64::MAX,
         cache_creation_tokens: 5,
+        ..Usage::default()
     };
     let mut total = huge;
     total.add(&huge);
@@ -193,6 +194,7 @@ async fn langfuse_attributes_of_a_run_with_usage_near_u64_max_are_exported() {
         output_tokens: u64::MAX,
         cache_read_tokens: u64::MAX,
         cache_creation_tokens: u64::MAX,
+        ..Default::default()
     });
     let agent = Agent::builder()
         .model(ScriptedModel::new([answer]))

@@ -20,6 +20,7 @@ pub use target::{Report, Target, fuzz};
 
 use std::collections::BTreeMap;
 
+use crate::mock::fixtures::Api;
 use kit::checkpoint::{BlobKind, ChannelBlob};
 use serde_json::{Value, json};
 
@@ -142,8 +143,28 @@ impl Hostile {
         out
     }
 
-    fn seeded(&mut self, seeds: &[&str]) -> Vec<u8> {
-        let seeds: Vec<&[u8]> = seeds.iter().map(|s| s.as_bytes()).collect();
+    fn seeded(&mut self, seeds: &[&'static str]) -> Vec<u8> {
+        self.seeded_with(seeds, None)
+    }
+
+    /// Seeds, plus the recorded-shape fixtures of this API and form
+    /// ([`crate::mock::fixtures`]).
+    fn seeded_with(
+        &mut self,
+        seeds: &[&'static str],
+        fixtures: Option<(crate::mock::fixtures::Api, bool)>,
+    ) -> Vec<u8> {
+        let mut seeds: Vec<&[u8]> = seeds.iter().map(|s| s.as_bytes()).collect();
+        if let Some((api, stream)) = fixtures {
+            seeds.extend(
+                crate::mock::fixtures::all()
+                    .filter(|f| f.api == api && f.stream == stream)
+                    .map(|f| f.body.as_bytes()),
+            );
+        }
+        if seeds.is_empty() {
+            return Vec::new();
+        }
         let seed = *self.rng.pick(&seeds);
         if self.rng.one_in(8) {
             return seed.to_vec();
@@ -158,22 +179,32 @@ impl Hostile {
 
     /// An OpenAI Chat Completions body (whole answer or error).
     pub fn openai_json(&mut self) -> Vec<u8> {
-        self.seeded(OPENAI_JSON_SEEDS)
+        self.seeded_with(OPENAI_JSON_SEEDS, Some((Api::ChatCompletions, false)))
     }
 
     /// An OpenAI Chat Completions event stream.
     pub fn openai_stream(&mut self) -> Vec<u8> {
-        self.seeded(OPENAI_STREAM_SEEDS)
+        self.seeded_with(OPENAI_STREAM_SEEDS, Some((Api::ChatCompletions, true)))
     }
 
     /// An Anthropic Messages body (whole answer or error).
     pub fn anthropic_json(&mut self) -> Vec<u8> {
-        self.seeded(ANTHROPIC_JSON_SEEDS)
+        self.seeded_with(ANTHROPIC_JSON_SEEDS, Some((Api::Messages, false)))
     }
 
     /// An Anthropic Messages event stream.
     pub fn anthropic_stream(&mut self) -> Vec<u8> {
-        self.seeded(ANTHROPIC_STREAM_SEEDS)
+        self.seeded_with(ANTHROPIC_STREAM_SEEDS, Some((Api::Messages, true)))
+    }
+
+    /// An OpenAI Responses API body (whole answer or error).
+    pub fn responses_json(&mut self) -> Vec<u8> {
+        self.seeded_with(&[], Some((Api::Responses, false)))
+    }
+
+    /// An OpenAI Responses API event stream.
+    pub fn responses_stream(&mut self) -> Vec<u8> {
+        self.seeded_with(&[], Some((Api::Responses, true)))
     }
 
     /// A provider's error body.

@@ -21,6 +21,10 @@ pub enum Target {
     AnthropicJson,
     /// Anthropic streams ([`kit::fuzz::anthropic_stream`]).
     AnthropicStream,
+    /// OpenAI Responses API answers ([`kit::fuzz::openai_responses_response`]).
+    ResponsesJson,
+    /// OpenAI Responses API streams ([`kit::fuzz::openai_responses_stream`]).
+    ResponsesStream,
     /// Provider error bodies ([`kit::fuzz::provider_error`]).
     ProviderError,
     /// Worker request bodies ([`kit::fuzz::run_request`]; a no-op without the `server` feature).
@@ -42,12 +46,14 @@ pub enum Target {
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 13] = [
+    pub const ALL: [Target; 15] = [
         Target::Sse,
         Target::OpenAiJson,
         Target::OpenAiStream,
         Target::AnthropicJson,
         Target::AnthropicStream,
+        Target::ResponsesJson,
+        Target::ResponsesStream,
         Target::ProviderError,
         Target::RunRequest,
         Target::TaskId,
@@ -66,6 +72,8 @@ impl Target {
             Target::OpenAiStream => "openai_stream",
             Target::AnthropicJson => "anthropic_json",
             Target::AnthropicStream => "anthropic_stream",
+            Target::ResponsesJson => "responses_json",
+            Target::ResponsesStream => "responses_stream",
             Target::ProviderError => "provider_error",
             Target::RunRequest => "run_request",
             Target::TaskId => "task_id",
@@ -111,6 +119,16 @@ impl Target {
                 let body = h.anthropic_stream();
                 *shown = excerpt(&body);
                 kit::fuzz::anthropic_stream(&body).is_ok()
+            }
+            Target::ResponsesJson => {
+                let body = h.responses_json();
+                *shown = excerpt(&body);
+                kit::fuzz::openai_responses_response(&body).is_ok()
+            }
+            Target::ResponsesStream => {
+                let body = h.responses_stream();
+                *shown = excerpt(&body);
+                kit::fuzz::openai_responses_stream(&body).is_ok()
             }
             Target::ProviderError => {
                 let body = h.error_body();

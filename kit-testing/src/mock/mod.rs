@@ -4,7 +4,9 @@
 //! body, a server-sent-event stream, an error with the provider's real body and headers, a
 //! connection dropped mid-stream, or no answer at all) and records every request for
 //! assertions. [`MockOpenAi`] and [`MockAnthropic`] wrap it with the provider's base URL and
-//! ready models; [`openai`] and [`anthropic`] build the provider's real JSON and SSE shapes.
+//! ready models; [`openai`] and [`anthropic`] build the provider's real JSON and SSE shapes;
+//! [`fixtures`] holds recorded-shape traffic of OpenAI, Anthropic, the Responses API and seven
+//! compatible servers, replayed byte for byte ([`MockResponse::event_stream`]).
 //!
 //! ```no_run
 //! use kit::model::{ChatModel, ModelRequest};
@@ -21,6 +23,7 @@
 //! ```
 
 pub mod anthropic;
+pub mod fixtures;
 pub mod openai;
 
 use std::collections::VecDeque;
@@ -91,6 +94,11 @@ enum MockBody {
         end: StreamEnd,
         fragmented: bool,
     },
+    /// An event stream written byte for byte, one network chunk per event.
+    Raw {
+        pieces: Vec<Vec<u8>>,
+        end: StreamEnd,
+    },
     Hang,
 }
 
@@ -140,6 +148,41 @@ impl MockResponse {
         }
     }
 
+    /// A `200 text/event-stream` answer sending `body` byte for byte (comments, `event:`
+    /// lines, blank `data:`, trailing whitespace and all), each event — up to and including
+    /// its blank line — as its own body chunk. This is how recorded traffic is replayed.
+    pub fn event_stream(body: &str) -> Self {
+        let mut pieces = Vec::new();
+        let mut rest = body;
+        while !rest.is_empty() {
+            let end = rest.find("\n\n").map_or(rest.len(), |i| i + 2);
+            let (piece, tail) = rest.split_at(end);
+            pieces.push(piece.as_bytes().to_vec());
+            rest = tail;
+        }
+        MockResponse {
+            status: 200,
+            headers: vec![
+                (
+                    "content-type".into(),
+                    "text/event-stream; charset=utf-8".into(),
+                ),
+                ("cache-control".into(), "no-cache".into()),
+            ],
+            body: MockBody::Raw {
+                pieces,
+                end: StreamEnd::Close,
+            },
+        }
+    }
+
+    /// Sets the status (builder style).
+    #[must_use]
+    pub fn status(mut self, status: u16) -> Self {
+        self.status = status;
+        self
+    }
+
     /// No answer: the server reads the request and never responds (for timeouts).
     pub fn hang() -> Self {
         MockResponse {
@@ -159,7 +202,7 @@ impl MockResponse {
     /// For an event stream: how it ends after its frames.
     #[must_use]
     pub fn end(mut self, how: StreamEnd) -> Self {
-        if let MockBody::Sse { end, .. } = &mut self.body {
+        if let MockBody::Sse { end, .. } | MockBody::Raw { end, .. } = &mut self.body {
             *end = how;
         }
         self
@@ -331,6 +374,9 @@ async fn respond(mock: MockResponse) -> Response {
     let body = match mock.body {
         MockBody::Hang => return std::future::pending::<Response>().await,
         MockBody::Bytes(b) => Body::from(b),
+        MockBody::Raw { pieces, end } => {
+            piecewise(pieces.into_iter().map(Bytes::from).collect(), end)
+        }
         MockBody::Sse {
             frames,
             end,
@@ -347,34 +393,7 @@ async fn respond(mock: MockResponse) -> Response {
                     pieces.push(Bytes::from(text));
                 }
             }
-            let stream = futures::stream::unfold(
-                (pieces.into_iter(), end, false),
-                |(mut it, end, finished)| async move {
-                    if finished {
-                        return None;
-                    }
-                    // Let each piece go out on its own (and be flushed before a drop).
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    match it.next() {
-                        Some(piece) => Some((Ok::<Bytes, std::io::Error>(piece), (it, end, false))),
-                        None => match end {
-                            StreamEnd::Close => None,
-                            StreamEnd::Drop => Some((
-                                Err(std::io::Error::new(
-                                    std::io::ErrorKind::ConnectionAborted,
-                                    "mock server dropped the connection",
-                                )),
-                                (it, end, true),
-                            )),
-                            StreamEnd::Hang => {
-                                std::future::pending::<()>().await;
-                                None
-                            }
-                        },
-                    }
-                },
-            );
-            Body::from_stream(stream)
+            piecewise(pieces, end)
         }
     };
     let mut response = Response::new(body);
@@ -388,4 +407,36 @@ async fn respond(mock: MockResponse) -> Response {
         }
     }
     response
+}
+
+/// A body sent piece by piece (each its own network write), ending as `end` says.
+fn piecewise(pieces: Vec<Bytes>, end: StreamEnd) -> Body {
+    let stream = futures::stream::unfold(
+        (pieces.into_iter(), end, false),
+        |(mut it, end, finished)| async move {
+            if finished {
+                return None;
+            }
+            // Let each piece go out on its own (and be flushed before a drop).
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            match it.next() {
+                Some(piece) => Some((Ok::<Bytes, std::io::Error>(piece), (it, end, false))),
+                None => match end {
+                    StreamEnd::Close => None,
+                    StreamEnd::Drop => Some((
+                        Err(std::io::Error::new(
+                            std::io::ErrorKind::ConnectionAborted,
+                            "mock server dropped the connection",
+                        )),
+                        (it, end, true),
+                    )),
+                    StreamEnd::Hang => {
+                        std::future::pending::<()>().await;
+                        None
+                    }
+                },
+            }
+        },
+    );
+    Body::from_stream(stream)
 }

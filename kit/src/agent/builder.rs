@@ -105,7 +105,8 @@ impl AgentBuilder {
     }
 
     /// Credentials and endpoints used to resolve a `provider:model` string (default: from the
-    /// environment).
+    /// environment). Its trace endpoint and key, when set, send this agent's runs to that
+    /// endpoint ([`Tracer::from_config`](crate::trace::Tracer::from_config)).
     pub fn config(mut self, config: crate::config::Config) -> Self {
         self.config = Some(config);
         self
@@ -213,6 +214,12 @@ impl AgentBuilder {
     /// Checks the definition and compiles the agent.
     pub fn build(self) -> Result<Agent, AgentError> {
         let name = self.name.unwrap_or_else(|| "agent".to_string());
+        // A configuration set in code with a trace endpoint traces this agent's runs there.
+        let tracer = self
+            .config
+            .as_ref()
+            .filter(|c| c.trace_endpoint.is_some())
+            .map(crate::trace::Tracer::from_config);
         let model: Arc<dyn ChatModel> = match self.model {
             Some(ModelSource::Model(m)) => m,
             Some(ModelSource::Name(spec)) => {
@@ -314,6 +321,7 @@ impl AgentBuilder {
             tool_specs: tool_specs.into(),
             structured,
             recursion_limit: self.recursion_limit,
+            tracer,
         });
         let graph = build_graph(core.clone(), schema, self.checkpointer, self.store)?;
         Ok(Agent { inner: core, graph })

@@ -353,6 +353,9 @@ impl Agent {
         if opts.recursion_limit.is_none() {
             opts.recursion_limit = self.inner.recursion_limit;
         }
+        if opts.tracer.is_none() {
+            opts.tracer.clone_from(&self.inner.tracer);
+        }
         opts.trace_kind = Some(crate::trace::RunKind::Agent);
         if let Some(sink) = opts.events.take() {
             opts.events = Some(match self.event_filter() {

@@ -269,6 +269,7 @@ impl StructuredOutput {
                 self.format.name
             ),
             parameters: self.format.schema.clone(),
+            strict: None,
         }
     }
 

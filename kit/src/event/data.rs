@@ -153,6 +153,12 @@ pub enum ModelDelta {
         /// The piece.
         tool_call: ToolCallDelta,
     },
+    /// Reasoning text to append (`{"reasoning"}`): what the model thinks before it answers,
+    /// for providers that show it.
+    Reasoning {
+        /// The text.
+        reasoning: String,
+    },
 }
 
 /// A piece of a streamed tool call: the first piece has the id and the name, the others

@@ -183,16 +183,31 @@ pub(crate) fn classify(
     error: &ProviderError,
     retry_after: Option<Duration>,
 ) -> ModelError {
-    let kind = error.kind.as_deref().unwrap_or("");
-    let status = status.unwrap_or(match kind {
-        "authentication_error" => 401,
-        "permission_error" => 403,
-        "not_found_error" => 404,
+    // The Responses API names its errors by `code` alone (`server_error`, ...).
+    let kind = error
+        .kind
+        .as_deref()
+        .or(error.code.as_deref())
+        .unwrap_or("");
+    // A stream's error event has no HTTP status of its own: the provider's numeric code
+    // (OpenRouter's `{"code": 502}`, vLLM's `{"code": 400}`) is one, else the error type
+    // says which status it stands for; only an unknown type is taken as a server error.
+    let code_status = error
+        .code
+        .as_deref()
+        .and_then(|c| c.parse::<u16>().ok())
+        .filter(|c| (400..600).contains(c));
+    let status = status.or(code_status).unwrap_or(match kind {
+        "authentication_error" | "invalid_api_key" => 401,
+        "permission_error" | "permission_denied" => 403,
+        "not_found_error" | "NotFoundError" => 404,
         "request_too_large" => 413,
         "rate_limit_error" | "rate_limit_exceeded" | "requests" | "tokens" => 429,
         "overloaded_error" => 529,
-        "api_error" | "server_error" => 500,
+        "api_error" | "server_error" | "internal_error" => 500,
+        "invalid_request_error" | "BadRequestError" | "invalid_prompt" => 400,
         _ if error.code.as_deref() == Some("rate_limit_exceeded") => 429,
+        _ if error.code.as_deref() == Some("invalid_api_key") => 401,
         _ if error.overflow() => 400,
         _ => 500,
     });
@@ -242,16 +257,66 @@ pub(crate) fn u64_at(v: &Value, key: &str) -> u64 {
     v.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
-/// Adds the cost of a call to the response metadata when the price table knows the model.
+/// Adds the cost of a call to the response metadata when the price table knows the model
+/// (a cost the provider reported itself, such as OpenRouter's `usage.cost`, is kept).
 pub(crate) fn annotate_cost(metadata: &mut Map<String, Value>, model: &str, usage: Option<&Usage>) {
+    if metadata.get("cost_usd").is_some_and(Value::is_number) {
+        return;
+    }
     if let Some(cost) = usage.and_then(|u| super::pricing::cost(model, u)) {
         metadata.insert("cost_usd".into(), Value::from(cost));
     }
 }
 
+/// What a stream learns about its answer along the way (response id, model, the provider's
+/// finish details, usage), closed into one metadata chunk at its end so a streamed answer
+/// keeps what a plain one has, cost included.
+#[derive(Debug, Default)]
+pub(crate) struct StreamMeta {
+    pub metadata: Map<String, Value>,
+    pub usage: Option<Usage>,
+}
+
+impl StreamMeta {
+    /// Keeps `key` when the event has it as a string and it is not known yet.
+    pub fn keep_str(&mut self, key: &str, from: &Value) {
+        if !self.metadata.contains_key(key)
+            && let Some(s) = from
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        {
+            self.metadata.insert(key.to_string(), Value::from(s));
+        }
+    }
+
+    /// Sets an entry.
+    pub fn set(&mut self, key: &str, value: Value) {
+        self.metadata.insert(key.to_string(), value);
+    }
+
+    /// Notes usage as the stream reports it (later counts extend earlier ones).
+    pub fn add_usage(&mut self, usage: &Usage) {
+        match &mut self.usage {
+            Some(u) => super::assemble::merge_usage(u, usage),
+            None => self.usage = Some(*usage),
+        }
+    }
+
+    /// The closing metadata chunk, with the cost at `model`'s price.
+    pub fn close(&mut self, model: &str, out: &mut VecDeque<ModelChunk>) {
+        let mut metadata = std::mem::take(&mut self.metadata);
+        annotate_cost(&mut metadata, model, self.usage.as_ref());
+        if !metadata.is_empty() {
+            out.push_back(ModelChunk::Metadata { metadata });
+        }
+    }
+}
+
 /// Turns one provider's SSE events into model chunks.
 pub(crate) trait SseParser: Send + 'static {
-    /// Handles one event, appending chunks; an error event is an `Err`.
+    /// Handles one event, appending chunks; an error event is an `Err` (chunks appended
+    /// before it, such as the usage an error event carries, are still delivered).
     fn on_event(
         &mut self,
         event: SseEvent,
@@ -261,8 +326,9 @@ pub(crate) trait SseParser: Send + 'static {
     /// True once the provider's end marker arrived (`[DONE]`, `message_stop`).
     fn is_done(&self) -> bool;
 
-    /// The body ended; an error when the answer is incomplete.
-    fn at_end(&mut self) -> Result<(), ModelError>;
+    /// The stream ended (its end marker arrived, or the body ended): appends the closing
+    /// chunks (the answer's metadata), or errs when the answer is incomplete.
+    fn at_end(&mut self, out: &mut VecDeque<ModelChunk>) -> Result<(), ModelError>;
 }
 
 struct StreamState<P> {
@@ -270,13 +336,15 @@ struct StreamState<P> {
     events: SseStream,
     parser: P,
     queue: VecDeque<ModelChunk>,
+    /// An error to report once the chunks queued before it are delivered.
+    error: Option<ModelError>,
     finished: bool,
     secrets: Secrets,
 }
 
 /// A model stream over an SSE body. Stops after the end marker; a broken body, a timeout, a
-/// broken limit or an error event ends it with an error (no panic, nothing lost silently),
-/// `secrets` scrubbed from it.
+/// broken limit or an error event ends it with an error after the chunks that came before it
+/// (no panic, nothing lost silently), `secrets` scrubbed from it.
 pub(crate) fn model_stream<P: SseParser>(
     provider: &str,
     events: SseStream,
@@ -288,6 +356,7 @@ pub(crate) fn model_stream<P: SseParser>(
         events,
         parser,
         queue: VecDeque::new(),
+        error: None,
         finished: false,
         secrets,
     };
@@ -296,30 +365,35 @@ pub(crate) fn model_stream<P: SseParser>(
             if let Some(chunk) = st.queue.pop_front() {
                 return Some((Ok(chunk), st));
             }
+            if let Some(error) = st.error.take() {
+                st.finished = true;
+                return Some((Err(error), st));
+            }
             if st.finished {
                 return None;
             }
             if st.parser.is_done() {
                 st.finished = true;
+                if let Err(e) = st.parser.at_end(&mut st.queue) {
+                    st.error = Some(e.scrubbed(&st.secrets));
+                }
                 continue;
             }
             match st.events.next().await {
                 Some(Ok(event)) => {
                     if let Err(e) = st.parser.on_event(event, &mut st.queue) {
                         st.finished = true;
-                        st.queue.clear();
-                        return Some((Err(e.scrubbed(&st.secrets)), st));
+                        st.error = Some(e.scrubbed(&st.secrets));
                     }
                 }
                 Some(Err(e)) => {
                     st.finished = true;
-                    let error = map_http_error_scrubbed(&st.provider, e, &st.secrets);
-                    return Some((Err(error), st));
+                    st.error = Some(map_http_error_scrubbed(&st.provider, e, &st.secrets));
                 }
                 None => {
                     st.finished = true;
-                    if let Err(e) = st.parser.at_end() {
-                        return Some((Err(e.scrubbed(&st.secrets)), st));
+                    if let Err(e) = st.parser.at_end(&mut st.queue) {
+                        st.error = Some(e.scrubbed(&st.secrets));
                     }
                 }
             }
@@ -355,8 +429,9 @@ pub(crate) fn replay_stream<P: SseParser>(
             assembler.push(&chunk);
         }
     }
-    if !parser.is_done() {
-        parser.at_end()?;
+    parser.at_end(&mut queue)?;
+    for chunk in queue.drain(..) {
+        assembler.push(&chunk);
     }
     Ok(assembler.finish())
 }

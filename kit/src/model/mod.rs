@@ -1,15 +1,26 @@
 //! Chat models: the [`ChatModel`] trait, requests, responses, streaming and errors.
 //!
 //! Providers implement [`ChatModel`]; agents call it. Streaming providers yield
-//! [`ModelChunk`]s (text deltas and tool-call argument deltas); [`StreamAssembler`] turns them
-//! back into the complete assistant [`Message`], so a streamed call and a plain call produce
-//! the same result.
+//! [`ModelChunk`]s (text, reasoning and tool-call argument deltas, whole provider blocks,
+//! usage, the answer's metadata); [`StreamAssembler`] turns them back into the complete
+//! assistant [`Message`], so a streamed call and a plain call produce the same result — the
+//! response id, model and cost included.
 //!
 //! Real providers talk HTTP through [`crate::http`] (shared client, timeouts, retries with
 //! backoff, redacted tracing): [`openai::OpenAiModel`] (OpenAI Chat Completions and every
-//! compatible server — Ollama, vLLM, llama.cpp, OpenRouter, Azure) and
+//! compatible server — DeepSeek, Mistral, Groq, OpenRouter, Cerebras, Gemini's OpenAI
+//! endpoint, Ollama, vLLM, llama.cpp, Azure — and the Responses API) and
 //! [`anthropic::AnthropicModel`] (the Messages API). [`init`] resolves `provider:model`
-//! strings; [`pricing`] turns token usage into cost.
+//! strings; [`pricing`] turns token usage into cost; [`generate_traced`] makes a direct call
+//! one trace run with its own trace options.
+//!
+//! **Reasoning is content.** What a model thinks before it answers — Anthropic's thinking
+//! blocks with their signatures, DeepSeek's `reasoning_content`, OpenRouter's
+//! `reasoning_details`, Gemini's thought signatures, the Responses API's reasoning items — is
+//! kept on the assistant message as [`Reasoning`](crate::message::Reasoning) parts in the
+//! order it came, streamed as [`ModelChunk::Reasoning`], counted in
+//! [`Usage::reasoning_tokens`](crate::message::Usage::reasoning_tokens), and sent back
+//! unchanged to the provider (and wire form) that produced it, never to another.
 //!
 //! Provider errors become typed [`ModelError`]s from the providers' real error bodies:
 //! 401/403 → `Authentication`, 429 → `RateLimited` (with `Retry-After`), a context-window
@@ -32,10 +43,12 @@ pub(crate) mod common;
 mod error;
 pub mod openai;
 pub mod pricing;
+mod traced;
 
 pub use assemble::{StreamAssembler, parse_args};
 pub use common::DEFAULT_MODEL_TIMEOUT;
 pub use error::ModelError;
+pub use traced::generate_traced;
 
 use std::sync::Arc;
 
@@ -50,6 +63,12 @@ use crate::message::{Message, Usage};
 use crate::state::Messages;
 
 /// A tool as the model sees it.
+///
+/// ```
+/// use kit::model::ToolSpec;
+/// let spec = ToolSpec::new("add", "Adds two numbers.", serde_json::json!({"type": "object"})).strict(true);
+/// assert_eq!(spec.strict, Some(true));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
     /// The name the model calls it by.
@@ -58,6 +77,30 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON Schema of the arguments (an object schema).
     pub parameters: Value,
+    /// Ask the provider to hold the model's arguments to the schema exactly (OpenAI's
+    /// `strict`; the schema must then meet the provider's strict-mode rules). `None` leaves
+    /// the provider's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+impl ToolSpec {
+    /// A tool with this name, description and argument schema.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+            strict: None,
+        }
+    }
+
+    /// Sets strict argument checking (builder style).
+    #[must_use]
+    pub fn strict(mut self, strict: bool) -> Self {
+        self.strict = Some(strict);
+        self
+    }
 }
 
 /// Whether and which tool the model must call.
@@ -101,6 +144,15 @@ pub struct ModelOptions {
     /// Retries on rate limits, server errors and connection failures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<u32>,
+    /// How hard a reasoning model thinks (`minimal`, `low`, `medium`, `high`, ...): OpenAI's
+    /// `reasoning_effort` (Chat Completions) or `reasoning.effort` (Responses). Anthropic's
+    /// thinking takes a token budget instead (`AnthropicModel::thinking`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<String>,
+    /// Whether the model may call several tools in one answer (OpenAI's
+    /// `parallel_tool_calls`, Anthropic's `disable_parallel_tool_use`); sent only with tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
     /// Extra provider-specific body fields, merged into the request as given.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub extra: Map<String, Value>,
@@ -135,6 +187,20 @@ impl ModelOptions {
         self
     }
 
+    /// Sets the reasoning effort.
+    #[must_use]
+    pub fn reasoning_effort(mut self, effort: impl Into<String>) -> Self {
+        self.reasoning_effort = Some(effort.into());
+        self
+    }
+
+    /// Allows or forbids parallel tool calls.
+    #[must_use]
+    pub fn parallel_tool_calls(mut self, allowed: bool) -> Self {
+        self.parallel_tool_calls = Some(allowed);
+        self
+    }
+
     /// Options of `self`, with unset ones taken from `base`.
     #[must_use]
     pub fn or(mut self, base: &ModelOptions) -> Self {
@@ -142,6 +208,10 @@ impl ModelOptions {
         self.max_tokens = self.max_tokens.or(base.max_tokens);
         self.timeout_ms = self.timeout_ms.or(base.timeout_ms);
         self.retries = self.retries.or(base.retries);
+        if self.reasoning_effort.is_none() {
+            self.reasoning_effort.clone_from(&base.reasoning_effort);
+        }
+        self.parallel_tool_calls = self.parallel_tool_calls.or(base.parallel_tool_calls);
         for (k, v) in &base.extra {
             self.extra.entry(k.clone()).or_insert_with(|| v.clone());
         }
@@ -219,9 +289,13 @@ impl ModelRequest {
     }
 }
 
-/// Characters a message contributes to a request (text, tool calls, overhead).
+/// Characters a message contributes to a request (text, reasoning sent back, tool calls,
+/// overhead).
 pub fn estimate_message_chars(m: &Message) -> usize {
     let mut chars = m.content.text_len() + 16;
+    for r in m.content.reasoning() {
+        chars += r.text.len() + r.signature.as_ref().map_or(0, String::len) / 4;
+    }
     for call in &m.tool_calls {
         chars += call.name.len() + call.args.to_string().len() + 16;
     }
@@ -229,6 +303,19 @@ pub fn estimate_message_chars(m: &Message) -> usize {
 }
 
 /// Why the model stopped.
+///
+/// | kit | OpenAI (Chat, Responses) | Anthropic `stop_reason` |
+/// |---|---|---|
+/// | `Stop` | `stop`, `completed` | `end_turn`, `stop_sequence` |
+/// | `ToolCalls` | `tool_calls`, `function_call` | `tool_use` |
+/// | `Length` | `length`, `max_output_tokens` | `max_tokens`, `model_context_window_exceeded` |
+/// | `ContentFilter` | `content_filter` | `refusal` |
+/// | `Other("pause_turn")` | — | `pause_turn` (a server tool paused the turn: send the answer back to continue) |
+/// | `Other(..)` | anything else, as sent (`error`, ...) | anything else, as sent |
+///
+/// A missing or blank reason is `ToolCalls` when the answer called tools and `Stop`
+/// otherwise. The provider's own word is kept in the message's metadata (`finish_reason`,
+/// `stop_reason`, `stop_sequence`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
@@ -239,7 +326,7 @@ pub enum FinishReason {
     ToolCalls,
     /// It hit the token limit.
     Length,
-    /// The provider filtered the content.
+    /// The provider filtered or refused the content.
     ContentFilter,
     /// Something else, as the provider said it.
     Other(String),
@@ -257,6 +344,7 @@ pub struct ModelResponse {
 /// A piece of a streamed answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ModelChunk {
     /// Text to append.
     Text {
@@ -278,10 +366,31 @@ pub enum ModelChunk {
         #[serde(default)]
         args: String,
     },
+    /// Part of the model's reasoning: text to append to reasoning block `index`, and whatever
+    /// else the provider sent for it (a signature, encrypted reasoning, its raw record), merged
+    /// with [`Reasoning::merge`](crate::message::Reasoning::merge).
+    Reasoning {
+        /// Which reasoning block of the answer it belongs to.
+        index: usize,
+        /// The piece.
+        part: crate::message::Reasoning,
+    },
+    /// A whole content part, placed here in the answer (a provider block that arrives
+    /// complete, such as a server tool's result).
+    Part {
+        /// The part.
+        part: crate::message::ContentPart,
+    },
     /// Token usage (usually at the end).
     Usage {
         /// The usage.
         usage: Usage,
+    },
+    /// Details of the answer for the message's metadata (response id, model, cost, the
+    /// provider's finish reason), usually at the end.
+    Metadata {
+        /// Entries to set.
+        metadata: Map<String, Value>,
     },
     /// The answer ended.
     Finish {
@@ -344,14 +453,15 @@ pub trait ChatModel: Send + Sync + 'static {
 }
 
 /// The providers `init` knows.
-pub const PROVIDERS: &[&str] = &["openai", "anthropic", "ollama"];
+pub const PROVIDERS: &[&str] = &["openai", "openai-responses", "anthropic", "ollama"];
 
 /// Resolves a `provider:model` string to a model, with credentials and endpoints from `config`
 /// and `options` as the model's default options (temperature, max tokens, timeout, retries).
 ///
 /// | spec | model | credentials | endpoint |
 /// |---|---|---|---|
-/// | `openai:<model>` | [`openai::OpenAiModel`] | `OPENAI_API_KEY` (required) | `OPENAI_BASE_URL`, default `https://api.openai.com/v1` (another server there gets `max_tokens` instead of `max_completion_tokens`) |
+/// | `openai:<model>` | [`openai::OpenAiModel`] (Chat Completions) | `OPENAI_API_KEY` (required) | `OPENAI_BASE_URL`, default `https://api.openai.com/v1` (another server there gets `max_tokens` instead of `max_completion_tokens`) |
+/// | `openai-responses:<model>` | [`openai::OpenAiModel`] on the Responses API | `OPENAI_API_KEY` (required) | `OPENAI_BASE_URL`, as above |
 /// | `anthropic:<model>` | [`anthropic::AnthropicModel`] | `ANTHROPIC_API_KEY` (required) | `ANTHROPIC_BASE_URL`, default `https://api.anthropic.com` |
 /// | `ollama:<model>` | [`openai::OpenAiModel`] | none | `OLLAMA_BASE_URL`, default `http://localhost:11434/v1` |
 ///
@@ -371,7 +481,7 @@ pub const PROVIDERS: &[&str] = &["openai", "anthropic", "ollama"];
 /// assert!(matches!(err, ModelError::MissingCredentials { ref variable, .. } if variable == "ANTHROPIC_API_KEY"));
 ///
 /// let err = model::init("mistral:large", &config, ModelOptions::default()).err().unwrap();
-/// assert!(err.to_string().contains("known providers: openai, anthropic, ollama"));
+/// assert!(err.to_string().contains("known providers: openai, openai-responses, anthropic, ollama"));
 /// ```
 pub fn init(
     spec: &str,
@@ -404,9 +514,12 @@ pub fn init(
     };
     let key = |k: &Option<String>| k.clone().filter(|k| !k.trim().is_empty());
     Ok(match provider {
-        "openai" => {
+        "openai" | "openai-responses" => {
             let api_key = key(&config.openai_api_key).ok_or_else(|| missing("OPENAI_API_KEY"))?;
             let mut m = openai::OpenAiModel::new(model, api_key).options(options);
+            if provider == "openai-responses" {
+                m = m.api(openai::OpenAiApi::Responses);
+            }
             if let Some(url) = &config.openai_base_url {
                 m = m.base_url(url.clone());
                 // Another server behind OPENAI_BASE_URL most likely knows `max_tokens` only.

@@ -35,8 +35,12 @@ pub struct Price {
     pub output: f64,
     /// Input tokens read from the provider's cache (defaults to `input`).
     pub cached_input: Option<f64>,
-    /// Input tokens written to the provider's cache (Anthropic; defaults to `input`).
+    /// Input tokens written to the provider's cache (Anthropic's five-minute lifetime;
+    /// defaults to `input`).
     pub cache_write: Option<f64>,
+    /// Input tokens written to the cache with Anthropic's one-hour lifetime (defaults to
+    /// `cache_write`).
+    pub cache_write_1h: Option<f64>,
 }
 
 impl Price {
@@ -47,6 +51,7 @@ impl Price {
             output,
             cached_input: None,
             cache_write: None,
+            cache_write_1h: None,
         }
     }
 
@@ -64,19 +69,30 @@ impl Price {
         self
     }
 
+    /// Sets the price of one-hour cache writes.
+    #[must_use]
+    pub const fn cache_write_1h(mut self, price: f64) -> Self {
+        self.cache_write_1h = Some(price);
+        self
+    }
+
     /// The cost of `usage` at this price. `usage.input_tokens` includes cached tokens (kit's
-    /// convention); they are billed at their own prices.
+    /// convention); they are billed at their own prices, one-hour cache writes at theirs.
+    /// Reasoning tokens are output tokens and billed as such.
     pub fn cost(&self, usage: &Usage) -> f64 {
         let cached = usage.cache_read_tokens;
         let written = usage.cache_creation_tokens;
+        let written_1h = usage.cache_creation_1h_tokens.min(written);
         // Saturating: the counts are a provider's numbers.
         let plain = usage
             .input_tokens
             .saturating_sub(cached.saturating_add(written));
         let per = |tokens: u64, price: f64| tokens as f64 * price / 1_000_000.0;
+        let write = self.cache_write.unwrap_or(self.input);
         per(plain, self.input)
             + per(cached, self.cached_input.unwrap_or(self.input))
-            + per(written, self.cache_write.unwrap_or(self.input))
+            + per(written - written_1h, write)
+            + per(written_1h, self.cache_write_1h.unwrap_or(write))
             + per(usage.output_tokens, self.output)
     }
 }
@@ -96,42 +112,70 @@ const DEFAULTS: &[(&str, Price)] = &[
     ("o3", Price::new(2.0, 8.0).cached_input(0.50)),
     ("o3-mini", Price::new(1.10, 4.40).cached_input(0.55)),
     ("o4-mini", Price::new(1.10, 4.40).cached_input(0.275)),
-    // Anthropic (cache reads 0.1×, 5-minute cache writes 1.25× the input price)
+    // Anthropic (cache reads 0.1×, 5-minute cache writes 1.25×, 1-hour cache writes 2× the
+    // input price)
     (
         "claude-opus-4-5",
-        Price::new(5.0, 25.0).cached_input(0.50).cache_write(6.25),
+        Price::new(5.0, 25.0)
+            .cached_input(0.50)
+            .cache_write(6.25)
+            .cache_write_1h(10.0),
     ),
     (
         "claude-opus-4",
-        Price::new(15.0, 75.0).cached_input(1.50).cache_write(18.75),
+        Price::new(15.0, 75.0)
+            .cached_input(1.50)
+            .cache_write(18.75)
+            .cache_write_1h(30.0),
     ),
     (
         "claude-sonnet-4",
-        Price::new(3.0, 15.0).cached_input(0.30).cache_write(3.75),
+        Price::new(3.0, 15.0)
+            .cached_input(0.30)
+            .cache_write(3.75)
+            .cache_write_1h(6.0),
     ),
     (
         "claude-haiku-4-5",
-        Price::new(1.0, 5.0).cached_input(0.10).cache_write(1.25),
+        Price::new(1.0, 5.0)
+            .cached_input(0.10)
+            .cache_write(1.25)
+            .cache_write_1h(2.0),
     ),
     (
         "claude-3-7-sonnet",
-        Price::new(3.0, 15.0).cached_input(0.30).cache_write(3.75),
+        Price::new(3.0, 15.0)
+            .cached_input(0.30)
+            .cache_write(3.75)
+            .cache_write_1h(6.0),
     ),
     (
         "claude-3-5-sonnet",
-        Price::new(3.0, 15.0).cached_input(0.30).cache_write(3.75),
+        Price::new(3.0, 15.0)
+            .cached_input(0.30)
+            .cache_write(3.75)
+            .cache_write_1h(6.0),
     ),
     (
         "claude-3-5-haiku",
-        Price::new(0.80, 4.0).cached_input(0.08).cache_write(1.0),
+        Price::new(0.80, 4.0)
+            .cached_input(0.08)
+            .cache_write(1.0)
+            .cache_write_1h(1.6),
     ),
     (
         "claude-3-opus",
-        Price::new(15.0, 75.0).cached_input(1.50).cache_write(18.75),
+        Price::new(15.0, 75.0)
+            .cached_input(1.50)
+            .cache_write(18.75)
+            .cache_write_1h(30.0),
     ),
     (
         "claude-3-haiku",
-        Price::new(0.25, 1.25).cached_input(0.03).cache_write(0.30),
+        Price::new(0.25, 1.25)
+            .cached_input(0.03)
+            .cache_write(0.30)
+            .cache_write_1h(0.5),
     ),
 ];
 
@@ -199,8 +243,25 @@ mod tests {
             output_tokens: 0,
             cache_read_tokens: 1_000_000,
             cache_creation_tokens: 1_000_000,
+            ..Usage::default()
         };
         let c = cost("anthropic:claude-sonnet-4-5", &usage).unwrap();
         assert!((c - (3.0 + 0.30 + 3.75)).abs() < 1e-9, "{c}");
+        // Half of the writes with the one-hour lifetime: billed at 2× instead of 1.25×.
+        let usage = Usage {
+            cache_creation_1h_tokens: 500_000,
+            ..usage
+        };
+        let c = cost("claude-sonnet-4-5", &usage).unwrap();
+        assert!(
+            (c - (3.0 + 0.30 + 3.75 / 2.0 + 6.0 / 2.0)).abs() < 1e-9,
+            "{c}"
+        );
+        // A provider's nonsense (more 1h writes than writes) is clamped, never negative.
+        let odd = Usage {
+            cache_creation_1h_tokens: u64::MAX,
+            ..usage
+        };
+        assert!(cost("claude-sonnet-4-5", &odd).unwrap() > 0.0);
     }
 }

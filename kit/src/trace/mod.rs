@@ -20,10 +20,18 @@
 //! * `KIT_TRACE_FILE=runs.jsonl`: one JSON line per run ([`JsonLinesExporter`]), no backend
 //!   needed; look at it with the [`viewer`] (`cargo run --example trace_viewer -- --file
 //!   runs.jsonl`).
-//! * `KIT_TRACE_ENDPOINT` + `KIT_TRACE_API_KEY` (feature `otlp`): OTLP/HTTP with the GenAI
-//!   conventions to any collector or hosted backend, or Langfuse (`KIT_TRACE_FORMAT=langfuse`,
-//!   key `public:secret`), through a bounded background queue ([`QueuedExporter`]); see
-//!   `kit::trace::otlp`.
+//! * `KIT_TRACE_ENDPOINT` + `KIT_TRACE_API_KEY`: OTLP/HTTP with the GenAI conventions to any
+//!   collector or hosted backend, or Langfuse (`KIT_TRACE_FORMAT=langfuse`, key
+//!   `public:secret`), through a bounded background queue ([`QueuedExporter`]); protobuf with
+//!   the `otlp` feature, OTLP/JSON without; see [`otlp`]. The same fields of a
+//!   [`Config`](crate::Config) set in code do the same ([`Tracer::from_config`]; agents built
+//!   with that config use it).
+//!
+//! Trace options ([`TraceOptions`]) apply per call: to a graph or agent invocation, and to a
+//! direct model or tool call ([`generate_traced`](crate::model::generate_traced),
+//! [`Tool::execute_traced`](crate::tool::Tool::execute_traced)); `trace: false` suppresses a
+//! run and everything under it, nested graphs included. Tool runs carry the tool's tags and
+//! metadata ([`Tool::tags`](crate::tool::Tool::tags)) besides `tool_name` and `tool_call_id`.
 //!
 //! Exporters deliver in the background: call [`flush`] before the program exits.
 //!
@@ -51,12 +59,12 @@
 mod exporter;
 mod fields;
 mod options;
-#[cfg(feature = "otlp")]
 pub mod otlp;
 mod queue;
 mod record;
 pub mod redact;
 mod run;
+mod setup;
 pub mod viewer;
 
 pub use exporter::{

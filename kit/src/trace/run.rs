@@ -30,8 +30,10 @@ fn now_ns() -> u64 {
 ///
 /// A process has a global tracer ([`global`](super::global)), configured from the environment
 /// on first use: `KIT_TRACE_FILE` (a JSON-lines file), `KIT_TRACE_ENDPOINT` +
-/// `KIT_TRACE_API_KEY` (the queued OTLP exporter, feature `otlp`). Replace it with
-/// [`set_global`](super::set_global), or give a run its own with `RunOptions::tracer`.
+/// `KIT_TRACE_API_KEY` (the queued OTLP exporter: protobuf with the `otlp` feature, OTLP/JSON
+/// without). Replace it with [`set_global`](super::set_global), give a run its own with
+/// `RunOptions::tracer`, or build one from a [`Config`](crate::Config) set in code with
+/// [`Tracer::from_config`].
 #[derive(Clone, Default)]
 pub struct Tracer {
     exporters: Arc<Vec<Arc<dyn Exporter>>>,
@@ -62,6 +64,11 @@ impl Tracer {
     /// True when runs are recorded (at least one exporter).
     pub fn is_active(&self) -> bool {
         !self.exporters.is_empty()
+    }
+
+    /// True when both send to the very same exporters (one was cloned from the other).
+    pub fn same_as(&self, other: &Tracer) -> bool {
+        Arc::ptr_eq(&self.exporters, &other.exporters)
     }
 
     /// Waits until every exporter has delivered what it holds, at most `timeout` in all. True
@@ -97,9 +104,20 @@ impl Tracer {
         inputs: impl FnOnce() -> Value,
         options: Option<&TraceOptions>,
     ) -> Run {
+        if options.is_some_and(|o| !o.is_enabled()) {
+            return Run::disabled();
+        }
         match current() {
+            // `trace: false` above holds for everything under it.
+            Some(parent) if parent.suppressed => Run::disabled(),
             Some(parent) if parent.is_recording() || !self.is_active() => {
-                parent.child(name, kind, inputs)
+                let run = parent.child(name, kind, inputs);
+                if let Some(o) = options {
+                    for (k, v) in &o.metadata {
+                        run.add_metadata(k, v.clone());
+                    }
+                }
+                run
             }
             _ => Run::root(self.clone(), name, kind, inputs, options),
         }
@@ -125,19 +143,12 @@ impl Tracer {
                 }
             }
         }
-        #[cfg(feature = "otlp")]
         match super::otlp::OtlpExporter::from_env() {
             Ok(Some(e)) => tracer = tracer.with_exporter(e),
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "kit: trace export is misconfigured; traces are not sent")
             }
-        }
-        #[cfg(not(feature = "otlp"))]
-        if std::env::var_os("KIT_TRACE_ENDPOINT").is_some() {
-            tracing::warn!(
-                "kit: KIT_TRACE_ENDPOINT is set but kit was built without the `otlp` feature; enable it to send traces"
-            );
         }
         tracer
     }
@@ -175,6 +186,9 @@ pub fn set_global(tracer: Tracer) {
 pub struct Run {
     inner: Option<Arc<RunInner>>,
     span: tracing::Span,
+    /// Suppressed by `trace: false`: so is everything started under it, nested graphs
+    /// included.
+    suppressed: bool,
 }
 
 impl std::fmt::Debug for Run {
@@ -277,12 +291,19 @@ fn clean(mut v: Value) -> Value {
 }
 
 impl Run {
-    /// A run that records nothing and emits no span.
+    /// A run that records nothing and emits no span: a suppressed run (`trace: false`),
+    /// under which nothing is recorded either.
     pub fn disabled() -> Run {
         Run {
             inner: None,
             span: tracing::Span::none(),
+            suppressed: true,
         }
+    }
+
+    /// True when the run was suppressed (`trace: false`), and everything under it is.
+    pub fn is_suppressed(&self) -> bool {
+        self.suppressed
     }
 
     fn root(
@@ -298,7 +319,11 @@ impl Run {
             .unwrap_or_else(|| name.to_string());
         let span = make_span(&id, kind, &display);
         if !tracer.is_active() {
-            return Run { inner: None, span };
+            return Run {
+                inner: None,
+                span,
+                suppressed: false,
+            };
         }
         let o = options.cloned().unwrap_or_default();
         let mut metadata = o.metadata.clone();
@@ -336,12 +361,16 @@ impl Run {
                 done: AtomicBool::new(false),
             })),
             span,
+            suppressed: false,
         }
     }
 
     /// A child run. `inputs` is only computed when the run is recorded.
     #[must_use]
     pub fn child(&self, name: &str, kind: RunKind, inputs: impl FnOnce() -> Value) -> Run {
+        if self.suppressed {
+            return Run::disabled();
+        }
         let Some(parent) = &self.inner else {
             let span = if self.span.is_disabled() {
                 tracing::Span::none()
@@ -349,7 +378,11 @@ impl Run {
                 let _enter = self.span.enter();
                 make_span("", kind, name)
             };
-            return Run { inner: None, span };
+            return Run {
+                inner: None,
+                span,
+                suppressed: false,
+            };
         };
         let id = ids::time_ordered();
         let span = {
@@ -392,6 +425,7 @@ impl Run {
                 done: AtomicBool::new(false),
             })),
             span,
+            suppressed: false,
         }
     }
 

@@ -47,6 +47,9 @@ pub(crate) struct AgentCore {
         crate::agent::StructuredStrategy,
     )>,
     pub(crate) recursion_limit: Option<usize>,
+    /// The tracer a configuration set in code asks for (its trace endpoint and key), used
+    /// where a run names none.
+    pub(crate) tracer: Option<crate::trace::Tracer>,
 }
 
 /// The node names of the loop, resolved once.

@@ -234,6 +234,11 @@ async fn call_model(
         let chunk = chunk?;
         let delta = match &chunk {
             ModelChunk::Text { text } => Some(ModelDelta::Text { text: text.clone() }),
+            ModelChunk::Reasoning { part, .. } if !part.text.is_empty() => {
+                Some(ModelDelta::Reasoning {
+                    reasoning: part.text.clone(),
+                })
+            }
             ModelChunk::ToolCall {
                 index,
                 id,

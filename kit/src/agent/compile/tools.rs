@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use serde_json::json;
 
 use crate::agent::middleware::{Middleware, Runtime, ToolNext};
 use crate::agent::{AgentState, AgentStateUpdate};
@@ -51,15 +50,14 @@ pub(super) async fn tools_node(
         let run = parent.child(&call.name, crate::trace::RunKind::Tool, || {
             call.args.clone()
         });
-        run.set_tool(crate::trace::ToolInfo {
-            name: call.name.clone(),
-            call_id: call.id.clone(),
-            description: core
-                .tool_index
-                .get(&call.name)
-                .map(|&i| core.tools[i].description().to_string())
-                .unwrap_or_default(),
-        });
+        match core.tool_index.get(&call.name) {
+            Some(&i) => core.tools[i].describe_run(&run, &call),
+            None => run.set_tool(crate::trace::ToolInfo {
+                name: call.name.clone(),
+                call_id: call.id.clone(),
+                description: String::new(),
+            }),
+        }
         run
     });
     let execution = match &tool_run {
@@ -67,11 +65,7 @@ pub(super) async fn tools_node(
         None => next.call(call.clone(), tool_ctx).await,
     };
     if let Some(run) = &tool_run {
-        match &execution {
-            Err(_) => run.finish(json!({"interrupted": true})),
-            Ok(done) if done.message.is_error() => run.fail(&done.message.text()),
-            Ok(done) => run.finish(json!({ "result": done.message.content })),
-        }
+        crate::agent::tool::finish_tool_run(run, &execution);
     }
     let execution = execution?;
     if let Some(sink) = ctx.events() {

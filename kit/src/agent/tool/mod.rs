@@ -32,11 +32,13 @@
 mod context;
 mod error;
 mod output;
+mod traced;
 mod validate;
 
 pub use context::ToolContext;
 pub use error::{IntoToolError, ToolError};
 pub use output::{ToolExecution, ToolOutput};
+pub(crate) use traced::finish_tool_run;
 pub use validate::validate_args;
 
 use std::future::Future;
@@ -80,6 +82,10 @@ pub struct Tool {
     spec: Arc<ToolSpec>,
     max_result_chars: Option<usize>,
     handler: Arc<dyn DynTool>,
+    /// Tags of its trace runs.
+    tags: Arc<[String]>,
+    /// Metadata of its trace runs (redacted like every trace field).
+    metadata: Arc<serde_json::Map<String, Value>>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -180,13 +186,11 @@ impl Tool {
         handler: impl DynTool,
     ) -> Tool {
         Tool {
-            spec: Arc::new(ToolSpec {
-                name: name.into(),
-                description: description.into(),
-                parameters,
-            }),
+            spec: Arc::new(ToolSpec::new(name, description, parameters)),
             max_result_chars: None,
             handler: Arc::new(handler),
+            tags: Arc::from([]),
+            metadata: Arc::default(),
         }
     }
 
@@ -212,14 +216,20 @@ impl Tool {
     /// The tool of a `#[derive(Tool)]` argument struct.
     pub fn of<T: ToolHandler + ToolDefinition>() -> Tool {
         Tool {
-            spec: Arc::new(ToolSpec {
-                name: T::NAME.to_string(),
-                description: T::description(),
-                parameters: T::parameters(),
-            }),
+            spec: Arc::new(ToolSpec::new(T::NAME, T::description(), T::parameters())),
             max_result_chars: T::MAX_RESULT_CHARS,
             handler: Arc::new(TypedTool::<T>(std::marker::PhantomData)),
+            tags: Arc::from([]),
+            metadata: Arc::default(),
         }
+    }
+
+    /// Asks the provider to hold the model's arguments to the schema exactly (OpenAI's
+    /// per-tool `strict`; see [`ToolSpec::strict`](crate::model::ToolSpec::strict)).
+    #[must_use]
+    pub fn strict(mut self, strict: bool) -> Self {
+        Arc::make_mut(&mut self.spec).strict = Some(strict);
+        self
     }
 
     /// Caps the result length (characters); longer results are cut with a marker.

@@ -4,11 +4,24 @@
 //! top-level `system` field (system messages inside the conversation are appended to it).
 //! Messages are content blocks: `text`, `image` (`base64` or `url` source; `data:` URLs are sent
 //! as base64), `tool_use` with the arguments as a JSON object, and `tool_result` with
-//! `tool_use_id` and `is_error`. Consecutive turns of the same role are merged into one turn
+//! `tool_use_id` and `is_error`. An assistant message's `thinking` blocks (with their
+//! `signature`), `redacted_thinking` blocks and server-tool blocks (`server_tool_use`,
+//! `web_search_tool_result`, ...) go back byte for byte, in their order: the API requires the
+//! thinking blocks of a tool-use turn on the next request. Consecutive turns of the same role are merged into one turn
 //! (so the results of parallel tool calls travel together in one user turn, `tool_result`
 //! blocks first, as the API requires); empty assistant turns are dropped. Tools are
-//! `{name, description, input_schema}`; `tool_choice` is `auto` / `any` / `tool` / `none`
-//! (sent only with tools).
+//! `{name, description, input_schema}`, followed by the server tools given to
+//! [`AnthropicModel::server_tool`]; `tool_choice` is `auto` / `any` / `tool` / `none` (sent
+//! only with tools, with `disable_parallel_tool_use` when the options forbid parallel calls).
+//!
+//! **Extended thinking** is on with [`AnthropicModel::thinking`] (a token budget). Thinking
+//! streams as reasoning chunks (`thinking_delta`, then `signature_delta`) and is kept on the
+//! assistant message as [`Reasoning`](crate::message::Reasoning) parts.
+//!
+//! **Prompt caching** is opt-in: [`AnthropicModel::prompt_cache`] marks the system prompt,
+//! the tools and the last message as cache breakpoints (`cache_control`), with the
+//! five-minute or one-hour lifetime. Usage counts cache reads and writes (and the one-hour
+//! share of writes), and the cost prices each.
 //!
 //! **`max_tokens`** is required by the API. When unset kit sends 8192 — within the output limit
 //! of every current model — and 4096 for the Claude 3 (not 3.5 / 3.7) models, whose limit it is.
@@ -30,29 +43,84 @@
 //! # Ok(()) }
 //! ```
 
+mod response;
 mod stream;
 mod wire;
 use stream::EventParser;
-use wire::{stop_reason, turns, usage};
+use wire::{mark_last_message, turns};
 
 use serde_json::{Map, Value, json};
 
 use super::common::{
-    DEFAULT_MODEL_TIMEOUT, ProviderError, annotate_cost, classify, clip, f32_json,
-    map_http_error_scrubbed, merge_extra, model_stream,
+    DEFAULT_MODEL_TIMEOUT, f32_json, map_http_error_scrubbed, merge_extra, model_stream,
 };
 use super::{
-    ChatModel, FinishReason, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse,
-    ModelStream, ToolChoice,
+    ChatModel, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse, ModelStream,
+    ToolChoice,
 };
 use crate::http::{HttpClient, HttpRequest, Secrets, redact_url_text};
-use crate::message::{Message, ToolCall};
 
 /// Anthropic's API base URL.
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 
 /// The `anthropic-version` header kit sends.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// How long a prompt-cache entry lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CacheTtl {
+    /// Five minutes, refreshed on every hit (the default; writes cost 1.25× input).
+    #[default]
+    FiveMinutes,
+    /// One hour (writes cost 2× input).
+    OneHour,
+}
+
+/// Where prompt-cache breakpoints go (`cache_control`), for [`AnthropicModel::prompt_cache`].
+///
+/// ```
+/// use kit::model::anthropic::{AnthropicModel, CacheTtl, PromptCache};
+/// let model = AnthropicModel::new("claude-sonnet-4-5", "sk-ant-…")
+///     .prompt_cache(PromptCache::all().ttl(CacheTtl::OneHour));
+/// # drop(model);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PromptCache {
+    /// The system prompt.
+    pub system: bool,
+    /// The tool definitions (the breakpoint goes on the last tool).
+    pub tools: bool,
+    /// The conversation so far (the breakpoint goes on the last block of the last message).
+    pub last_message: bool,
+    /// The entries' lifetime.
+    pub ttl: CacheTtl,
+}
+
+impl PromptCache {
+    /// Breakpoints on the system prompt, the tools and the last message.
+    pub fn all() -> Self {
+        PromptCache {
+            system: true,
+            tools: true,
+            last_message: true,
+            ttl: CacheTtl::FiveMinutes,
+        }
+    }
+
+    /// Sets the lifetime.
+    #[must_use]
+    pub fn ttl(mut self, ttl: CacheTtl) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    fn control(&self) -> Value {
+        match self.ttl {
+            CacheTtl::FiveMinutes => json!({"type": "ephemeral"}),
+            CacheTtl::OneHour => json!({"type": "ephemeral", "ttl": "1h"}),
+        }
+    }
+}
 
 /// A Claude model behind the Messages API.
 #[derive(Clone)]
@@ -62,6 +130,9 @@ pub struct AnthropicModel {
     api_key: String,
     version: String,
     headers: Vec<(String, String)>,
+    thinking_budget: Option<u32>,
+    cache: PromptCache,
+    server_tools: Vec<Value>,
     defaults: ModelOptions,
     http: HttpClient,
     profile: ModelProfile,
@@ -94,6 +165,9 @@ impl AnthropicModel {
             api_key: api_key.into(),
             version: ANTHROPIC_VERSION.to_string(),
             headers: Vec::new(),
+            thinking_budget: None,
+            cache: PromptCache::default(),
+            server_tools: Vec::new(),
             defaults: ModelOptions::default(),
             http: HttpClient::new().timeout(DEFAULT_MODEL_TIMEOUT),
             profile: ModelProfile {
@@ -122,6 +196,31 @@ impl AnthropicModel {
     #[must_use]
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Turns extended thinking on with this token budget (`thinking: {type: enabled,
+    /// budget_tokens}`; at least 1024). `max_tokens` must exceed the budget: when a request
+    /// sets none, kit sends the budget plus the model's default.
+    #[must_use]
+    pub fn thinking(mut self, budget_tokens: u32) -> Self {
+        self.thinking_budget = Some(budget_tokens);
+        self
+    }
+
+    /// Sets prompt-cache breakpoints (none by default).
+    #[must_use]
+    pub fn prompt_cache(mut self, cache: PromptCache) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// Adds a server tool, sent as given after kit's tools on every request
+    /// (`{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}`, the code
+    /// execution tool, ...). Its calls and results stay on the answer as provider blocks.
+    #[must_use]
+    pub fn server_tool(mut self, tool: Value) -> Self {
+        self.server_tools.push(tool);
         self
     }
 
@@ -166,36 +265,67 @@ impl AnthropicModel {
         }
         let mut body = Map::new();
         body.insert("model".into(), Value::from(self.model.clone()));
-        body.insert(
-            "max_tokens".into(),
-            json!(
-                opts.max_tokens
-                    .unwrap_or_else(|| default_max_tokens(&self.model))
-            ),
-        );
+        let default_max = default_max_tokens(&self.model);
+        let max_tokens = opts.max_tokens.unwrap_or(match self.thinking_budget {
+            Some(budget) => budget.saturating_add(default_max),
+            None => default_max,
+        });
+        body.insert("max_tokens".into(), json!(max_tokens));
+        if let Some(budget) = self.thinking_budget {
+            body.insert(
+                "thinking".into(),
+                json!({"type": "enabled", "budget_tokens": budget}),
+            );
+        }
+        let control = self.cache.control();
         if !system.is_empty() {
-            body.insert("system".into(), Value::from(system.join("\n\n")));
+            let text = system.join("\n\n");
+            body.insert(
+                "system".into(),
+                if self.cache.system {
+                    json!([{"type": "text", "text": text, "cache_control": control}])
+                } else {
+                    Value::from(text)
+                },
+            );
+        }
+        let mut turns = turns;
+        if self.cache.last_message {
+            mark_last_message(&mut turns, &control);
         }
         body.insert("messages".into(), Value::Array(turns));
-        if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({
-                        "name": t.name,
-                        "description": t.description,
-                        "input_schema": t.parameters,
-                    })
+        let mut tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": t.parameters,
                 })
-                .collect();
+            })
+            .collect();
+        tools.extend(self.server_tools.iter().cloned());
+        if self.cache.tools
+            && let Some(Value::Object(last)) = tools.last_mut()
+        {
+            last.insert("cache_control".into(), control);
+        }
+        if !tools.is_empty() {
             body.insert("tools".into(), Value::Array(tools));
-            let choice = match &request.tool_choice {
+        }
+        if !request.tools.is_empty() {
+            let mut choice = match &request.tool_choice {
                 ToolChoice::Auto => json!({"type": "auto"}),
                 ToolChoice::None => json!({"type": "none"}),
                 ToolChoice::Required => json!({"type": "any"}),
                 ToolChoice::Tool(name) => json!({"type": "tool", "name": name}),
             };
+            if let (Some(parallel), Value::Object(c)) = (opts.parallel_tool_calls, &mut choice)
+                && request.tool_choice != ToolChoice::None
+            {
+                c.insert("disable_parallel_tool_use".into(), Value::Bool(!parallel));
+            }
             body.insert("tool_choice".into(), choice);
         }
         if let Some(t) = opts.temperature {
@@ -235,65 +365,7 @@ impl AnthropicModel {
         body: &[u8],
         limits: &crate::http::HttpLimits,
     ) -> Result<ModelResponse, ModelError> {
-        super::common::replay_stream(body, limits, EventParser::default())
-    }
-
-    pub(crate) fn parse_response(&self, v: &Value) -> Result<ModelResponse, ModelError> {
-        let malformed = |what: &str| ModelError::MalformedResponse {
-            provider: "anthropic".to_string(),
-            message: format!("{what}: {}", clip(&v.to_string(), 500)),
-        };
-        if v.get("type").and_then(Value::as_str) == Some("error") {
-            let parsed = ProviderError::parse(&v.to_string());
-            return Err(classify("anthropic".into(), None, &parsed, None));
-        }
-        let blocks = v
-            .get("content")
-            .and_then(Value::as_array)
-            .ok_or_else(|| malformed("the response has no `content` array"))?;
-        let mut text = String::new();
-        let mut calls = Vec::new();
-        for (i, block) in blocks.iter().enumerate() {
-            match block.get("type").and_then(Value::as_str) {
-                Some("text") => {
-                    text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""))
-                }
-                Some("tool_use") => {
-                    let id = block.get("id").and_then(Value::as_str);
-                    let name = block.get("name").and_then(Value::as_str);
-                    let (Some(id), Some(name)) = (id, name) else {
-                        return Err(malformed(&format!(
-                            "tool_use block {i} lacks `id` or `name`"
-                        )));
-                    };
-                    let input = block
-                        .get("input")
-                        .cloned()
-                        .unwrap_or_else(|| Value::Object(Map::new()));
-                    calls.push(ToolCall::with_id(id, name, input));
-                }
-                _ => {} // thinking, server tool blocks, ...: not part of kit's message
-            }
-        }
-        let stop = v.get("stop_reason").and_then(Value::as_str);
-        let finish_reason = match stop {
-            Some(r) => stop_reason(r),
-            None if calls.is_empty() => FinishReason::Stop,
-            None => FinishReason::ToolCalls,
-        };
-        let mut message = Message::assistant(text);
-        message.tool_calls = calls;
-        message.usage = v.get("usage").filter(|u| u.is_object()).map(usage);
-        for key in ["id", "model", "stop_reason"] {
-            if let Some(s) = v.get(key).and_then(Value::as_str) {
-                message.metadata.insert(key.into(), Value::from(s));
-            }
-        }
-        annotate_cost(&mut message.metadata, &self.model, message.usage.as_ref());
-        Ok(ModelResponse {
-            message,
-            finish_reason,
-        })
+        super::common::replay_stream(body, limits, EventParser::new(&self.model))
     }
 }
 
@@ -336,7 +408,7 @@ impl ChatModel for AnthropicModel {
         Ok(model_stream(
             "anthropic",
             response.sse(),
-            EventParser::default(),
+            EventParser::new(&self.model),
             secrets,
         ))
     }

@@ -1,6 +1,9 @@
-use super::wire::image_block;
+use serde_json::{Value, json};
+
+use super::wire::{image_block, turns};
 use super::*;
-use crate::message::ImageSource;
+use crate::message::{ContentPart, ImageSource, Message, Reasoning, ReasoningFormat, ToolCall};
+use crate::model::{ModelOptions, ToolSpec};
 
 #[test]
 fn turns_merge_and_order_tool_results_first() {
@@ -25,6 +28,102 @@ fn turns_merge_and_order_tool_results_first() {
     assert_eq!(user[1]["tool_use_id"], "b");
     assert_eq!(user[1]["is_error"], true);
     assert_eq!(user[2]["text"], "and hurry");
+}
+
+#[test]
+fn thinking_and_server_blocks_go_back_unchanged_and_in_order() {
+    let mut answer = Message::assistant(vec![
+        ContentPart::Reasoning(
+            Reasoning::new("anthropic", ReasoningFormat::AnthropicThinking, "Think.")
+                .with_signature("EqQBsig=="),
+        ),
+        ContentPart::Reasoning(
+            Reasoning::new("anthropic", ReasoningFormat::AnthropicThinking, "")
+                .with_encrypted("EmwKAhgBredacted"),
+        ),
+        ContentPart::ProviderBlock {
+            provider: "anthropic".into(),
+            block: json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}}),
+        },
+        ContentPart::Reasoning(Reasoning::new(
+            "deepseek",
+            ReasoningFormat::ReasoningContent,
+            "not ours",
+        )),
+        ContentPart::text("Looking."),
+    ]);
+    answer.tool_calls = vec![ToolCall::with_id("toolu_1", "look", json!({"q": 1}))];
+    let (_, turns) = turns(&[Message::user("go"), answer]);
+    let blocks = turns[1]["content"].as_array().unwrap();
+    let kinds: Vec<&str> = blocks.iter().map(|b| b["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "thinking",
+            "redacted_thinking",
+            "server_tool_use",
+            "text",
+            "tool_use"
+        ]
+    );
+    assert_eq!(
+        blocks[0],
+        json!({"type": "thinking", "thinking": "Think.", "signature": "EqQBsig=="})
+    );
+    assert_eq!(
+        blocks[1],
+        json!({"type": "redacted_thinking", "data": "EmwKAhgBredacted"})
+    );
+}
+
+#[test]
+fn thinking_caching_server_tools_and_parallel_calls_in_the_body() {
+    let model = AnthropicModel::new("claude-sonnet-4-5", "k")
+        .thinking(2048)
+        .prompt_cache(PromptCache::all().ttl(CacheTtl::OneHour))
+        .server_tool(json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 2}));
+    let mut request = ModelRequest::new(vec![Message::user("q")])
+        .system("sys")
+        .tools(vec![ToolSpec::new(
+            "look",
+            "Look.",
+            json!({"type": "object"}),
+        )]);
+    request.options = ModelOptions::default().parallel_tool_calls(false);
+    let body = model.request_body(&request, false);
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 2048})
+    );
+    assert_eq!(body["max_tokens"], 2048 + 8192);
+    let control = json!({"type": "ephemeral", "ttl": "1h"});
+    assert_eq!(body["system"][0]["cache_control"], control);
+    assert_eq!(body["tools"][1]["name"], "web_search");
+    assert_eq!(body["tools"][1]["cache_control"], control);
+    assert!(body["tools"][0].get("cache_control").is_none());
+    assert_eq!(body["messages"][0]["content"][0]["cache_control"], control);
+    assert_eq!(body["tool_choice"]["disable_parallel_tool_use"], true);
+    // Without caching, nothing is marked and the system prompt stays a string.
+    let plain = AnthropicModel::new("claude-haiku-4-5", "k").request_body(&request, false);
+    assert_eq!(plain["system"], "sys");
+    assert!(!plain.to_string().contains("cache_control"));
+}
+
+#[test]
+fn every_stop_reason_is_mapped() {
+    use crate::model::FinishReason as F;
+    for (wire, kit) in [
+        ("end_turn", F::Stop),
+        ("stop_sequence", F::Stop),
+        ("tool_use", F::ToolCalls),
+        ("max_tokens", F::Length),
+        ("model_context_window_exceeded", F::Length),
+        ("refusal", F::ContentFilter),
+        ("pause_turn", F::Other("pause_turn".into())),
+    ] {
+        assert_eq!(super::wire::stop_reason(wire), Some(kit), "{wire}");
+    }
+    assert_eq!(super::wire::stop_reason(""), None);
 }
 
 #[test]

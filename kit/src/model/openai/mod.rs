@@ -9,8 +9,30 @@
 //! carry their arguments as JSON *strings*; tool results are `tool` messages with their
 //! `tool_call_id`. Tools are `{"type":"function","function":{name, description, parameters}}`,
 //! `tool_choice` is `auto` / `none` / `required` / `{"type":"function","function":{"name"}}`
-//! (sent only with tools), structured output is `response_format: {"type":"json_schema", ...}`.
-//! Streams ask for `stream_options.include_usage` so the last chunk carries token usage.
+//! (sent only with tools), with `parallel_tool_calls` when the options set it; a tool's
+//! [`strict`](crate::model::ToolSpec::strict) is sent per tool; provider built-in tools
+//! ([`OpenAiModel::builtin_tool`]) go alongside kit's. Structured output is
+//! `response_format: {"type":"json_schema", ...}`. Streams ask for
+//! `stream_options.include_usage` so the last chunk carries token usage (switch it off with
+//! [`OpenAiModel::stream_usage`] for servers that refuse the field). Reasoning models get the
+//! system prompt as a `developer` message ([`SystemRole`]) and `reasoning_effort` from the
+//! options.
+//!
+//! **Reasoning.** What compatible servers add is kept on the assistant message as
+//! [`Reasoning`](crate::message::Reasoning) parts and streamed as reasoning chunks:
+//! `reasoning_content` (DeepSeek, vLLM, Qwen), `reasoning` (Groq, Cerebras, Ollama),
+//! OpenRouter's `reasoning_details`, Mistral's `thinking` content chunks and Gemini's thought
+//! signatures. It goes back to the server that produced it where that server needs it:
+//! `reasoning_content` (DeepSeek's thinking mode with tools answers 400 without it),
+//! `reasoning_details` entries unchanged, and Gemini's signatures on their tool calls. The
+//! plain `reasoning` field and Mistral's chunks are not sent back — Groq rejects the field
+//! with a 400 — and nothing goes to another provider. [`OpenAiModel::send_reasoning`] turns
+//! it off.
+//!
+//! **The Responses API** ([`OpenAiApi::Responses`], or `openai-responses:<model>` in
+//! [`init`](crate::model::init)): `POST {base_url}/responses`, stateless (`store: false`, the
+//! conversation sent as input items, reasoning items sent back with their
+//! `encrypted_content`), text, tool calls, streaming, reasoning summaries and usage.
 //!
 //! **Output-token cap.** OpenAI deprecated `max_tokens` for `max_completion_tokens` (reasoning
 //! models reject the old name), but many compatible servers only know `max_tokens`. So:
@@ -30,23 +52,21 @@
 //! # let _ = vllm; Ok(()) }
 //! ```
 
+mod request;
+mod response;
+mod responses;
 mod stream;
 mod wire;
 use stream::ChunkParser;
-use wire::{finish_reason, messages, openai_context_window, usage};
+use wire::openai_context_window;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use super::common::{
-    DEFAULT_MODEL_TIMEOUT, ProviderError, annotate_cost, classify, clip, f32_json,
-    map_http_error_scrubbed, merge_extra, model_stream,
-};
+use super::common::{DEFAULT_MODEL_TIMEOUT, map_http_error_scrubbed, model_stream};
 use super::{
-    ChatModel, FinishReason, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse,
-    ModelStream, ToolChoice, parse_args,
+    ChatModel, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse, ModelStream,
 };
 use crate::http::{HttpClient, HttpRequest, Secrets, redact_url_text};
-use crate::message::{Message, ToolCall};
 
 /// OpenAI's API base URL.
 pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
@@ -61,6 +81,42 @@ pub enum MaxTokensParam {
     MaxCompletionTokens,
     /// `max_tokens` (Ollama, vLLM, llama.cpp and most compatible servers).
     MaxTokens,
+}
+
+/// Which OpenAI API a model talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OpenAiApi {
+    /// Chat Completions (`/chat/completions`), which every compatible server speaks.
+    #[default]
+    ChatCompletions,
+    /// The Responses API (`/responses`), OpenAI's recommended API.
+    Responses,
+}
+
+/// The role the system prompt is sent with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SystemRole {
+    /// `system`.
+    System,
+    /// `developer` (OpenAI's reasoning models; OpenAI's newer models take it too).
+    Developer,
+}
+
+impl SystemRole {
+    fn as_str(self) -> &'static str {
+        match self {
+            SystemRole::System => "system",
+            SystemRole::Developer => "developer",
+        }
+    }
+}
+
+/// True for OpenAI's reasoning models (`o1`, `o3`, `o4-mini`, `gpt-5`, ...).
+fn is_reasoning_model(model: &str) -> bool {
+    let bare = model.rsplit('/').next().unwrap_or(model);
+    ["o1", "o3", "o4", "gpt-5"]
+        .iter()
+        .any(|p| bare.starts_with(p))
 }
 
 #[derive(Clone)]
@@ -80,6 +136,11 @@ pub struct OpenAiModel {
     headers: Vec<(String, String)>,
     query: Vec<(String, String)>,
     max_tokens_param: MaxTokensParam,
+    api: OpenAiApi,
+    system_role: SystemRole,
+    stream_usage: bool,
+    send_reasoning: bool,
+    builtin_tools: Vec<Value>,
     defaults: ModelOptions,
     http: HttpClient,
     profile: ModelProfile,
@@ -90,6 +151,7 @@ impl std::fmt::Debug for OpenAiModel {
         f.debug_struct("OpenAiModel")
             .field("provider", &self.provider)
             .field("model", &self.model)
+            .field("api", &self.api)
             .field("base_url", &redact_url_text(&self.base_url))
             .field(
                 "auth",
@@ -104,10 +166,22 @@ impl std::fmt::Debug for OpenAiModel {
 }
 
 impl OpenAiModel {
-    /// An OpenAI model (`gpt-4o-mini`, `gpt-4.1`, `o4-mini`, ...) at [`OPENAI_BASE_URL`].
+    /// An OpenAI model (`gpt-4o-mini`, `gpt-4.1`, `o4-mini`, ...) at [`OPENAI_BASE_URL`], on
+    /// Chat Completions. Reasoning models (`o1`, `o3`, `o4-mini`, `gpt-5`, ...) get the system
+    /// prompt as a `developer` message.
     pub fn new(model: impl Into<String>, api_key: impl Into<String>) -> Self {
         let model = model.into();
+        let system_role = if is_reasoning_model(&model) {
+            SystemRole::Developer
+        } else {
+            SystemRole::System
+        };
         OpenAiModel {
+            api: OpenAiApi::ChatCompletions,
+            system_role,
+            stream_usage: true,
+            send_reasoning: true,
+            builtin_tools: Vec::new(),
             provider: "openai".to_string(),
             profile: ModelProfile {
                 max_input_tokens: openai_context_window(&model),
@@ -136,8 +210,14 @@ impl OpenAiModel {
         m.provider = provider.into();
         m.auth = Auth::None;
         m.max_tokens_param = MaxTokensParam::MaxTokens;
+        m.system_role = SystemRole::System;
         m.profile.max_input_tokens = None;
         m.base_url(base_url)
+    }
+
+    /// An OpenAI model on the Responses API (what `openai-responses:<model>` resolves to).
+    pub fn responses(model: impl Into<String>, api_key: impl Into<String>) -> Self {
+        Self::new(model, api_key).api(OpenAiApi::Responses)
     }
 
     /// An Azure OpenAI deployment: `{endpoint}/openai/deployments/{deployment}/chat/completions
@@ -197,6 +277,44 @@ impl OpenAiModel {
         self
     }
 
+    /// Chooses the API (Chat Completions by default).
+    #[must_use]
+    pub fn api(mut self, api: OpenAiApi) -> Self {
+        self.api = api;
+        self
+    }
+
+    /// Chooses the role of the system prompt (and of system messages).
+    #[must_use]
+    pub fn system_role(mut self, role: SystemRole) -> Self {
+        self.system_role = role;
+        self
+    }
+
+    /// Whether streams ask for a final usage chunk (`stream_options.include_usage`; on by
+    /// default). Some compatible servers refuse the field: switch it off for them.
+    #[must_use]
+    pub fn stream_usage(mut self, on: bool) -> Self {
+        self.stream_usage = on;
+        self
+    }
+
+    /// Whether reasoning the server produced goes back to it on later requests (on by
+    /// default; see the [module docs](self) for which forms go back).
+    #[must_use]
+    pub fn send_reasoning(mut self, on: bool) -> Self {
+        self.send_reasoning = on;
+        self
+    }
+
+    /// Adds a provider built-in tool, sent as given next to kit's tools on every request
+    /// (`{"type": "web_search"}` on the Responses API, a compatible server's own tools).
+    #[must_use]
+    pub fn builtin_tool(mut self, tool: Value) -> Self {
+        self.builtin_tools.push(tool);
+        self
+    }
+
     /// Default options, used where a request leaves them unset.
     #[must_use]
     pub fn options(mut self, options: ModelOptions) -> Self {
@@ -216,91 +334,6 @@ impl OpenAiModel {
     pub fn profile(mut self, profile: ModelProfile) -> Self {
         self.profile = profile;
         self
-    }
-
-    /// The request body for `request` (what is sent; public for inspection and tests).
-    pub fn request_body(&self, request: &ModelRequest, stream: bool) -> Value {
-        let opts = request.options.clone().or(&self.defaults);
-        let mut body = Map::new();
-        body.insert("model".into(), Value::from(self.model.clone()));
-        body.insert(
-            "messages".into(),
-            Value::Array(messages(request.system.as_deref(), &request.messages)),
-        );
-        if !request.tools.is_empty() {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    }})
-                })
-                .collect();
-            body.insert("tools".into(), Value::Array(tools));
-            let choice = match &request.tool_choice {
-                ToolChoice::Auto => json!("auto"),
-                ToolChoice::None => json!("none"),
-                ToolChoice::Required => json!("required"),
-                ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
-            };
-            body.insert("tool_choice".into(), choice);
-        }
-        if let Some(format) = &request.response_format {
-            body.insert(
-                "response_format".into(),
-                json!({"type": "json_schema", "json_schema": {
-                    "name": format.name,
-                    "schema": format.schema,
-                    "strict": format.strict,
-                }}),
-            );
-        }
-        if let Some(t) = opts.temperature {
-            body.insert("temperature".into(), f32_json(t));
-        }
-        if let Some(n) = opts.max_tokens {
-            let field = match self.max_tokens_param {
-                MaxTokensParam::MaxCompletionTokens => "max_completion_tokens",
-                MaxTokensParam::MaxTokens => "max_tokens",
-            };
-            body.insert(field.into(), json!(n));
-        }
-        body.insert("stream".into(), Value::Bool(stream));
-        if stream {
-            body.insert("stream_options".into(), json!({"include_usage": true}));
-        }
-        merge_extra(&mut body, &opts.extra);
-        Value::Object(body)
-    }
-
-    fn http_request(&self, request: &ModelRequest, stream: bool) -> HttpRequest {
-        let opts = request.options.clone().or(&self.defaults);
-        let mut r = HttpRequest::post(&format!("{}/chat/completions", self.base_url))
-            .json(&self.request_body(request, stream));
-        for (k, v) in &self.query {
-            r = r.query(k, v);
-        }
-        r = match &self.auth {
-            Auth::None => r,
-            Auth::Bearer(key) => r.bearer_auth(key),
-            Auth::Header(name, value) => r.header(name, value),
-        };
-        for (k, v) in &self.headers {
-            r = r.header(k, v);
-        }
-        if stream {
-            r = r.header("accept", "text/event-stream");
-        }
-        if let Some(ms) = opts.timeout_ms {
-            r = r.timeout(std::time::Duration::from_millis(ms));
-        }
-        if let Some(n) = opts.retries {
-            r = r.max_retries(n);
-        }
-        r
     }
 
     /// Maps an HTTP failure, the credentials scrubbed from what the server sent back.
@@ -324,87 +357,26 @@ impl OpenAiModel {
         body: &[u8],
         limits: &crate::http::HttpLimits,
     ) -> Result<ModelResponse, ModelError> {
-        let parser = ChunkParser {
-            provider: self.provider.clone(),
-            done: false,
-            finished: false,
-        };
-        super::common::replay_stream(body, limits, parser)
+        match self.api {
+            OpenAiApi::ChatCompletions => super::common::replay_stream(
+                body,
+                limits,
+                ChunkParser::new(&self.provider, &self.model),
+            ),
+            OpenAiApi::Responses => super::common::replay_stream(
+                body,
+                limits,
+                responses::EventParser::new(&self.provider, &self.model),
+            ),
+        }
     }
 
-    pub(crate) fn parse_response(&self, v: &Value) -> Result<ModelResponse, ModelError> {
-        let malformed = |what: &str| ModelError::MalformedResponse {
-            provider: self.provider.clone(),
-            message: format!("{what}: {}", clip(&v.to_string(), 500)),
-        };
-        if let Some(err) = v.get("error").filter(|e| !e.is_null()) {
-            let parsed = ProviderError::parse(&json!({ "error": err }).to_string());
-            return Err(classify(self.provider.clone(), None, &parsed, None));
+    /// Reads a whole answer of the model's API.
+    pub(crate) fn parse_body(&self, v: &Value) -> Result<ModelResponse, ModelError> {
+        match self.api {
+            OpenAiApi::ChatCompletions => self.parse_response(v),
+            OpenAiApi::Responses => self.parse_responses(v),
         }
-        let choice = v
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-            .ok_or_else(|| malformed("the response has no `choices`"))?;
-        let msg = choice
-            .get("message")
-            .ok_or_else(|| malformed("the first choice has no `message`"))?;
-        let mut text = msg
-            .get("content")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let mut message_meta = Map::new();
-        if let Some(refusal) = msg.get("refusal").and_then(Value::as_str) {
-            message_meta.insert("refusal".into(), Value::from(refusal));
-            if text.is_empty() {
-                text = refusal.to_string();
-            }
-        }
-        let mut calls = Vec::new();
-        if let Some(list) = msg.get("tool_calls").and_then(Value::as_array) {
-            for (i, call) in list.iter().enumerate() {
-                let function = call.get("function").unwrap_or(&Value::Null);
-                let name = function
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| malformed(&format!("tool call {i} has no function name")))?;
-                let args = match function.get("arguments") {
-                    Some(Value::String(raw)) => parse_args(raw),
-                    Some(obj @ Value::Object(_)) => obj.clone(),
-                    _ => Value::Object(Map::new()),
-                };
-                let id = call
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("call_{}", &crate::ids::random()[..8]));
-                calls.push(ToolCall::with_id(id, name, args));
-            }
-        }
-        let finish_reason = match choice.get("finish_reason").and_then(Value::as_str) {
-            Some(r) => finish_reason(r),
-            None if calls.is_empty() => FinishReason::Stop,
-            None => FinishReason::ToolCalls,
-        };
-        let mut message = Message::assistant(text);
-        message.tool_calls = calls;
-        message.usage = v.get("usage").filter(|u| u.is_object()).map(usage);
-        message.metadata = message_meta;
-        for key in ["id", "model", "system_fingerprint"] {
-            if let Some(s) = v.get(key).and_then(Value::as_str) {
-                message.metadata.insert(key.into(), Value::from(s));
-            }
-        }
-        message.metadata.insert(
-            "finish_reason".into(),
-            serde_json::to_value(&finish_reason).unwrap_or(Value::Null),
-        );
-        annotate_cost(&mut message.metadata, &self.model, message.usage.as_ref());
-        Ok(ModelResponse {
-            message,
-            finish_reason,
-        })
     }
 }
 
@@ -431,7 +403,7 @@ impl ChatModel for OpenAiModel {
             .await
             .map_err(|e| self.map_error(e, &secrets))?;
         let v: Value = response.json().map_err(|e| self.map_error(e, &secrets))?;
-        self.parse_response(&v).map_err(|e| e.scrubbed(&secrets))
+        self.parse_body(&v).map_err(|e| e.scrubbed(&secrets))
     }
 
     async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
@@ -442,17 +414,20 @@ impl ChatModel for OpenAiModel {
             .send_stream(http_request)
             .await
             .map_err(|e| self.map_error(e, &secrets))?;
-        let parser = ChunkParser {
-            provider: self.provider.clone(),
-            done: false,
-            finished: false,
-        };
-        Ok(model_stream(
-            &self.provider,
-            response.sse(),
-            parser,
-            secrets,
-        ))
+        Ok(match self.api {
+            OpenAiApi::ChatCompletions => model_stream(
+                &self.provider,
+                response.sse(),
+                ChunkParser::new(&self.provider, &self.model),
+                secrets,
+            ),
+            OpenAiApi::Responses => model_stream(
+                &self.provider,
+                response.sse(),
+                responses::EventParser::new(&self.provider, &self.model),
+                secrets,
+            ),
+        })
     }
 }
 

@@ -1,9 +1,12 @@
 use std::collections::VecDeque;
 
+use serde_json::{Value, json};
+
 use super::*;
 use crate::http::SseEvent;
-use crate::message::ContentPart;
+use crate::message::{ContentPart, Message, Reasoning, ReasoningFormat, ToolCall};
 use crate::model::common::SseParser;
+use crate::model::{FinishReason, ModelChunk, ToolChoice, ToolSpec};
 
 #[test]
 fn bodies_follow_the_wire_format() {
@@ -44,13 +47,169 @@ fn bodies_follow_the_wire_format() {
 }
 
 #[test]
+fn reasoning_goes_back_only_in_the_form_and_to_the_server_it_came_from() {
+    let own = |format, text: &str| ContentPart::Reasoning(Reasoning::new("deepseek", format, text));
+    let mut details =
+        Reasoning::new("deepseek", ReasoningFormat::ReasoningDetails, "t").with_signature("sig");
+    details.raw =
+        Some(json!({"type": "reasoning.text", "format": "anthropic-claude-v1", "index": 0}));
+    let gemini = Reasoning::new("deepseek", ReasoningFormat::GeminiThoughtSignature, "")
+        .with_signature("gsig")
+        .with_raw(json!({"tool_call_id": "c1"}));
+    let mut answer = Message::assistant(vec![
+        own(ReasoningFormat::ReasoningContent, "I should look."),
+        own(ReasoningFormat::ReasoningField, "not for groq"),
+        own(ReasoningFormat::MistralThinking, "not sent"),
+        ContentPart::Reasoning(details),
+        ContentPart::Reasoning(gemini),
+        ContentPart::Reasoning(Reasoning::new(
+            "anthropic",
+            ReasoningFormat::AnthropicThinking,
+            "another provider's",
+        )),
+        ContentPart::Reasoning(Reasoning::new(
+            "other",
+            ReasoningFormat::ReasoningContent,
+            "another server's",
+        )),
+    ]);
+    answer.tool_calls = vec![ToolCall::with_id("c1", "look", json!({}))];
+    let request = ModelRequest::new(vec![Message::user("hi"), answer]);
+    let model = OpenAiModel::compatible("deepseek", "deepseek-chat", "http://x");
+    let body = model.request_body(&request, false);
+    let m = &body["messages"][1];
+    assert_eq!(m["reasoning_content"], "I should look.");
+    assert!(m.get("reasoning").is_none(), "{m}");
+    assert_eq!(
+        m["reasoning_details"],
+        json!([{"type": "reasoning.text", "format": "anthropic-claude-v1", "index": 0,
+                "text": "t", "signature": "sig"}])
+    );
+    assert_eq!(
+        m["tool_calls"][0]["extra_content"]["google"]["thought_signature"],
+        "gsig"
+    );
+    assert!(!m.to_string().contains("another"), "{m}");
+    // Switched off: nothing goes back.
+    let quiet = model.send_reasoning(false).request_body(&request, false);
+    let m = &quiet["messages"][1];
+    assert!(m.get("reasoning_content").is_none() && m.get("reasoning_details").is_none());
+    assert!(m["tool_calls"][0].get("extra_content").is_none());
+}
+
+#[test]
+fn reasoning_models_options_and_tools() {
+    let mut request = ModelRequest::new(vec![Message::system("rule"), Message::user("hi")])
+        .system("sys")
+        .tools(vec![
+            ToolSpec::new("a", "A.", json!({"type": "object"})).strict(true),
+            ToolSpec::new("b", "B.", json!({"type": "object"})),
+        ]);
+    request.options = crate::model::ModelOptions::default()
+        .reasoning_effort("high")
+        .parallel_tool_calls(false)
+        .max_tokens(50);
+    let model = OpenAiModel::new("o3-mini", "k").builtin_tool(json!({"type": "web_search"}));
+    let body = model.request_body(&request, true);
+    assert_eq!(body["messages"][0]["role"], "developer");
+    assert_eq!(body["messages"][1]["role"], "developer");
+    assert_eq!(body["reasoning_effort"], "high");
+    assert_eq!(body["parallel_tool_calls"], false);
+    assert_eq!(body["max_completion_tokens"], 50);
+    assert_eq!(body["tools"][0]["function"]["strict"], true);
+    assert!(body["tools"][1]["function"].get("strict").is_none());
+    assert_eq!(body["tools"][2], json!({"type": "web_search"}));
+    assert_eq!(body["stream_options"]["include_usage"], true);
+    let quiet = OpenAiModel::compatible("x", "m", "http://x").stream_usage(false);
+    let body = quiet.request_body(&request, true);
+    assert!(body.get("stream_options").is_none());
+    assert_eq!(body["messages"][0]["role"], "system");
+    assert_eq!(body["max_tokens"], 50);
+    // Built-in tools alone: no tool_choice (it names kit's tools).
+    let only_builtin = model.request_body(&ModelRequest::new(vec![Message::user("x")]), false);
+    assert_eq!(only_builtin["tools"], json!([{"type": "web_search"}]));
+    assert!(only_builtin.get("tool_choice").is_none());
+}
+
+fn parse(body: Value) -> crate::model::ModelResponse {
+    OpenAiModel::compatible("srv", "m", "http://x")
+        .parse_response(&body)
+        .unwrap()
+}
+
+#[test]
+fn answers_with_parts_reasoning_and_id_less_calls() {
+    // Mistral's reasoning models: `content` is an array of thinking and text chunks.
+    let r = parse(
+        json!({"id": "a", "choices": [{"message": {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": [{"type": "text", "text": "Let me see."}]},
+        {"type": "text", "text": "Paris."}]}, "finish_reason": "stop"}]}),
+    );
+    assert_eq!(r.message.text(), "Paris.");
+    let reasoning: Vec<_> = r.message.content.reasoning().collect();
+    assert_eq!(reasoning[0].text, "Let me see.");
+    assert_eq!(reasoning[0].format, ReasoningFormat::MistralThinking);
+    // Two calls with `id: ""`: distinct ids, stable for the response.
+    let calls = json!({"id": "resp-9", "choices": [{"message": {"role": "assistant", "content": null,
+        "tool_calls": [
+            {"id": "", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+            {"id": "", "type": "function", "function": {"name": "b", "arguments": "{}"}}]},
+        "finish_reason": ""}]});
+    let r = parse(calls.clone());
+    assert_ne!(r.message.tool_calls[0].id, r.message.tool_calls[1].id);
+    assert_eq!(r.message.tool_calls, parse(calls).message.tool_calls);
+    assert_eq!(
+        r.finish_reason,
+        FinishReason::ToolCalls,
+        "a blank reason is no reason"
+    );
+    // Usage in the servers' own fields.
+    let r = parse(
+        json!({"choices": [{"message": {"content": "x"}, "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 30, "prompt_cache_hit_tokens": 60,
+                  "completion_tokens_details": {"reasoning_tokens": 20}, "cost": 0.0012}}),
+    );
+    let u = r.message.usage.unwrap();
+    assert_eq!((u.cache_read_tokens, u.reasoning_tokens), (60, 20));
+    assert_eq!(r.finish_reason, FinishReason::Length);
+    assert_eq!(r.message.metadata["cost_usd"], 0.0012);
+}
+
+#[test]
+fn stream_pieces_without_index_start_a_call_by_id() {
+    let mut p = ChunkParser::new("srv", "m");
+    let mut out = VecDeque::new();
+    for data in [
+        r#"{"choices":[{"delta":{"tool_calls":[{"id":"x","function":{"name":"a","arguments":"{\"q\":"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"1}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"id":"y","function":{"name":"b","arguments":"{}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":""}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+    ] {
+        let event = SseEvent {
+            data: data.into(),
+            ..Default::default()
+        };
+        p.on_event(event, &mut out).unwrap();
+    }
+    p.at_end(&mut out).unwrap();
+    let mut a = crate::model::StreamAssembler::new();
+    out.iter().for_each(|c| a.push(c));
+    let r = a.finish();
+    let calls = &r.message.tool_calls;
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(
+        (calls[0].id.as_str(), calls[0].args["q"].clone()),
+        ("x", json!(1))
+    );
+    assert_eq!((calls[1].id.as_str(), calls[1].name.as_str()), ("y", "b"));
+    assert!(matches!(out.back(), Some(ModelChunk::Metadata { .. })));
+}
+
+#[test]
 fn stream_without_end_is_malformed() {
-    let mut p = ChunkParser {
-        provider: "openai".into(),
-        done: false,
-        finished: false,
-    };
-    assert!(p.at_end().is_err());
+    let mut p = ChunkParser::new("openai", "gpt-4o-mini");
+    assert!(p.at_end(&mut VecDeque::new()).is_err());
     let mut out = VecDeque::new();
     let bad = SseEvent {
         data: "{not json".into(),

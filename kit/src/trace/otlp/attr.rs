@@ -13,6 +13,7 @@ pub const INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
 pub const OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
 pub const CACHE_READ_TOKENS: &str = "gen_ai.usage.cache_read.input_tokens";
 pub const CACHE_CREATION_TOKENS: &str = "gen_ai.usage.cache_creation.input_tokens";
+pub const REASONING_TOKENS: &str = "gen_ai.usage.reasoning.output_tokens";
 pub const COST: &str = "gen_ai.usage.cost";
 pub const AGENT_NAME: &str = "gen_ai.agent.name";
 pub const WORKFLOW_NAME: &str = "gen_ai.workflow.name";

@@ -2,16 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::{
-    AnyValue, ArrayValue, InstrumentationScope, KeyValue, any_value,
-};
-use opentelemetry_proto::tonic::resource::v1::Resource;
-use opentelemetry_proto::tonic::trace::v1::{
-    ResourceSpans, ScopeSpans, Span, Status, span, status,
-};
 use serde_json::{Value, json};
 
 use super::{
@@ -32,9 +22,11 @@ use crate::trace::record::{ModelInfo, RunKind, RunRecord, RunStatus};
 ///     "trace_id": "0190f3c2-a7b8-7c3e-9a1b-2c3d4e5f6071",
 ///     "name": "support", "kind": "agent", "start_ns": 1, "end_ns": 2, "status": "ok"
 /// }))?;
-/// let request = OtlpEncoder::new(Protocol::Json, Profile::Otlp).request(&[run]);
-/// let span = &request.resource_spans[0].scope_spans[0].spans[0];
-/// assert_eq!(span.name, "invoke_agent support");
+/// // OTLP/JSON, which needs no protobuf (the `otlp` feature adds the protobuf encoding).
+/// let request = OtlpEncoder::new(Protocol::Json, Profile::Otlp).json_request(&[run]);
+/// let span = &request["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+/// assert_eq!(span["name"], "invoke_agent support");
+/// assert_eq!(span["spanId"], "9a1b2c3d4e5f6071");
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -51,7 +43,7 @@ impl OtlpEncoder {
     /// `unknown_service:<executable>` (OpenTelemetry's default).
     pub fn new(protocol: Protocol, profile: Profile) -> Self {
         OtlpEncoder {
-            protocol,
+            protocol: super::available(protocol),
             profile,
             service_name: default_service_name(),
             resource: Vec::new(),
@@ -81,53 +73,37 @@ impl OtlpEncoder {
         self
     }
 
-    /// The request for a batch of runs: one `ResourceSpans` per environment, scope `kit`.
-    pub fn request(&self, runs: &[RunRecord]) -> ExportTraceServiceRequest {
-        let mut groups: BTreeMap<Option<&str>, Vec<Span>> = BTreeMap::new();
+    /// The runs grouped by environment (one `ResourceSpans` each), with each group's
+    /// resource attributes.
+    pub(super) fn resources<'r>(&self, runs: &'r [RunRecord]) -> Vec<(Vec<Attr>, Vec<SpanData>)> {
+        let mut groups: BTreeMap<Option<&'r str>, Vec<SpanData>> = BTreeMap::new();
         for run in runs {
             groups
                 .entry(run.environment.as_deref())
                 .or_default()
-                .push(self.span(run));
+                .push(self.span_data(run));
         }
-        let resource_spans = groups
+        groups
             .into_iter()
             .map(|(env, spans)| {
-                let mut attributes = vec![
-                    kv_str(attr::SERVICE_NAME, &self.service_name),
-                    kv_str("telemetry.sdk.name", "kit"),
-                    kv_str("telemetry.sdk.language", "rust"),
-                    kv_str("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
-                ];
+                let mut a = Attrs(vec![]);
+                a.str(attr::SERVICE_NAME, &self.service_name);
+                a.str("telemetry.sdk.name", "kit");
+                a.str("telemetry.sdk.language", "rust");
+                a.str("telemetry.sdk.version", env!("CARGO_PKG_VERSION"));
                 for (k, v) in &self.resource {
-                    attributes.push(kv_str(k, v));
+                    a.str(k, v);
                 }
                 if let Some(env) = env {
-                    attributes.push(kv_str(attr::ENVIRONMENT, env));
+                    a.str(attr::ENVIRONMENT, env);
                 }
-                ResourceSpans {
-                    resource: Some(Resource {
-                        attributes,
-                        ..Default::default()
-                    }),
-                    scope_spans: vec![ScopeSpans {
-                        scope: Some(InstrumentationScope {
-                            name: "kit".into(),
-                            version: env!("CARGO_PKG_VERSION").into(),
-                            ..Default::default()
-                        }),
-                        spans,
-                        schema_url: String::new(),
-                    }],
-                    schema_url: String::new(),
-                }
+                (a.0, spans)
             })
-            .collect();
-        ExportTraceServiceRequest { resource_spans }
+            .collect()
     }
 
-    /// The span of one run.
-    pub fn span(&self, run: &RunRecord) -> Span {
+    /// The span of one run, in neither encoding yet.
+    pub(super) fn span_data(&self, run: &RunRecord) -> SpanData {
         let mut a = Attrs(Vec::with_capacity(24));
         a.str(attr::RUN_KIND, run.kind.as_str());
         a.str(attr::RUN_ID, &run.id);
@@ -177,48 +153,35 @@ impl OtlpEncoder {
             a.strs(attr::TAGS, &run.tags);
         }
         let mut events = Vec::new();
-        let mut status = Status::default();
+        let mut error = None;
         if run.status == RunStatus::Error {
             let message = run.error.clone().unwrap_or_default();
             let kind = error_type(&message);
             a.str(attr::ERROR_TYPE, &kind);
-            events.push(span::Event {
+            events.push(EventData {
                 time_unix_nano: run.end_ns,
                 name: "exception".into(),
                 attributes: vec![
-                    kv_str("exception.type", &kind),
-                    kv_str("exception.message", &message),
+                    ("exception.type".into(), AttrValue::Str(kind)),
+                    ("exception.message".into(), AttrValue::Str(message.clone())),
                 ],
-                dropped_attributes_count: 0,
             });
-            status = Status {
-                message,
-                code: status::StatusCode::Error as i32,
-            };
+            error = Some(message);
         }
         if self.profile == Profile::Langfuse {
             self.langfuse_attrs(&mut a, run);
         }
-        Span {
-            trace_id: trace_id(&run.trace_id).to_vec(),
-            span_id: span_id(&run.id).to_vec(),
-            parent_span_id: run
-                .parent_id
-                .as_deref()
-                .map(|p| span_id(p).to_vec())
-                .unwrap_or_default(),
+        SpanData {
+            trace_id: trace_id(&run.trace_id),
+            span_id: span_id(&run.id),
+            parent_span_id: run.parent_id.as_deref().map(span_id),
             name: run.span_name(),
-            kind: if run.kind == RunKind::Model {
-                span::SpanKind::Client as i32
-            } else {
-                span::SpanKind::Internal as i32
-            },
+            client: run.kind == RunKind::Model,
             start_time_unix_nano: run.start_ns,
             end_time_unix_nano: run.end_ns.max(run.start_ns),
             attributes: a.0,
             events,
-            status: Some(status),
-            ..Default::default()
+            error,
         }
     }
 
@@ -250,6 +213,9 @@ impl OtlpEncoder {
                     attr::CACHE_CREATION_TOKENS,
                     clamp_i64(u.cache_creation_tokens),
                 );
+            }
+            if u.reasoning_tokens > 0 {
+                a.i64(attr::REASONING_TOKENS, clamp_i64(u.reasoning_tokens));
             }
         }
         if let Some(cost) = model.cost.filter(|c| c.is_finite()) {
@@ -320,10 +286,10 @@ impl BatchEncoder for OtlpEncoder {
     }
 
     fn encode(&self, runs: &[RunRecord]) -> Result<Vec<u8>, String> {
-        let request = self.request(runs);
         match self.protocol {
-            Protocol::Protobuf => Ok(prost::Message::encode_to_vec(&request)),
-            Protocol::Json => serde_json::to_vec(&request).map_err(|e| e.to_string()),
+            #[cfg(feature = "otlp")]
+            Protocol::Protobuf => Ok(prost::Message::encode_to_vec(&self.request(runs))),
+            _ => serde_json::to_vec(&self.json_request(runs)).map_err(|e| e.to_string()),
         }
     }
 
@@ -331,21 +297,52 @@ impl BatchEncoder for OtlpEncoder {
         if body.is_empty() {
             return None;
         }
-        let response: ExportTraceServiceResponse = if content_type.contains("json") {
-            serde_json::from_slice(body).ok()?
+        let (rejected, message) = if content_type.contains("json") {
+            super::json::partial_success(body)?
         } else if content_type.contains("protobuf") {
-            prost::Message::decode(body).ok()?
+            super::proto::partial_success(body)?
         } else {
             return None;
         };
-        let partial = response.partial_success?;
-        (partial.rejected_spans > 0).then(|| {
-            (
-                partial.rejected_spans as u64,
-                crate::trace::redact::redact_str(&partial.error_message),
-            )
-        })
+        (rejected > 0).then(|| (rejected, crate::trace::redact::redact_str(&message)))
     }
+}
+
+/// An attribute, before it is encoded.
+pub(super) type Attr = (String, AttrValue);
+
+/// An attribute's value, before it is encoded.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum AttrValue {
+    Str(String),
+    Int(i64),
+    Double(f64),
+    Strs(Vec<String>),
+}
+
+/// A span event, before it is encoded.
+#[derive(Debug, Clone)]
+pub(super) struct EventData {
+    pub time_unix_nano: u64,
+    pub name: String,
+    pub attributes: Vec<(String, AttrValue)>,
+}
+
+/// A run as a span, before it is encoded as protobuf or JSON.
+#[derive(Debug, Clone)]
+pub(super) struct SpanData {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    pub parent_span_id: Option<[u8; 8]>,
+    pub name: String,
+    /// A `CLIENT` span (a model call); `INTERNAL` otherwise.
+    pub client: bool,
+    pub start_time_unix_nano: u64,
+    pub end_time_unix_nano: u64,
+    pub attributes: Vec<(String, AttrValue)>,
+    pub events: Vec<EventData>,
+    /// The status message of a failed run.
+    pub error: Option<String>,
 }
 
 /// `error.type`: the error's leading identifier (`timeout: …` → `timeout`), else `_OTHER`.
@@ -389,38 +386,21 @@ pub(super) fn clamp_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-pub(super) fn kv(key: &str, value: any_value::Value) -> KeyValue {
-    KeyValue {
-        key: key.to_string(),
-        value: Some(AnyValue { value: Some(value) }),
-        ..Default::default()
-    }
-}
-
-pub(super) fn kv_str(key: &str, value: &str) -> KeyValue {
-    kv(key, any_value::Value::StringValue(value.to_string()))
-}
-
-pub(super) struct Attrs(pub(super) Vec<KeyValue>);
+pub(super) struct Attrs(pub(super) Vec<(String, AttrValue)>);
 
 impl Attrs {
     pub(super) fn str(&mut self, key: &str, value: &str) {
-        self.0.push(kv_str(key, value));
+        self.0
+            .push((key.to_string(), AttrValue::Str(value.to_string())));
     }
     pub(super) fn i64(&mut self, key: &str, value: i64) {
-        self.0.push(kv(key, any_value::Value::IntValue(value)));
+        self.0.push((key.to_string(), AttrValue::Int(value)));
     }
     pub(super) fn f64(&mut self, key: &str, value: f64) {
-        self.0.push(kv(key, any_value::Value::DoubleValue(value)));
+        self.0.push((key.to_string(), AttrValue::Double(value)));
     }
     pub(super) fn strs(&mut self, key: &str, values: &[String]) {
-        let values = values
-            .iter()
-            .map(|v| AnyValue {
-                value: Some(any_value::Value::StringValue(v.clone())),
-            })
-            .collect();
         self.0
-            .push(kv(key, any_value::Value::ArrayValue(ArrayValue { values })));
+            .push((key.to_string(), AttrValue::Strs(values.to_vec())));
     }
 }

@@ -160,7 +160,7 @@ impl Exporter for OtlpExporter {
 
 /// The builder that these settings (environment variables, see [`OtlpExporter::from_env`])
 /// ask for; `None` when the endpoint or the key is missing.
-pub(super) fn builder_from_vars(
+pub(crate) fn builder_from_vars(
     get: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<OtlpExporterBuilder>, ExportError> {
     let get = |name: &str| get(name).filter(|v| !v.trim().is_empty());

@@ -49,6 +49,9 @@ pub(super) fn genai_parts(m: &Message) -> Vec<Value> {
             for p in list {
                 parts.push(match p {
                     ContentPart::Text { text } => json!({"type": "text", "content": text}),
+                    // The GenAI conventions' reasoning part; signatures and encrypted
+                    // reasoning are the provider's, not the reader's.
+                    ContentPart::Reasoning(r) => json!({"type": "reasoning", "content": r.text}),
                     ContentPart::Image {
                         source: ImageSource::Url { url },
                     } => json!({"type": "uri", "modality": "image", "uri": url}),
@@ -56,6 +59,7 @@ pub(super) fn genai_parts(m: &Message) -> Vec<Value> {
                         source: ImageSource::Base64 { media_type, data },
                     } => json!({"type": "blob", "modality": "image",
                                 "mime_type": media_type, "content": data}),
+                    _ => continue,
                 });
             }
         }

@@ -1,5 +1,7 @@
-//! OTLP/HTTP export of run trees with the OpenTelemetry GenAI conventions (feature `otlp`), and
-//! its Langfuse profile.
+//! OTLP/HTTP export of run trees with the OpenTelemetry GenAI conventions, and its Langfuse
+//! profile. OTLP/JSON is always there; the `otlp` feature adds the protobuf encoding (OTLP's
+//! default). A build without it that is asked for protobuf says so once, with the fix, and
+//! sends OTLP/JSON instead.
 //!
 //! Each [`RunRecord`](crate::trace::RunRecord) becomes one span: trace id = the root run's UUID (16 bytes), span id =
 //! the last 8 bytes of the run's UUID, parent span id likewise. Span names follow the GenAI
@@ -13,7 +15,7 @@
 //! | agent / graph name | `gen_ai.agent.name` / `gen_ai.workflow.name` |
 //! | model provider, model | `gen_ai.provider.name`, `gen_ai.request.model`, `gen_ai.response.model` |
 //! | params | `gen_ai.request.temperature`, `.max_tokens`, `.top_p` |
-//! | usage | `gen_ai.usage.input_tokens`, `.output_tokens`, `.cache_read.input_tokens`, `.cache_creation.input_tokens` |
+//! | usage | `gen_ai.usage.input_tokens`, `.output_tokens`, `.cache_read.input_tokens`, `.cache_creation.input_tokens`, `.reasoning.output_tokens` |
 //! | cost (USD) | `gen_ai.usage.cost` (not in the conventions; Langfuse reads it) |
 //! | finish reason | `gen_ai.response.finish_reasons` |
 //! | tool | `gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.description`, `gen_ai.tool.type` |
@@ -58,25 +60,47 @@ mod encode;
 mod exporter;
 mod genai;
 mod ids;
+mod json;
 mod langfuse;
+mod proto;
 
 pub use encode::OtlpEncoder;
 pub use exporter::{OtlpExporter, OtlpExporterBuilder};
 pub use ids::{span_id, trace_id};
+#[cfg(feature = "otlp")]
 pub use opentelemetry_proto;
 
 use encode::{Attrs, scalar_text, truncate};
+pub(crate) use exporter::builder_from_vars;
 use exporter::default_service_name;
 use genai::{genai_input, genai_output};
 
 /// The OTLP/HTTP body encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocol {
-    /// `application/x-protobuf` (OTLP's default; every backend takes it).
+    /// `application/x-protobuf` (OTLP's default; every backend takes it). Needs the `otlp`
+    /// feature; without it kit sends [`Json`](Protocol::Json) and says so once.
     #[default]
     Protobuf,
     /// `application/json` (OTLP JSON: hex ids, integer enums, lowerCamelCase keys).
     Json,
+}
+
+/// The protocol this build can send: protobuf needs the `otlp` feature; without it, JSON,
+/// said once (with the fix) through `tracing`.
+pub(crate) fn available(protocol: Protocol) -> Protocol {
+    if protocol == Protocol::Protobuf && !cfg!(feature = "otlp") {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            tracing::warn!(
+                target: "kit",
+                "kit was built without the `otlp` feature, so traces go as OTLP/JSON over HTTP \
+                 instead of protobuf; to send protobuf, enable it: kit = {{ features = [\"otlp\"] }}"
+            );
+        });
+        return Protocol::Json;
+    }
+    protocol
 }
 
 /// Which attributes to add on top of the GenAI ones, and where to send.
@@ -90,6 +114,6 @@ pub enum Profile {
     Langfuse,
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "otlp"))]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests;

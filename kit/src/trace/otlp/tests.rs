@@ -78,6 +78,7 @@ fn model_run_maps_to_a_client_chat_span() {
             output_tokens: 48,
             cache_read_tokens: 20,
             cache_creation_tokens: 0,
+            ..Default::default()
         }),
         cost: Some(0.0125),
         structured_output: None,
