@@ -1,30 +1,4 @@
 //! [`Messages`]: a conversation that is cheap to share and to append to.
-//!
-//! An agent hands its whole conversation to the model on every call, and appends a message or
-//! two after it. With a plain `Vec<Message>` both grow with the conversation: each call copies
-//! (and later frees) every message, and each append searches every id for an upsert. So a
-//! conversation of *n* messages cost O(n²) over its life.
-//!
-//! `Messages` keeps the list behind an [`Arc`]: a model request shares it instead of copying it,
-//! and the reducer appends in place once the request is gone (copy-on-write, only if something
-//! still holds the old list). Ids are found through a small hash index (id hash → position),
-//! built when a list first grows past a few dozen messages and kept up to date by appends, so
-//! `add_messages` costs the same at message 10 and at message 10,000, and restoring a thread
-//! replays its stored deltas in one pass.
-//!
-//! Reading a `Messages` is reading a slice (`Deref<Target = [Message]>`); it serialises as a
-//! plain JSON array, so stored threads and wire formats are unchanged.
-//!
-//! ```
-//! use kit::{Message, Messages};
-//!
-//! let mut conversation = Messages::from(vec![Message::user("Hi")]);
-//! let shared = conversation.clone(); // no copy: both see one list
-//! conversation.push(Message::assistant("Hello!"));
-//! assert_eq!(conversation.len(), 2);
-//! assert_eq!(shared.len(), 1, "the earlier view is unchanged");
-//! assert_eq!(conversation[1].text(), "Hello!");
-//! ```
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -38,8 +12,33 @@ use crate::message::Message;
 /// Below this many messages an id is found by a scan from the end (cheaper than hashing).
 const INDEX_FROM: usize = 32;
 
-/// A conversation: a list of [`Message`]s, shared by reference and indexed by id. See the
-/// [module docs](self).
+/// A conversation: a list of [`Message`]s, shared by reference and indexed by id.
+///
+/// An agent hands its whole conversation to the model on every call, and appends a message or
+/// two after it. With a plain `Vec<Message>` both grow with the conversation: each call copies
+/// (and later frees) every message, and each append searches every id for an upsert. So a
+/// conversation of *n* messages cost O(n²) over its life.
+///
+/// `Messages` keeps the list behind an [`Arc`]: a model request shares it instead of copying it,
+/// and the reducer appends in place once the request is gone (copy-on-write, only if something
+/// still holds the old list). Ids are found through a small hash index (id hash → position),
+/// built when a list first grows past a few dozen messages and kept up to date by appends, so
+/// `add_messages` costs the same at message 10 and at message 10,000, and restoring a thread
+/// replays its stored deltas in one pass.
+///
+/// Reading a `Messages` is reading a slice (`Deref<Target = [Message]>`); it serialises as a
+/// plain JSON array, so stored threads and wire formats are unchanged.
+///
+/// ```
+/// use kit::{Message, Messages};
+///
+/// let mut conversation = Messages::from(vec![Message::user("Hi")]);
+/// let shared = conversation.clone(); // no copy: both see one list
+/// conversation.push(Message::assistant("Hello!"));
+/// assert_eq!(conversation.len(), 2);
+/// assert_eq!(shared.len(), 1, "the earlier view is unchanged");
+/// assert_eq!(conversation[1].text(), "Hello!");
+/// ```
 #[derive(Clone, Default)]
 pub struct Messages {
     inner: Arc<List>,
