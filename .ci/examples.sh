@@ -26,7 +26,7 @@ expect memory "[process 2] restored 2 messages from turn 1" \
   "assistant: You told me earlier: \"Hi, I'm Ada and my favourite colour is green.\"" \
   "the second process continued the conversation from the file"
 expect memory_store "files kept in the thread: [\"/scratch.md\"]" "← recall: 0.55 Ada drinks green tea, never coffee" "← read_file (error): Error: File '/scratch.md' not found" "[store] events: [\"Ada moved to Lyon in March\"]" "there at first: true, after 1.2 s: false; swept 1 expired item(s)"
-expect deep_agent "[task:research] researcher-model: - tokio" "← write_file: Updated file /report.md" "[completed] Write the report to /report.md"
+expect deep_agent "[task:researcher:research] researcher-model: - tokio" "← write_file: Updated file /report.md" "[completed] Write the report to /report.md"
 expect guardrails "model saw:  Refund order 42 and email the receipt to [REDACTED_EMAIL]. Card: ****-****-****-1111." "stdin is not a terminal: approving every call" "← send_email: sent to customer-42: Refunded 30.00 to card ****-****-****-1111." "final answer: Summary: lookup_order done, refund done, send_email done." "streamed: Done: 30.00 EUR went back to the card **** **** **** 1111 you paid with."
 expect trace_viewer "trace: 16 runs in 1 trace(s), 1 failed, 4 model calls, 1388 → 128 tokens, \$0.0055" "└─ execute_tool refund" "✗ Error: payment gateway timeout after 5s" "viewer: " "kit-trace.html"
 expect async_subagents "status while the tool waits: running" "follow-up queued on the same task" "result: Report on the Rust 1.0 release: 3 sources agree about the Rust 1.0 release" "agent: researcher  status: success" "worker stopped"
