@@ -282,7 +282,8 @@ fn every_parser_ends_alike_at_1_kib_and_1_mib() {
             let index: BTreeMap<&str, &ChannelBlob> =
                 blobs.iter().map(|b| (b.version.as_str(), b)).collect();
             let versions = BTreeMap::from([("c".to_string(), format!("v{}", count - 1))]);
-            resolve_channels(&versions, |_, v| index.get(v).copied()).map(|c| c.len())
+            resolve_channels(&versions, |_, v| Ok(index.get(v).map(|b| (*b).clone())))
+                .map(|c| c.len())
         },
         |r, _| assert!(r.as_ref().is_err_and(|e| e.to_string().contains("loops"))),
     );

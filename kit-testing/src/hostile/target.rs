@@ -205,9 +205,10 @@ impl Target {
                 let (versions, blobs) = h.checkpoint_chains();
                 *shown = format!("{versions:?}");
                 let resolved = resolve_channels(&versions, |channel, version| {
-                    blobs
+                    Ok(blobs
                         .iter()
                         .find(|b| b.channel == channel && b.version == version)
+                        .cloned())
                 });
                 // Accepted when the chains resolve; the blobs are decoded either way.
                 let ok = resolved.is_ok();

@@ -313,6 +313,21 @@ pub trait Checkpointer: Send + Sync + 'static {
         checkpoint_id: Option<&str>,
     ) -> Result<Option<LoadedCheckpoint>, CheckpointError>;
 
+    /// The id of the head checkpoint of (thread, ns): the one [`load`](Self::load) reads when
+    /// given no id. `None` if the thread has no checkpoint there.
+    ///
+    /// A run uses it to tell whether a thread it finished is still as it left it (then it goes on
+    /// from the state it holds instead of loading it again). The default reads the newest entry
+    /// of [`history`](Self::history); back-ends override it with a direct read of the head.
+    async fn head(&self, thread_id: &str, ns: &str) -> Result<Option<String>, CheckpointError> {
+        Ok(self
+            .history(thread_id, ns, Some(1))
+            .await?
+            .into_iter()
+            .next()
+            .map(|meta| meta.id))
+    }
+
     /// The checkpoints of (thread, ns), newest first, at most `limit`.
     async fn history(
         &self,
@@ -349,10 +364,12 @@ pub trait Checkpointer: Send + Sync + 'static {
 
 /// Resolves the chain of each channel from a lookup of blobs by (channel, version).
 ///
-/// Shared by the back-ends: they fetch candidate blobs their own way and call this.
-pub fn resolve_channels<'a>(
+/// Shared by the back-ends: they fetch candidate blobs their own way and call this. `take`
+/// hands over each blob of a chain once (moved, not copied: a long chain's bytes are copied
+/// only where they are read from storage); a blob it cannot find is `Ok(None)`.
+pub fn resolve_channels(
     channel_versions: &BTreeMap<String, String>,
-    mut lookup: impl FnMut(&str, &str) -> Option<&'a ChannelBlob>,
+    mut take: impl FnMut(&str, &str) -> Result<Option<ChannelBlob>, CheckpointError>,
 ) -> Result<Vec<LoadedChannel>, CheckpointError> {
     let mut out = Vec::with_capacity(channel_versions.len());
     for (channel, version) in channel_versions {
@@ -362,7 +379,7 @@ pub fn resolve_channels<'a>(
         // Versions seen on this chain: a chain that comes back to one loops (a damaged store).
         let mut seen: HashSet<String> = HashSet::new();
         while let Some(v) = cursor {
-            if !seen.insert(v.clone()) {
+            if seen.contains(&v) {
                 return Err(CheckpointError::Corrupt(format!(
                     "the delta chain of channel `{channel}` loops: version {v} comes back after \
                      {} steps, so the channel's value cannot be rebuilt; restore the store from \
@@ -370,19 +387,20 @@ pub fn resolve_channels<'a>(
                     seen.len()
                 )));
             }
-            let blob = lookup(channel, &v).ok_or_else(|| {
+            let blob = take(channel, &v)?.ok_or_else(|| {
                 CheckpointError::Corrupt(format!(
                     "channel `{channel}` version {v} is referenced but missing"
                 ))
             })?;
+            seen.insert(v);
             match blob.kind {
                 BlobKind::Full => {
-                    full = Some(blob.data.clone());
+                    full = Some(blob.data);
                     cursor = None;
                 }
                 BlobKind::Delta => {
-                    deltas.push(blob.data.clone());
-                    cursor = blob.prev_version.clone();
+                    deltas.push(blob.data);
+                    cursor = blob.prev_version;
                 }
             }
         }

@@ -51,6 +51,7 @@ pub use node::{
 };
 pub use options::{DEFAULT_RECURSION_LIMIT, Durability, RunOptions};
 pub use retry::RetryPolicy;
+pub use run::DEFAULT_WARM_THREADS;
 pub use subgraph::subgraph;
 
 pub use node::NodeFn;
@@ -144,6 +145,8 @@ pub(crate) struct GraphInner<S: State> {
 
     /// Names a run's failure in its `error` event.
     pub(crate) error_kind: ErrorKindFn,
+    /// The states of threads this graph finished, for the next run on each.
+    pub(crate) warm: run::WarmThreads<S>,
 }
 
 /// Names a run's failure (the `kind` of its `error` event).

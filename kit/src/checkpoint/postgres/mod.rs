@@ -191,6 +191,14 @@ impl Checkpointer for PostgresCheckpointer {
             .map_err(|e| self.error("loading a checkpoint", e))
     }
 
+    async fn head(&self, thread_id: &str, ns: &str) -> Result<Option<String>, CheckpointError> {
+        let client = self.client("reading a thread's head").await?;
+        queries::head_of(&client, thread_id, ns)
+            .await
+            .map(Option::flatten)
+            .map_err(|e| self.error("reading a thread's head", e))
+    }
+
     async fn history(
         &self,
         thread_id: &str,

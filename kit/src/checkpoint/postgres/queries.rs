@@ -303,7 +303,7 @@ impl PostgresCheckpointer {
             blobs.insert((blob.channel.clone(), blob.version.clone()), blob);
         }
         let channels = resolve_channels(&channel_versions, |channel, version| {
-            blobs.get(&(channel.to_string(), version.to_string()))
+            Ok(blobs.remove(&(channel.to_string(), version.to_string())))
         })
         .map_err(|e| e.in_checkpoint(thread_id, id))?;
 

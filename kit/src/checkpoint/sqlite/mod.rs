@@ -103,7 +103,9 @@ mod schema;
 
 pub use conn::WAL_CHECKPOINT_BYTES;
 use conn::{configure, open_connection};
-use queries::{META_COLUMNS, WritesArgs, delete_tx, load_tx, meta_from_row, put_tx, put_writes_tx};
+use queries::{
+    META_COLUMNS, WritesArgs, delete_tx, head_of, load_tx, meta_from_row, put_tx, put_writes_tx,
+};
 use retention::{delete_before_tx, prune_tx};
 pub use schema::SQLITE_SCHEMA_VERSION;
 use schema::{check_version, migrate};
@@ -365,6 +367,14 @@ impl Checkpointer for SqliteCheckpointer {
             let out = load_tx(&tx, &thread_id, &ns, checkpoint_id.as_deref())?;
             tx.commit()?;
             Ok(out)
+        })
+        .await
+    }
+
+    async fn head(&self, thread_id: &str, ns: &str) -> Result<Option<String>, CheckpointError> {
+        let (thread_id, ns) = (thread_id.to_string(), ns.to_string());
+        self.read("reading a thread's head", move |conn| {
+            Ok(head_of(conn, &thread_id, &ns)?.flatten())
         })
         .await
     }

@@ -243,7 +243,7 @@ pub(super) fn load_tx(
         }
     }
     let channels = resolve_channels(&channel_versions, |channel, version| {
-        blobs.get(&(channel.to_string(), version.to_string()))
+        Ok(blobs.remove(&(channel.to_string(), version.to_string())))
     })
     .map_err(|e| e.in_checkpoint(thread_id, id))?;
 

@@ -8,6 +8,7 @@ use kit_graph_rules::{Edge, Endpoint, Spec};
 
 use super::{EdgeDef, GraphBuilder};
 use crate::graph::error::GraphError;
+use crate::graph::run::WarmThreads;
 use crate::graph::{CompiledNode, END, Graph, GraphInner, Join, START, Target, WhenEdge};
 use crate::state::State;
 
@@ -277,6 +278,7 @@ impl<S: State> GraphBuilder<S> {
                 schema: self.schema,
                 recursion_limit: self.recursion_limit,
                 error_kind: self.error_kind.unwrap_or(GraphError::kind),
+                warm: WarmThreads::new(self.warm_threads),
             }),
             checkpointer: self.checkpointer,
             cache: self.cache,

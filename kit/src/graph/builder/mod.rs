@@ -9,7 +9,7 @@ use std::sync::Arc;
 #[cfg(doc)]
 use super::START;
 use super::node::{IntoNodeOutput, NodeContext, NodeFn, Send};
-use super::{CachePolicy, END, ErrorKindFn, Graph, NodeCache, RetryPolicy};
+use super::{CachePolicy, DEFAULT_WARM_THREADS, END, ErrorKindFn, Graph, NodeCache, RetryPolicy};
 use crate::checkpoint::Checkpointer;
 use crate::state::{DynChannel, DynSchema, IntoDynChannel, State};
 
@@ -138,6 +138,7 @@ pub struct GraphBuilder<S: State> {
     interrupt_before: Vec<String>,
     interrupt_after: Vec<String>,
     recursion_limit: Option<usize>,
+    warm_threads: usize,
     error_kind: Option<ErrorKindFn>,
 }
 
@@ -158,6 +159,7 @@ impl<S: State> GraphBuilder<S> {
             interrupt_before: Vec::new(),
             interrupt_after: Vec::new(),
             recursion_limit: None,
+            warm_threads: DEFAULT_WARM_THREADS,
             error_kind: None,
         }
     }
@@ -318,6 +320,36 @@ impl<S: State> GraphBuilder<S> {
     /// [`DEFAULT_RECURSION_LIMIT`](crate::graph::DEFAULT_RECURSION_LIMIT).
     pub fn recursion_limit(mut self, limit: usize) -> Self {
         self.recursion_limit = Some(limit);
+        self
+    }
+
+    /// How many finished threads the graph keeps warm (default
+    /// [`DEFAULT_WARM_THREADS`]); `0` turns it off.
+    ///
+    /// The next run on a warm thread goes on from the state the last run left instead of
+    /// loading the thread, after checking with the checkpointer (one small read) that nothing
+    /// moved the thread since. That makes an invoke on a long thread cost the same as on a
+    /// short one. Each warm thread holds its state in memory: lower this for graphs whose
+    /// states are large, raise it for a process serving many threads at once.
+    ///
+    /// ```
+    /// use kit::graph::GraphBuilder;
+    /// use kit::{END, START};
+    ///
+    /// #[derive(kit::State, Clone, Default, serde::Serialize, serde::Deserialize)]
+    /// struct S { n: i64 }
+    ///
+    /// let graph = GraphBuilder::<S>::new("counter")
+    ///     .node("inc", |s, _ctx| async move { SUpdate::new().n(s.n + 1) })
+    ///     .edge(START, "inc")
+    ///     .edge("inc", END)
+    ///     .warm_threads(0) // large states, many threads: always load
+    ///     .compile()?;
+    /// # let _ = graph;
+    /// # Ok::<(), kit::GraphError>(())
+    /// ```
+    pub fn warm_threads(mut self, threads: usize) -> Self {
+        self.warm_threads = threads;
         self
     }
 

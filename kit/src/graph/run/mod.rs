@@ -7,6 +7,7 @@ mod route;
 mod step;
 mod tasks;
 mod thread;
+mod warm;
 
 use codec::{Body, BodyOut, TaskRecord};
 use persist::ChannelStats;
@@ -14,6 +15,9 @@ use route::merge_tasks;
 pub(crate) use thread::{
     emit_failure, fork, get_state, restore_state, state_history, update_state,
 };
+pub use warm::DEFAULT_WARM_THREADS;
+use warm::WarmThread;
+pub(crate) use warm::WarmThreads;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -147,6 +151,15 @@ impl<S: State> Exec<S> {
             run,
         };
         if let Some((cp, thread)) = exec.persist.clone() {
+            // A thread this graph finished and nobody moved since goes on from the state the
+            // last run left (see `warm`); anything else is loaded.
+            if opts.checkpoint_id.is_none()
+                && let Some(warm) = graph.inner.warm.take(&thread, &exec.ns)
+                && cp.head(&thread, &exec.ns).await?.as_deref() == Some(warm.head.as_str())
+            {
+                exec.resume_warm(warm);
+                return Ok(exec);
+            }
             let loaded = cp
                 .load(&thread, &exec.ns, opts.checkpoint_id.as_deref())
                 .await?;
@@ -155,6 +168,47 @@ impl<S: State> Exec<S> {
             }
         }
         Ok(exec)
+    }
+
+    /// Goes on from a finished thread's kept state: what [`restore`](Self::restore) of its head
+    /// checkpoint would produce, without reading it.
+    fn resume_warm(&mut self, warm: WarmThread<S>) {
+        self.state = Arc::new(warm.state);
+        self.step = warm.step;
+        self.versions = warm.versions;
+        if warm.stats.len() == self.stats.len() {
+            self.stats = warm.stats;
+        }
+        if warm.joins.len() == self.joins.len() {
+            self.joins = warm.joins;
+        }
+        self.head = Some(warm.head.clone());
+        self.parent = Some(warm.head);
+        self.loaded = true;
+    }
+
+    /// Keeps a completed run's state for the next run on its thread (see `warm`). Only once
+    /// every checkpoint is durable, and only when the thread's head holds exactly this state.
+    fn keep_warm(&mut self, state: &S) {
+        let warm = &self.graph.inner.warm;
+        if !warm.enabled() || !self.next.is_empty() || !self.pending.is_empty() {
+            return;
+        }
+        let (Some((_, thread)), Some(head)) = (&self.persist, &self.head) else {
+            return;
+        };
+        warm.keep(
+            thread.clone(),
+            self.ns.clone(),
+            WarmThread {
+                head: head.clone(),
+                step: self.step,
+                state: state.clone(),
+                versions: std::mem::take(&mut self.versions),
+                stats: std::mem::take(&mut self.stats),
+                joins: std::mem::take(&mut self.joins),
+            },
+        );
     }
 
     pub(super) fn inner(&self) -> &GraphInner<S> {
@@ -249,7 +303,12 @@ impl<S: State> Exec<S> {
         let result = match result {
             // Nothing is reported as done before every checkpoint is durable.
             Ok(outcome) => match self.flush().await {
-                Ok(()) => Ok(outcome),
+                Ok(()) => {
+                    if let Outcome::Done(state) = &outcome {
+                        self.keep_warm(state);
+                    }
+                    Ok(outcome)
+                }
                 Err(e) => Err(e),
             },
             Err(e) => {

@@ -1,0 +1,317 @@
+//! Warm threads on every back-end (memory, a SQLite file, a PostgreSQL server): a graph goes on
+//! from the state its last run on a thread left instead of loading the thread, and only while
+//! nothing else moved the thread. Whatever moved it (another writer, `update_state`, a delete, a
+//! fork) is seen: a warm thread is never staler than a loaded one.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kit::checkpoint::{
+    CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LoadedCheckpoint, PendingWrite,
+    PruneReport, PruneStrategy, ThreadInfo,
+};
+use kit::graph::{GraphBuilder, NodeContext};
+use kit::{END, Graph, Outcome, Resume, RunOptions, START, State};
+use serde::{Deserialize, Serialize};
+
+#[macro_use]
+#[path = "support/storages.rs"]
+mod storages;
+use storages::{Cp, Storage};
+
+suite!(
+    head_is_the_checkpoint_a_load_reads,
+    a_warm_thread_goes_on_exactly_as_a_loaded_one,
+    a_warm_invoke_reads_the_head_instead_of_the_thread,
+    a_thread_moved_by_another_writer_is_loaded_again,
+    an_update_between_runs_is_seen,
+    a_deleted_thread_starts_afresh,
+    running_from_an_older_checkpoint_ignores_the_warm_state,
+    a_paused_run_leaves_nothing_warm_and_resumes_from_storage,
+);
+
+#[derive(State, Clone, Default, Debug, PartialEq, Serialize, Deserialize)]
+struct Log {
+    #[state(reducer = kit::reducers::append)]
+    lines: Vec<String>,
+    n: i64,
+}
+
+/// `count` adds one line per run, numbered by the runs so far.
+fn counter(checkpointer: Cp, warm_threads: usize) -> Graph<Log> {
+    GraphBuilder::<Log>::new("counter")
+        .sync_node("count", |s: &Log, _: &NodeContext| {
+            LogUpdate::new()
+                .lines(vec![format!("run {}", s.n + 1)])
+                .n(s.n + 1)
+        })
+        .edge(START, "count")
+        .edge("count", END)
+        .checkpointer(checkpointer)
+        .warm_threads(warm_threads)
+        .compile()
+        .unwrap()
+}
+
+fn on(thread: &str) -> RunOptions {
+    RunOptions::new().thread_id(thread)
+}
+
+async fn run(graph: &Graph<Log>, thread: &str, line: &str) -> Log {
+    graph
+        .invoke(LogUpdate::new().lines(vec![line.to_string()]))
+        .options(&on(thread))
+        .await
+        .unwrap()
+        .into_state()
+}
+
+fn lines(log: &Log) -> Vec<&str> {
+    log.lines.iter().map(String::as_str).collect()
+}
+
+async fn head_is_the_checkpoint_a_load_reads(s: &Storage) {
+    let cp = s.reopen().await;
+    assert_eq!(cp.head("nobody", "").await.unwrap(), None);
+    let graph = counter(cp.clone(), 0);
+    for i in 0..3 {
+        run(&graph, "t1", &format!("in {i}")).await;
+        let loaded = cp.load("t1", "", None).await.unwrap().unwrap();
+        assert_eq!(cp.head("t1", "").await.unwrap(), Some(loaded.head.clone()));
+        assert_eq!(loaded.head, loaded.meta.id);
+    }
+    assert_eq!(cp.head("t1", "other ns").await.unwrap(), None);
+    cp.delete_thread("t1").await.unwrap();
+    assert_eq!(cp.head("t1", "").await.unwrap(), None);
+}
+
+async fn a_warm_thread_goes_on_exactly_as_a_loaded_one(s: &Storage) {
+    let cp = s.reopen().await;
+    let warm = counter(cp.clone(), 8);
+    let cold = counter(cp.clone(), 0);
+    for i in 0..25 {
+        let a = run(&warm, "warm", &format!("in {i}")).await;
+        let b = run(&cold, "cold", &format!("in {i}")).await;
+        assert_eq!(a, b, "after invoke {i}");
+    }
+    // What is stored is the same too: the same steps, sources and channels, checkpoint by
+    // checkpoint, and the same state read back from a new instance.
+    let (warm_history, cold_history) = (
+        cp.history("warm", "", None).await.unwrap(),
+        cp.history("cold", "", None).await.unwrap(),
+    );
+    assert_eq!(warm_history.len(), cold_history.len());
+    for (a, b) in warm_history.iter().zip(&cold_history) {
+        assert_eq!((a.step, a.source, &a.next), (b.step, b.source, &b.next));
+    }
+    let reread = counter(s.reopen().await, 0);
+    let a = reread.get_state(&on("warm")).await.unwrap().unwrap();
+    let b = reread.get_state(&on("cold")).await.unwrap().unwrap();
+    assert_eq!(a.values, b.values);
+    assert_eq!(a.values.n, 25);
+    assert_eq!(a.values.lines.len(), 50);
+}
+
+async fn a_warm_invoke_reads_the_head_instead_of_the_thread(s: &Storage) {
+    let counting = Arc::new(CountingLoads::new(s.reopen().await));
+    let graph = counter(counting.clone(), 8);
+    run(&graph, "t1", "first").await;
+    assert_eq!(counting.loads(), 1, "a new thread is looked up once");
+    for i in 0..5 {
+        run(&graph, "t1", &format!("again {i}")).await;
+    }
+    assert_eq!(counting.loads(), 1, "warm invokes load nothing");
+    assert_eq!(counting.heads(), 5, "each warm invoke checks the head once");
+
+    // Turned off, every invoke loads and none asks for the head.
+    let counting = Arc::new(CountingLoads::new(s.reopen().await));
+    let graph = counter(counting.clone(), 0);
+    for i in 0..4 {
+        run(&graph, "t2", &format!("in {i}")).await;
+    }
+    assert_eq!((counting.loads(), counting.heads()), (4, 0));
+}
+
+async fn a_thread_moved_by_another_writer_is_loaded_again(s: &Storage) {
+    // Two graphs with caches of their own: two processes, as far as each can tell.
+    let first = counter(s.reopen().await, 8);
+    let second = counter(s.reopen().await, 8);
+    run(&first, "t1", "from first").await;
+    run(&second, "t1", "from second").await;
+    run(&second, "t1", "from second again").await;
+    let state = run(&first, "t1", "first again").await;
+    assert_eq!(
+        lines(&state),
+        [
+            "from first",
+            "run 1",
+            "from second",
+            "run 2",
+            "from second again",
+            "run 3",
+            "first again",
+            "run 4"
+        ]
+    );
+}
+
+async fn an_update_between_runs_is_seen(s: &Storage) {
+    let graph = counter(s.reopen().await, 8);
+    run(&graph, "t1", "in").await;
+    graph
+        .update_state(&on("t1"), LogUpdate::new().n(100), None)
+        .await
+        .unwrap();
+    let state = run(&graph, "t1", "after the update").await;
+    assert_eq!(state.n, 101);
+    assert_eq!(
+        lines(&state),
+        ["in", "run 1", "after the update", "run 101"]
+    );
+}
+
+async fn a_deleted_thread_starts_afresh(s: &Storage) {
+    let cp = s.reopen().await;
+    let graph = counter(cp.clone(), 8);
+    run(&graph, "t1", "old").await;
+    run(&graph, "t1", "old again").await;
+    cp.delete_thread("t1").await.unwrap();
+    let state = run(&graph, "t1", "new").await;
+    assert_eq!(
+        lines(&state),
+        ["new", "run 1"],
+        "nothing of the deleted thread comes back"
+    );
+}
+
+async fn running_from_an_older_checkpoint_ignores_the_warm_state(s: &Storage) {
+    let cp = s.reopen().await;
+    let graph = counter(cp.clone(), 8);
+    run(&graph, "t1", "a").await;
+    let after_first = cp.head("t1", "").await.unwrap().unwrap();
+    run(&graph, "t1", "b").await;
+    let forked = graph
+        .invoke(LogUpdate::new().lines(vec!["c".into()]))
+        .options(&on("t1").checkpoint_id(after_first))
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(lines(&forked), ["a", "run 1", "c", "run 2"]);
+    // The fork is the thread's head now, and the next invoke goes on from it.
+    let state = run(&graph, "t1", "d").await;
+    assert_eq!(lines(&state), ["a", "run 1", "c", "run 2", "d", "run 3"]);
+}
+
+async fn a_paused_run_leaves_nothing_warm_and_resumes_from_storage(s: &Storage) {
+    let counting = Arc::new(CountingLoads::new(s.reopen().await));
+    let graph = GraphBuilder::<Log>::new("asks")
+        .node("ask", |s: Arc<Log>, ctx: NodeContext| async move {
+            let answer = ctx.interrupt(format!("line {}?", s.n + 1))?;
+            let line = answer.as_str().unwrap_or("not a string").to_string();
+            Ok::<_, kit::graph::NodeError>(LogUpdate::new().lines(vec![line]).n(s.n + 1))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .checkpointer(counting.clone())
+        .compile()
+        .unwrap();
+    let out = graph
+        .invoke(LogUpdate::new())
+        .options(&on("t1"))
+        .await
+        .unwrap();
+    assert!(matches!(out, Outcome::Interrupted(_)));
+    let loads = counting.loads();
+    let out = graph
+        .resume(Resume::value("yes"))
+        .options(&on("t1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        counting.loads(),
+        loads + 1,
+        "a resume reads the pause from storage"
+    );
+    assert_eq!(lines(&out.into_state()), ["yes"]);
+}
+
+/// Delegates to a checkpointer and counts its loads and head reads.
+struct CountingLoads {
+    inner: Cp,
+    loads: AtomicUsize,
+    heads: AtomicUsize,
+}
+
+impl CountingLoads {
+    fn new(inner: Cp) -> Self {
+        CountingLoads {
+            inner,
+            loads: AtomicUsize::new(0),
+            heads: AtomicUsize::new(0),
+        }
+    }
+    fn loads(&self) -> usize {
+        self.loads.load(Ordering::SeqCst)
+    }
+    fn heads(&self) -> usize {
+        self.heads.load(Ordering::SeqCst)
+    }
+}
+
+#[kit::async_trait]
+impl Checkpointer for CountingLoads {
+    async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError> {
+        self.inner.put(write).await
+    }
+    async fn put_writes(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        writes: Vec<PendingWrite>,
+    ) -> Result<(), CheckpointError> {
+        self.inner
+            .put_writes(thread_id, ns, checkpoint_id, writes)
+            .await
+    }
+    async fn load(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: Option<&str>,
+    ) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.load(thread_id, ns, checkpoint_id).await
+    }
+    async fn head(&self, thread_id: &str, ns: &str) -> Result<Option<String>, CheckpointError> {
+        self.heads.fetch_add(1, Ordering::SeqCst);
+        self.inner.head(thread_id, ns).await
+    }
+    async fn history(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<CheckpointMeta>, CheckpointError> {
+        self.inner.history(thread_id, ns, limit).await
+    }
+    async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
+        self.inner.delete_thread(thread_id).await
+    }
+    async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: PruneStrategy,
+    ) -> Result<PruneReport, CheckpointError> {
+        self.inner.prune(thread_id, strategy).await
+    }
+    async fn delete_threads_before(
+        &self,
+        cutoff: std::time::SystemTime,
+    ) -> Result<Vec<String>, CheckpointError> {
+        self.inner.delete_threads_before(cutoff).await
+    }
+    async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError> {
+        self.inner.threads().await
+    }
+}
