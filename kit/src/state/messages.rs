@@ -1,13 +1,13 @@
 //! [`Messages`]: a conversation that is cheap to share and to append to.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::message::Message;
+use crate::message::{Message, Role};
 
 /// Below this many messages an id is found by a scan from the end (cheaper than hashing).
 const INDEX_FROM: usize = 32;
@@ -52,6 +52,9 @@ struct List {
     /// message has another id (two ids with one hash) falls back to a scan. `None` until the
     /// list is long enough, and after a removal (rebuilt on the next lookup).
     index: Option<HashMap<u64, u32>>,
+    /// Ids of tool calls no later tool result answers: kept up to date by appends, computed on
+    /// first use after any other edit. Tells in O(1) that a history needs no dangling-call patch.
+    open_calls: OnceLock<HashSet<Box<str>>>,
 }
 
 /// The hash an id is indexed by (fixed keys, so clones of a list agree).
@@ -85,6 +88,9 @@ impl List {
         if let Some(index) = &mut self.index {
             index.insert(id_hash(&message.id), self.items.len() as u32);
         }
+        if let Some(open) = self.open_calls.get_mut() {
+            track_calls(open, &message);
+        }
         self.items.push(message);
     }
 
@@ -92,6 +98,31 @@ impl List {
         self.items.remove(pos);
         // Positions after it moved: rebuilt on the next lookup.
         self.index = None;
+        self.open_calls = OnceLock::new();
+    }
+
+    fn open_calls(&self) -> &HashSet<Box<str>> {
+        self.open_calls.get_or_init(|| {
+            let mut open = HashSet::new();
+            for message in &self.items {
+                track_calls(&mut open, message);
+            }
+            open
+        })
+    }
+}
+
+/// Follows one message through the open tool calls: an assistant message opens its calls, a
+/// tool result closes the call it answers.
+fn track_calls(open: &mut HashSet<Box<str>>, message: &Message) {
+    match message.role {
+        Role::Assistant => open.extend(message.tool_calls.iter().map(|c| c.id.as_str().into())),
+        Role::Tool => {
+            if let Some(id) = message.tool_call_id.as_deref() {
+                open.remove(id);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -120,7 +151,10 @@ impl Messages {
     pub fn upsert(&mut self, message: Message) {
         let list = self.list_mut();
         match list.position(&message.id) {
-            Some(pos) => list.items[pos] = message,
+            Some(pos) => {
+                list.items[pos] = message;
+                list.open_calls = OnceLock::new();
+            }
             None => list.push(message),
         }
     }
@@ -144,7 +178,25 @@ impl Messages {
     pub fn make_mut(&mut self) -> &mut Vec<Message> {
         let list = self.list_mut();
         list.index = None;
+        list.open_calls = OnceLock::new();
         &mut list.items
+    }
+
+    /// Whether some assistant tool call has no tool result after it (a run cancelled or
+    /// abandoned between a call and its result). Constant time while the list only grows.
+    ///
+    /// ```
+    /// use kit::{Message, Messages, ToolCall};
+    ///
+    /// let call = ToolCall::with_id("call_1", "search", serde_json::json!({"q": "tokio"}));
+    /// let mut conversation =
+    ///     Messages::from(vec![Message::user("Hi"), Message::assistant_with_tool_calls("", vec![call])]);
+    /// assert!(conversation.has_open_tool_calls());
+    /// conversation.push(Message::tool("call_1", "3 results"));
+    /// assert!(!conversation.has_open_tool_calls());
+    /// ```
+    pub fn has_open_tool_calls(&self) -> bool {
+        !self.inner.open_calls().is_empty()
     }
 
     /// The messages as a `Vec` (without a copy when nothing else shares them).
@@ -203,7 +255,11 @@ impl IntoIterator for Messages {
 impl From<Vec<Message>> for Messages {
     fn from(items: Vec<Message>) -> Self {
         Messages {
-            inner: Arc::new(List { items, index: None }),
+            inner: Arc::new(List {
+                items,
+                index: None,
+                open_calls: OnceLock::new(),
+            }),
         }
     }
 }
@@ -364,5 +420,68 @@ mod tests {
         assert_eq!(m.len(), 20_000);
         let index = m.inner.index.as_ref().map_or(0, HashMap::len);
         assert_eq!(index, 20_000, "every id is indexed");
+    }
+
+    fn calls(ids: &[&str]) -> Message {
+        let calls = ids
+            .iter()
+            .map(|id| crate::message::ToolCall::with_id(*id, "t", serde_json::json!({})))
+            .collect();
+        Message::assistant_with_tool_calls("", calls)
+    }
+
+    #[test]
+    fn open_tool_calls_follow_appends_edits_and_removals() {
+        let mut m = Messages::from(vec![Message::user("q"), calls(&["a", "b"])]);
+        assert!(m.has_open_tool_calls());
+        m.push(Message::tool("a", "ok"));
+        assert!(m.has_open_tool_calls(), "b is still open");
+        m.push(Message::tool("b", "ok"));
+        assert!(!m.has_open_tool_calls());
+        // A result before its call does not answer it (it answers nothing later).
+        m.push(Message::tool("c", "early"));
+        m.push(calls(&["c"]));
+        assert!(m.has_open_tool_calls());
+        // Replacing the call by id (a human edited it) is seen.
+        let id = m[m.len() - 1].id.clone();
+        m.upsert(Message::assistant("no call after all").with_id(id.clone()));
+        assert!(!m.has_open_tool_calls());
+        // Edits through make_mut and removals are seen.
+        m.make_mut().push(calls(&["d"]));
+        assert!(m.has_open_tool_calls());
+        let last = m[m.len() - 1].id.clone();
+        assert!(m.remove(&last).is_some());
+        assert!(!m.has_open_tool_calls());
+    }
+
+    #[test]
+    fn open_tool_calls_of_a_shared_or_read_back_list_are_its_own() {
+        let mut m = Messages::from(vec![calls(&["a"])]);
+        assert!(m.has_open_tool_calls());
+        let shared = m.clone();
+        m.push(Message::tool("a", "ok"));
+        assert!(!m.has_open_tool_calls());
+        assert!(
+            shared.has_open_tool_calls(),
+            "the earlier view still has its open call"
+        );
+        let json = serde_json::to_string(&shared).unwrap();
+        let back: Messages = serde_json::from_str(&json).unwrap();
+        assert!(back.has_open_tool_calls());
+    }
+
+    #[test]
+    fn checking_for_open_calls_stays_constant_time_as_the_list_grows() {
+        // Counted, not timed: the open set is built once and then only follows appends.
+        let mut m = Messages::new();
+        assert!(!m.has_open_tool_calls());
+        for i in 0..10_000 {
+            let id = format!("call-{i}");
+            m.push(calls(&[&id]));
+            assert!(m.has_open_tool_calls());
+            m.push(Message::tool(&id, "ok"));
+            assert!(!m.has_open_tool_calls());
+        }
+        assert_eq!(m.inner.open_calls.get().map(HashSet::len), Some(0));
     }
 }

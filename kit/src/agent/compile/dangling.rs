@@ -3,21 +3,13 @@
 use std::collections::HashSet;
 
 use crate::message::{Message, Role};
+use crate::state::Messages;
 
 /// Error results for tool calls that never got one (a cancelled or abandoned run), placed
 /// right after the message that made them, so providers accept the history.
-pub(super) fn patch_dangling_calls(messages: &[Message]) -> Option<Vec<Message>> {
-    // Fast path (every model call): results normally follow their calls directly.
-    let answered_in_place = messages.iter().enumerate().all(|(i, m)| {
-        m.role != Role::Assistant
-            || m.tool_calls.iter().all(|c| {
-                messages[i + 1..]
-                    .iter()
-                    .take_while(|r| r.role == Role::Tool)
-                    .any(|r| r.tool_call_id.as_deref() == Some(c.id.as_str()))
-            })
-    });
-    if answered_in_place {
+pub(super) fn patch_dangling_calls(messages: &Messages) -> Option<Vec<Message>> {
+    // Fast path (every model call, O(1)): no call lacks a result after it.
+    if !messages.has_open_tool_calls() {
         return None;
     }
     let answered: HashSet<&str> = messages
@@ -80,12 +72,12 @@ mod tests {
                 ToolCall::with_id("b", "t", json!({})),
             ],
         );
-        let messages = vec![
+        let messages = Messages::from(vec![
             Message::user("q"),
             ai,
             Message::tool("a", "ok"),
             Message::user("never mind"),
-        ];
+        ]);
         let patched = patch_dangling_calls(&messages).unwrap();
         let roles: Vec<Role> = patched.iter().map(|m| m.role).collect();
         assert_eq!(
@@ -100,6 +92,6 @@ mod tests {
         );
         assert_eq!(patched[3].tool_call_id.as_deref(), Some("b"));
         assert!(patched[3].text().contains("did not complete"));
-        assert!(patch_dangling_calls(&patched).is_none());
+        assert!(patch_dangling_calls(&Messages::from(patched)).is_none());
     }
 }
