@@ -4,6 +4,7 @@
 //!
 //! ```text
 //! bench growth                          # every curve
+//! bench growth --quick                  # every curve at small sizes (CI)
 //! bench growth --curve=rounds           # one curve
 //! bench growth --curve=rounds --size=1000 --store=sqlite   # one point (what the curve runs)
 //! ```
@@ -25,7 +26,7 @@ use crate::fail;
 use crate::measure::{maxrss_mib, proc_status_kib};
 
 /// The curves, their sizes, and the unit their per-unit figure is in.
-const CURVES: &[(&str, &[usize], &str)] = &[
+const CURVES: &[Curve] = &[
     ("rounds", &[10, 100, 1_000, 5_000], "round"),
     ("thread", &[10, 1_000], "invoke"),
     ("chain", &[10, 100, 10_000], "step"),
@@ -35,14 +36,34 @@ const CURVES: &[(&str, &[usize], &str)] = &[
     ("slow_stream", &[1_000, 20_000], "event"),
 ];
 
-/// `bench growth [--curve=c] [--size=n] [--store=memory|sqlite]`.
+/// `--quick` (what `bench all` and CI run): the same curves at small sizes, every result
+/// checked, in seconds.
+const QUICK: &[Curve] = &[
+    ("rounds", &[10, 200], "round"),
+    ("thread", &[10, 100], "invoke"),
+    ("chain", &[10, 1_000], "step"),
+    ("fanout", &[100, 1_000], "branch"),
+    ("untouched", &[0, 1 << 20], "step"),
+    ("concurrent", &[100, 1_000], "run"),
+    ("slow_stream", &[500, 2_000], "event"),
+];
+
+/// A curve: its name, its sizes, and the unit its per-unit figure is in.
+type Curve = (&'static str, &'static [usize], &'static str);
+
+/// `bench growth [--quick] [--curve=c] [--size=n] [--store=memory|sqlite]`.
 pub(crate) fn growth(args: &[String]) {
     let arg = |name: &str| args.iter().find_map(|a| a.strip_prefix(name));
     let store = arg("--store=").unwrap_or("memory");
+    let curves = if args.iter().any(|a| a == "--quick") {
+        QUICK
+    } else {
+        CURVES
+    };
     match (arg("--curve="), arg("--size=").and_then(|s| s.parse().ok())) {
         (Some(curve), Some(size)) => point(curve, size, store),
         (only, _) => {
-            for (curve, sizes, unit) in CURVES {
+            for (curve, sizes, unit) in curves {
                 if only.is_some_and(|c| c != *curve) {
                     continue;
                 }

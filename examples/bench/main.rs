@@ -13,6 +13,7 @@
 //! cargo run --release --example bench -- w7         # 1000 async-subagent runs on a worker
 //! cargo run --release --example bench -- policies   # retry and cache policies on W1: none, hit, miss
 //! cargo run --release --example bench -- growth     # cost curves: history, thread, chain, fan-out, ...
+//! cargo run --release --example bench -- growth --quick   # the same at small sizes (in `all`)
 //! cargo run --release --example bench -- pii        # PII precision/recall and linear time
 //! cargo run --release --example bench -- fuzz       # 1 M hostile inputs per parser, no panic
 //! cargo run --release --example bench -- fuzz --inputs=20000 --seed=7
@@ -20,6 +21,15 @@
 //!
 //! Output lines starting with `RESULT` have the anchor's format, so the two can be compared
 //! line by line.
+//!
+//! The program allocates with mimalloc: an agent run makes a few hundred small allocations per
+//! round, and glibc's malloc spends a growing share of its time consolidating them once a
+//! process holds many threads' states. `--features system-allocator` measures with the system
+//! allocator instead (README, "Choosing an allocator", has both).
+
+#[cfg(not(feature = "system-allocator"))]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod agent;
 mod checkpoint;
@@ -46,7 +56,7 @@ pub(crate) fn fail(message: &str) -> ! {
 }
 
 const WORKLOADS: &[&str] = &[
-    "w1", "w2", "w2t", "w3", "w4", "w5", "w6", "w7", "policies", "pii", "fuzz",
+    "w1", "w2", "w2t", "w3", "w4", "w5", "w6", "w7", "policies", "pii", "fuzz", "growth",
 ];
 
 fn main() {
@@ -78,6 +88,9 @@ fn main() {
             }
             if *w == "fuzz" {
                 command.arg(format!("--inputs={}", fuzz::ALL_INPUTS));
+            }
+            if *w == "growth" {
+                command.arg("--quick");
             }
             let status = command.status();
             if !matches!(status, Ok(s) if s.success()) {
