@@ -702,10 +702,27 @@ async fn langfuse_profile_sends_its_headers_and_attributes() {
     );
     let params = json_attr(a, "langfuse.observation.model.parameters");
     assert_eq!(params["max_tokens"], 256);
-    // A chat for Langfuse: the system prompt first, then the conversation.
+    // A chat for Langfuse: the system prompt first, then what is new since the model last
+    // answered (the tool's result; the user's message is the first generation's input).
     let input = json_attr(a, "langfuse.observation.input");
     assert_eq!(input[0]["role"], "system");
-    let user = input
+    let roles: Vec<&str> = input
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .collect();
+    assert_eq!(roles, ["system", "tool", "tool"], "{input:#}");
+    let first = spans
+        .iter()
+        .map(|e| &e.span)
+        .find(|s| {
+            s.name.starts_with("chat")
+                && int(&s.attributes, "gen_ai.usage.input_tokens") != Some(200)
+        })
+        .unwrap();
+    let first_input = json_attr(&first.attributes, "langfuse.observation.input");
+    let user = first_input
         .as_array()
         .unwrap()
         .iter()

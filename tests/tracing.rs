@@ -334,3 +334,67 @@ async fn spawn_keeps_context_across_worker_threads() {
         .collect();
     assert_eq!(tasks.len(), 8);
 }
+
+/// An agent that calls `lookup` `rounds` times, then answers; traced into a collector.
+async fn traced_rounds(rounds: usize) -> Vec<RunRecord> {
+    let collector = Collector::new();
+    let tracer = Tracer::new().with_exporter(collector.clone());
+    let mut script: Vec<Message> = (0..rounds)
+        .map(|i| {
+            Message::assistant_with_tool_calls(
+                "",
+                vec![ToolCall::with_id(
+                    format!("c{i}"),
+                    "lookup",
+                    json!({"email": format!("user{i}@example.com")}),
+                )],
+            )
+        })
+        .collect();
+    script.push(Message::assistant("done"));
+    let agent = Agent::builder()
+        .model(ScriptedModel::new(script))
+        .tool(lookup())
+        .build()
+        .unwrap();
+    let opts = RunOptions::new()
+        .tracer(tracer.clone())
+        .recursion_limit(4 * rounds + 10);
+    agent.invoke("look them up").options(&opts).await.unwrap();
+    collector.runs()
+}
+
+#[tokio::test]
+async fn model_runs_record_only_what_is_new_so_a_trace_grows_linearly() {
+    let small = traced_rounds(5).await;
+    let large = traced_rounds(200).await;
+    let model_inputs = |runs: &[RunRecord]| -> Vec<(usize, u64)> {
+        runs.iter()
+            .filter(|r| r.kind == RunKind::Model)
+            .map(|r| {
+                let messages = r.inputs["messages"].as_array().map_or(0, Vec::len);
+                (messages, r.inputs["earlier_messages"].as_u64().unwrap_or(0))
+            })
+            .collect()
+    };
+    let calls = model_inputs(&large);
+    assert_eq!(calls.len(), 201);
+    // The first call sees the user's message; each later one only the result it asked for,
+    // and says how many messages came before (they are in the earlier runs).
+    assert!(calls.contains(&(1, 0)), "{calls:?}");
+    let mut earlier: Vec<u64> = calls.iter().map(|c| c.1).collect();
+    earlier.sort_unstable();
+    assert_eq!(earlier, (0..201).map(|i| 2 * i).collect::<Vec<_>>());
+    assert!(calls.iter().all(|c| c.0 == 1), "{calls:?}");
+    // Bytes per model run stay the same at 5 and at 200 rounds (they grew with the history).
+    let bytes_per_model_run = |runs: &[RunRecord]| {
+        let models: Vec<&RunRecord> = runs.iter().filter(|r| r.kind == RunKind::Model).collect();
+        let total: usize = models.iter().map(|r| r.inputs.to_string().len()).sum();
+        total / models.len()
+    };
+    let (a, b) = (bytes_per_model_run(&small), bytes_per_model_run(&large));
+    assert!(
+        b < a * 2,
+        "model run inputs: {a} bytes each at 5 rounds, {b} at 200"
+    );
+}

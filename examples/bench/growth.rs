@@ -28,6 +28,7 @@ use crate::measure::{maxrss_mib, proc_status_kib};
 /// The curves, their sizes, and the unit their per-unit figure is in.
 const CURVES: &[Curve] = &[
     ("rounds", &[10, 100, 1_000, 5_000], "round"),
+    ("traced", &[10, 100, 1_000], "round"),
     ("thread", &[10, 1_000], "invoke"),
     ("chain", &[10, 100, 10_000], "step"),
     ("fanout", &[100, 10_000], "branch"),
@@ -40,6 +41,7 @@ const CURVES: &[Curve] = &[
 /// checked, in seconds.
 const QUICK: &[Curve] = &[
     ("rounds", &[10, 200], "round"),
+    ("traced", &[10, 200], "round"),
     ("thread", &[10, 100], "invoke"),
     ("chain", &[10, 1_000], "step"),
     ("fanout", &[100, 1_000], "branch"),
@@ -144,7 +146,8 @@ fn point(curve: &str, size: usize, store: &str) {
     };
     let (per_unit, extra) = rt.block_on(async {
         match curve {
-            "rounds" => rounds(size, saver.clone()).await,
+            "rounds" => rounds(size, saver.clone(), None).await,
+            "traced" => traced(size, saver.clone()).await,
             "thread" => thread(size, saver.clone()).await,
             "chain" => chain(size).await,
             "fanout" => fanout(size).await,
@@ -203,7 +206,37 @@ fn round_reps(size: usize) -> usize {
     (2_000 / size).clamp(1, 50)
 }
 
-async fn rounds(size: usize, saver: Arc<dyn Checkpointer>) -> (f64, String) {
+/// `rounds` with every run traced into a JSON-lines file: the trace must grow with the rounds,
+/// not with their square (a model run records only what is new since the last call).
+async fn traced(size: usize, saver: Arc<dyn Checkpointer>) -> (f64, String) {
+    use kit::trace::{Exporter, JsonLinesExporter, Tracer};
+    let dir = tempfile::tempdir().unwrap_or_else(|e| fail(&format!("temp dir: {e}")));
+    let file = dir.path().join("trace.jsonl");
+    let jsonl = Arc::new(
+        JsonLinesExporter::new(&file).unwrap_or_else(|e| fail(&format!("trace file: {e}"))),
+    );
+    let tracer = Tracer::new().with_exporter(jsonl.clone());
+    let (per_round, extra) = rounds(size, saver, Some(tracer)).await;
+    jsonl.flush(Duration::from_secs(30));
+    let bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    let invokes = round_reps(size) + 1;
+    if bytes == 0 {
+        fail("growth traced: nothing was traced");
+    }
+    (
+        per_round,
+        format!(
+            "{extra} trace_bytes_per_round={}",
+            bytes / (size * invokes) as u64
+        ),
+    )
+}
+
+async fn rounds(
+    size: usize,
+    saver: Arc<dyn Checkpointer>,
+    tracer: Option<kit::trace::Tracer>,
+) -> (f64, String) {
     let agent = kit::Agent::builder()
         .model(counting_model(size))
         .tool(Add::tool())
@@ -213,9 +246,12 @@ async fn rounds(size: usize, saver: Arc<dyn Checkpointer>) -> (f64, String) {
     let reps = round_reps(size);
     let mut times = Vec::new();
     for rep in 0..reps + 1 {
-        let opts = RunOptions::new()
+        let mut opts = RunOptions::new()
             .thread_id(format!("rounds-{rep}"))
             .recursion_limit(4 * size + 10);
+        if let Some(tracer) = &tracer {
+            opts = opts.tracer(tracer.clone());
+        }
         let t = Instant::now();
         let out = agent
             .invoke("Count up.")

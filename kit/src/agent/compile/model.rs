@@ -132,8 +132,21 @@ impl ModelTrace {
                 core.model.model_name(),
                 crate::trace::RunKind::Model,
                 || {
-                    json!({"system": request.system, "messages": request.messages,
-                       "tools": request.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>()})
+                    // Only what is new since the model last answered: the messages before are
+                    // in the earlier model runs' inputs and outputs, and recording them again
+                    // on every call would make a conversation's trace grow with its square.
+                    let earlier = request
+                        .messages
+                        .iter()
+                        .rposition(|m| m.role == crate::message::Role::Assistant)
+                        .map_or(0, |i| i + 1);
+                    let tools: Vec<&str> = request.tools.iter().map(|t| t.name.as_str()).collect();
+                    let mut inputs = json!({"system": request.system,
+                        "messages": &request.messages[earlier..], "tools": tools});
+                    if earlier > 0 {
+                        inputs["earlier_messages"] = json!(earlier);
+                    }
+                    inputs
                 },
             )
         });
