@@ -66,13 +66,42 @@ pub fn rfc3339_from_millis(ms: u64, with_millis: bool) -> String {
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
     let (hh, mm, ss) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    if !(0..=9999).contains(&y) {
+        // Outside what four digits hold: the general formatter (never on a real clock).
+        return if with_millis {
+            format!(
+                "{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{:03}Z",
+                ms % 1000
+            )
+        } else {
+            format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+        };
+    }
+    // Every checkpoint is stamped: written digit by digit rather than through `format!`.
+    let mut out = String::with_capacity(24);
+    push_digits(&mut out, y as u64, 4);
+    out.push('-');
+    push_digits(&mut out, u64::from(m), 2);
+    out.push('-');
+    push_digits(&mut out, u64::from(d), 2);
+    out.push('T');
+    push_digits(&mut out, hh, 2);
+    out.push(':');
+    push_digits(&mut out, mm, 2);
+    out.push(':');
+    push_digits(&mut out, ss, 2);
     if with_millis {
-        format!(
-            "{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}.{:03}Z",
-            ms % 1000
-        )
-    } else {
-        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
+        out.push('.');
+        push_digits(&mut out, ms % 1000, 3);
+    }
+    out.push('Z');
+    out
+}
+
+/// Appends `n` as exactly `width` decimal digits (leading zeros).
+fn push_digits(out: &mut String, n: u64, width: u32) {
+    for i in (0..width).rev() {
+        out.push(char::from(b'0' + ((n / 10u64.pow(i)) % 10) as u8));
     }
 }
 
@@ -196,6 +225,22 @@ mod tests {
             rfc3339_from_millis(951_782_400_000, false),
             "2000-02-29T00:00:00Z"
         );
+        // The digit writer agrees with `format!` everywhere, and past year 9999 the general
+        // formatter takes over.
+        for ms in (0..2_000u64).map(|i| i * 4_294_967_291_137 % 253_402_300_800_000) {
+            let secs = ms / 1000;
+            let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+            let rem = secs % 86_400;
+            let expected = format!(
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+                rem / 3600,
+                (rem % 3600) / 60,
+                rem % 60,
+                ms % 1000
+            );
+            assert_eq!(rfc3339_from_millis(ms, true), expected);
+        }
+        assert!(rfc3339_from_millis(u64::MAX, true).ends_with('Z'));
     }
 
     #[test]
