@@ -1,5 +1,11 @@
-//! `bench -- compare`: kit and the Python LangGraph reference on the same workloads, in the
-//! same session, and the ratio table the README shows.
+//! `bench -- compare`: kit, the Python LangGraph reference and the Rust peers on the same
+//! workloads, in the same session, and the ratio table the README shows.
+//!
+//! The Rust peers (graph-flow, adk-graph, rust-langgraph, langgraph-rs) are the team's
+//! `bench/rust-peers/` program (found through `KIT_RUST_PEERS_BENCH`, else
+//! `../shared/bench/rust-peers`), built once into `$CARGO_TARGET_DIR` or
+//! `~/.cache/rust-peers-target` and run one workload and peer per process; the table shows the
+//! best peer of each row. Without the program the peer columns say `—`.
 //!
 //! The reference scripts are the team's `bench/langgraph/` directory (found through
 //! `KIT_LANGGRAPH_BENCH`, else `../shared/bench/langgraph` next to the repository). They run
@@ -124,15 +130,21 @@ struct Row {
     label: &'static str,
     kit: (&'static str, &'static str),
     anchor: (&'static str, &'static str),
+    /// The Rust peers' RESULT names that measure the same (each followed by the peer's label),
+    /// and the field; empty where no peer runs the workload.
+    peers: (&'static [&'static str], &'static str),
     unit: &'static str,
     higher_is_better: bool,
 }
+
+const NO_PEER: (&[&str], &str) = (&[], "");
 
 const ROWS: &[Row] = &[
     Row {
         label: "W1 100-node chain, per node step",
         kit: ("W1 invoke", "per_node_step_median_us"),
         anchor: ("W1 invoke", "per_node_step_median_us"),
+        peers: (&["W1 invoke "], "per_node_step_median_us"),
         unit: "µs",
         higher_is_better: false,
     },
@@ -140,6 +152,7 @@ const ROWS: &[Row] = &[
         label: "W1 build + compile",
         kit: ("W1 build+compile", "median_us"),
         anchor: ("W1 build+compile", "median_us"),
+        peers: (&["W1 build+compile "], "median_us"),
         unit: "µs",
         higher_is_better: false,
     },
@@ -147,6 +160,10 @@ const ROWS: &[Row] = &[
         label: "W2 agent loop, per round (model + tool)",
         kit: ("W2 ainvoke_sequential", "per_round_median_us"),
         anchor: ("W2 ainvoke_sequential", "per_round_median_us"),
+        peers: (
+            &["W2 ainvoke_sequential ", "W2 run "],
+            "per_round_median_us",
+        ),
         unit: "µs",
         higher_is_better: false,
     },
@@ -154,6 +171,7 @@ const ROWS: &[Row] = &[
         label: "W3 fan-out 50 + join, per branch (static)",
         kit: ("W3 invoke_static", "per_branch_median_us"),
         anchor: ("W3 invoke_static", "per_branch_median_us"),
+        peers: (&["W3 invoke_static "], "per_branch_median_us"),
         unit: "µs",
         higher_is_better: false,
     },
@@ -161,6 +179,7 @@ const ROWS: &[Row] = &[
         label: "W3 fan-out 50 + join, per branch (Send)",
         kit: ("W3 invoke_send", "per_branch_median_us"),
         anchor: ("W3 invoke_send", "per_branch_median_us"),
+        peers: NO_PEER,
         unit: "µs",
         higher_is_better: false,
     },
@@ -168,6 +187,7 @@ const ROWS: &[Row] = &[
         label: "W4 1000 concurrent agent runs, throughput",
         kit: ("W4 summary", "runs_per_s_median"),
         anchor: ("W4 summary", "runs_per_s_median"),
+        peers: NO_PEER,
         unit: "runs/s",
         higher_is_better: true,
     },
@@ -175,6 +195,7 @@ const ROWS: &[Row] = &[
         label: "W4 peak memory",
         kit: ("W4 summary", "peak_maxrss_mib"),
         anchor: ("W4 summary", "peak_maxrss_mib"),
+        peers: NO_PEER,
         unit: "MiB",
         higher_is_better: false,
     },
@@ -182,6 +203,7 @@ const ROWS: &[Row] = &[
         label: "W5 checkpointed chain, per step (memory)",
         kit: ("W5 invoke_memory", "per_node_step_median_us"),
         anchor: ("W5 invoke_memory", "per_node_step_median_us"),
+        peers: (&["W5 invoke_memory "], "per_node_step_median_us"),
         unit: "µs",
         higher_is_better: false,
     },
@@ -189,6 +211,7 @@ const ROWS: &[Row] = &[
         label: "W5 per step (SQLite, sync)",
         kit: ("W5 invoke_sqlite-sync", "per_node_step_median_us"),
         anchor: ("W5 invoke_sqlite-sync", "per_node_step_median_us"),
+        peers: (&["W5 invoke_sqlite-sync "], "per_node_step_median_us"),
         unit: "µs",
         higher_is_better: false,
     },
@@ -196,6 +219,7 @@ const ROWS: &[Row] = &[
         label: "W5 per step (SQLite, async)",
         kit: ("W5 invoke_sqlite-async", "per_node_step_median_us"),
         anchor: ("W5 invoke_sqlite-async", "per_node_step_median_us"),
+        peers: NO_PEER,
         unit: "µs",
         higher_is_better: false,
     },
@@ -203,6 +227,7 @@ const ROWS: &[Row] = &[
         label: "W5 per step (SQLite, exit)",
         kit: ("W5 invoke_sqlite-exit", "per_node_step_median_us"),
         anchor: ("W5 invoke_sqlite-exit", "per_node_step_median_us"),
+        peers: NO_PEER,
         unit: "µs",
         higher_is_better: false,
     },
@@ -210,6 +235,7 @@ const ROWS: &[Row] = &[
         label: "W5 SQLite file per 100-step invoke",
         kit: ("W5 db_size_after_100_invokes", "bytes_per_invoke"),
         anchor: ("W5 db_size_after_100_invokes", "bytes_per_invoke"),
+        peers: (&["W5 db_size_after_100_invokes "], "bytes_per_invoke"),
         unit: "bytes",
         higher_is_better: false,
     },
@@ -217,6 +243,7 @@ const ROWS: &[Row] = &[
         label: "W6 streaming, first event",
         kit: ("W6 first_event", "median_us"),
         anchor: ("W6 time_to_first_event", "median_us"),
+        peers: NO_PEER,
         unit: "µs",
         higher_is_better: false,
     },
@@ -224,10 +251,104 @@ const ROWS: &[Row] = &[
         label: "W6 streaming, per event",
         kit: ("W6 100_events", "per_event_median_us"),
         anchor: ("W6 stream_total", "per_event_median_us"),
+        peers: NO_PEER,
         unit: "µs",
         higher_is_better: false,
     },
 ];
+
+fn peers_dir() -> Option<PathBuf> {
+    if let Ok(dir) = std::env::var("KIT_RUST_PEERS_BENCH") {
+        return Some(PathBuf::from(dir)).filter(|d| d.join("Cargo.toml").exists());
+    }
+    let guess = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/bench/rust-peers");
+    guess.join("Cargo.toml").exists().then_some(guess)
+}
+
+const PEERS: &[&str] = &["graph-flow", "adk-graph", "rust-langgraph", "langgraph-rs"];
+
+/// Builds the Rust peers' benchmark and runs each workload for each peer (multi-thread tokio
+/// runtime, as kit's workloads run); their RESULT lines, by name.
+fn run_peers(workloads: &[&str]) -> Results {
+    let mut results = Results::new();
+    let Some(dir) = peers_dir() else {
+        println!("# Rust peers not run: no bench/rust-peers at KIT_RUST_PEERS_BENCH or ../shared");
+        return results;
+    };
+    let target = std::env::var_os("RUST_PEERS_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/rust-peers-target"))
+        })
+        .unwrap_or_else(|| std::env::temp_dir().join("rust-peers-target"));
+    println!(
+        "# building the Rust peers' benchmark in {} (once)...",
+        target.display()
+    );
+    let built = Command::new("cargo")
+        .args(["build", "--release", "-q"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !built {
+        println!("# Rust peers not run: their benchmark did not build");
+        return results;
+    }
+    let bin = target.join("release/rust-peers");
+    for w in workloads
+        .iter()
+        .filter(|w| ["w1", "w2", "w3", "w5"].contains(w))
+    {
+        for peer in PEERS {
+            // A peer that hangs or takes minutes must not hold the table up.
+            let mut command = Command::new("timeout");
+            command.arg("600").arg(&bin).args([*w, *peer]);
+            if let Some(out) = run_and_capture(command, &format!("{peer} {w}")) {
+                parse(&out, &mut results);
+            }
+        }
+    }
+    results
+}
+
+/// The best peer figure of a row, with the peer's name.
+fn best_peer(peers: &Results, row: &Row) -> Option<(f64, String)> {
+    let (names, field) = row.peers;
+    peers
+        .iter()
+        .filter_map(|(name, fields)| {
+            let label = names.iter().find_map(|prefix| name.strip_prefix(prefix))?;
+            let v: f64 = fields.get(field)?.parse().ok()?;
+            let peer = label.split('(').next().unwrap_or(label).trim().to_string();
+            (v > 0.0).then_some((v, peer))
+        })
+        .min_by(|a, b| {
+            let order = a.0.total_cmp(&b.0);
+            if row.higher_is_better {
+                order.reverse()
+            } else {
+                order
+            }
+        })
+}
+
+/// `k` against `other` as "N× faster" (or higher, or smaller).
+fn ratio(row: &Row, k: f64, other: f64) -> String {
+    let r = if row.higher_is_better {
+        k / other
+    } else {
+        other / k
+    };
+    let word = if row.higher_is_better {
+        "higher"
+    } else if row.unit == "µs" {
+        "faster"
+    } else {
+        "smaller"
+    };
+    format!("{}× {word}", fmt(r))
+}
 
 fn value(results: &Results, (name, field): (&str, &str)) -> Option<f64> {
     results.get(name)?.get(field)?.parse().ok()
@@ -285,39 +406,36 @@ pub fn run(exe: &Path, workloads: &[&str]) {
             );
         }
     }
+    let peers = if std::env::args().any(|a| a == "--no-peers") {
+        Results::new()
+    } else {
+        run_peers(workloads)
+    };
     let recorded = recorded();
-    println!("\n## kit vs Python LangGraph — anchor figures {source}\n");
-    println!("| workload | kit | LangGraph | kit is |");
-    println!("|---|---|---|---|");
+    println!("\n## kit vs Python LangGraph and the best Rust peer — anchor figures {source}\n");
+    println!("| workload | kit | LangGraph | kit is | best Rust peer | kit is |");
+    println!("|---|---|---|---|---|---|");
     for row in ROWS {
         let Some(k) = value(&kit, row.kit) else {
             continue;
         };
         let a = value(&anchor, row.anchor).or_else(|| value(&recorded, row.anchor));
-        let (a_text, ratio) = match a {
-            Some(a) if k > 0.0 && a > 0.0 => {
-                let r = if row.higher_is_better { k / a } else { a / k };
-                let word = if row.higher_is_better {
-                    "higher"
-                } else if row.unit == "µs" {
-                    "faster"
-                } else {
-                    "smaller"
-                };
-                (
-                    format!("{} {}", fmt(a), row.unit),
-                    format!("{}× {word}", fmt(r)),
-                )
-            }
+        let (a_text, a_ratio) = match a {
+            Some(a) if k > 0.0 && a > 0.0 => (format!("{} {}", fmt(a), row.unit), ratio(row, k, a)),
+            _ => ("—".to_string(), "—".to_string()),
+        };
+        let (p_text, p_ratio) = match best_peer(&peers, row) {
+            Some((p, name)) if k > 0.0 => (
+                format!("{} {} ({name})", fmt(p), row.unit),
+                ratio(row, k, p),
+            ),
             _ => ("—".to_string(), "—".to_string()),
         };
         println!(
-            "| {} | {} {} | {} | {} |",
+            "| {} | {} {} | {a_text} | {a_ratio} | {p_text} | {p_ratio} |",
             row.label,
             fmt(k),
             row.unit,
-            a_text,
-            ratio
         );
     }
 }

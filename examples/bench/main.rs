@@ -3,7 +3,8 @@
 //! median and nearest-rank p95, peak RSS of the process).
 //!
 //! ```text
-//! cargo run --release --example bench -- compare    # kit and Python LangGraph, a ratio table
+//! cargo run --release --example bench -- compare    # kit, Python LangGraph and the Rust peers, one table
+//! cargo run --release --example bench -- compare --recorded --no-peers   # kit against recorded figures
 //! cargo run --release --example bench -- all        # every workload, each in its own process
 //! cargo run --release --example bench -- w1         # one workload
 //! cargo run --release --example bench -- w1 --reps=500
