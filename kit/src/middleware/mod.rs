@@ -14,16 +14,24 @@
 //! | [`guardrail::TopicFilter`] | `middleware(..)` | guardrail: refuses requests (and optionally answers) on blocked topics; [`guardrail`] documents how to write your own |
 
 pub mod async_subagents;
+pub mod call_limits;
 mod capabilities;
 pub mod compaction;
+pub mod context_editing;
+pub mod fallback;
 pub mod filesystem;
 pub mod guardrail;
 pub mod moderation;
 pub mod overflow;
 pub mod pii;
+pub mod prompt_caching;
 pub(crate) mod python;
+pub mod retry;
 pub mod review;
+pub mod router;
 pub mod subagents;
+mod support;
 pub mod todos;
+pub mod tool_selector;
 
 pub use capabilities::Subagent;
