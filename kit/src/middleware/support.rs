@@ -193,3 +193,46 @@ pub(crate) fn with_custom(
     set_custom(&mut update, key, value);
     execution.with_update(update)
 }
+
+/// Asks `model` for a JSON answer matching `schema` (a side call of a middleware: a tool
+/// selection, a route), traced as a `model` run named `run_name`. The answer's text is parsed,
+/// a code fence around it tolerated.
+pub(crate) async fn ask_json(
+    model: &dyn ChatModel,
+    run_name: &str,
+    system: String,
+    messages: Vec<crate::message::Message>,
+    format_name: &str,
+    schema: Value,
+) -> Result<Value, crate::model::ModelError> {
+    let mut request = crate::model::ModelRequest::new(messages).system(system);
+    request.response_format = Some(crate::model::ResponseFormat {
+        name: format_name.to_string(),
+        schema,
+        strict: true,
+    });
+    let options = crate::trace::TraceOptions::new().name(run_name);
+    let response = crate::model::generate_traced(model, request, &options).await?;
+    let text = response.message.text();
+    let trimmed = text.trim();
+    let body = trimmed
+        .strip_prefix("```json")
+        .or_else(|| trimmed.strip_prefix("```"))
+        .and_then(|t| t.strip_suffix("```"))
+        .unwrap_or(trimmed)
+        .trim();
+    serde_json::from_str(body).map_err(|e| crate::model::ModelError::MalformedResponse {
+        provider: model.provider().to_string(),
+        message: format!("the {format_name} answer is not the JSON asked for ({e}): {text}"),
+    })
+}
+
+/// The last user message of a conversation.
+pub(crate) fn last_user_message(
+    messages: &[crate::message::Message],
+) -> Option<&crate::message::Message> {
+    messages
+        .iter()
+        .rev()
+        .find(|m| m.role == crate::message::Role::User)
+}
