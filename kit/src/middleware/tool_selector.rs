@@ -31,6 +31,9 @@ pub struct InvalidToolSelection {
     pub available: Vec<String>,
 }
 
+/// A selection: the user message it was made for, and the tool names.
+type Selection = (String, Vec<String>);
+
 /// Lets a cheap model choose which tools the agent's model sees, for agents with many tools.
 ///
 /// Before a model call, the selecting model gets the instructions and the user's latest
@@ -66,8 +69,8 @@ pub struct LLMToolSelectorMiddleware {
     system_prompt: String,
     max_tools: Option<usize>,
     always_include: Vec<String>,
-    /// The last selection: the user message it was made for, and the tool names.
-    last: Arc<Mutex<Option<(String, Vec<String>)>>>,
+    /// The last selection.
+    last: Arc<Mutex<Option<Selection>>>,
 }
 
 impl std::fmt::Debug for LLMToolSelectorMiddleware {
