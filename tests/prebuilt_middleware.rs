@@ -19,7 +19,7 @@ use kit::middleware::prompt_caching::{
     AnthropicPromptCachingMiddleware, PromptCachingUnsupported, UnsupportedModel,
 };
 use kit::middleware::retry::{
-    ModelRetryExhausted, ModelRetryMiddleware, OnFailure, ToolRetryExhausted, ToolRetryMiddleware,
+    ModelRetryMiddleware, OnFailure, ToolRetryExhausted, ToolRetryMiddleware,
 };
 use kit::middleware::router::{InvalidRoute, ModelRoutingMiddleware};
 use kit::middleware::tool_selector::LLMToolSelectorMiddleware;
@@ -298,13 +298,14 @@ async fn model_retry_exhausted_continues_or_raises_as_configured() {
         .build()
         .unwrap();
     let err = agent.invoke("Hi").await.unwrap_err();
-    assert_eq!(err.kind(), "model_retry_exhausted");
-    let exhausted = err.downcast_middleware::<ModelRetryExhausted>().unwrap();
-    assert_eq!(exhausted.attempts, 2);
-    assert!(matches!(
-        exhausted.error,
-        ModelError::Server { status: 500, .. }
-    ));
+    assert!(
+        matches!(
+            err,
+            AgentError::Model(ModelError::Server { status: 500, .. })
+        ),
+        "the last error, as it was: {err}"
+    );
+    assert_eq!(model.calls(), 2);
 
     // A custom message.
     let model = ScriptedModel::new([fail()]);
@@ -978,4 +979,92 @@ async fn router_unknown_answers_use_the_fallback_route_or_fail() {
         .build()
         .unwrap_err();
     assert!(err.to_string().contains("routes"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Traces
+
+#[tokio::test]
+async fn fallback_retry_and_selection_show_in_the_trace() {
+    use kit::trace::{Collector, RunKind, Tracer};
+    let collector = Collector::new();
+    let tracer = Tracer::new().with_exporter(collector.clone());
+    let overloaded = || {
+        ScriptStep::Fail(ModelError::Server {
+            provider: "scripted".into(),
+            status: 529,
+            message: "Overloaded".into(),
+        })
+    };
+    let primary = ScriptedModel::new([overloaded(), overloaded()]).named("primary");
+    let backup =
+        ScriptedModel::new([calls(&[("s", "search")]), Message::assistant("done")]).named("backup");
+    let selector =
+        ScriptedModel::new([Message::assistant(r#"{"tools": ["search"]}"#)]).named("cheap");
+    let agent = Agent::builder()
+        .model(primary)
+        .tools([tool("search"), tool("weather")])
+        .middleware(ModelFallbackMiddleware::new([backup]))
+        .middleware(
+            ModelRetryMiddleware::new()
+                .max_retries(1)
+                .initial_delay(Duration::ZERO)
+                .on_failure(OnFailure::Error),
+        )
+        .middleware(LLMToolSelectorMiddleware::new().model(selector))
+        .build()
+        .unwrap();
+    agent.invoke("Find it").tracer(tracer).await.unwrap();
+    let runs = collector.runs();
+    let named = |name: &str, kind: RunKind| {
+        runs.iter()
+            .filter(|r| r.name == name && r.kind == kind)
+            .count()
+    };
+    // The first model call: the primary failed twice (a retry), then the backup answered. The
+    // model run names the model that answered, and says what happened.
+    let first = runs
+        .iter()
+        .find(|r| {
+            r.kind == RunKind::Model && r.metadata.contains_key("ModelFallbackMiddleware.fallback")
+        })
+        .unwrap_or_else(|| panic!("{runs:#?}"));
+    assert_eq!(first.name, "backup");
+    assert_eq!(first.model.as_ref().unwrap().model, "backup");
+    assert_eq!(
+        first.metadata["ModelFallbackMiddleware.fallback"]["failed"],
+        "primary"
+    );
+    assert_eq!(
+        named("ModelFallbackMiddleware:backup", RunKind::Middleware),
+        2
+    );
+    assert_eq!(named("ModelRetryMiddleware:2", RunKind::Middleware), 1);
+    // The selection call is a model run of its own (of the selecting model), once.
+    assert_eq!(named("cheap", RunKind::Model), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The DSL
+
+#[kit::agent(
+    model = ScriptedModel::new([ScriptStep::Fail(ModelError::Server {
+        provider: "scripted".into(),
+        status: 500,
+        message: "boom".into(),
+    })]),
+    middleware = [
+        ModelFallbackMiddleware::new([ScriptedModel::new([Message::assistant("fallback")])]),
+        ModelCallLimitMiddleware::new().run_limit(5),
+    ],
+)]
+struct Resilient;
+
+#[tokio::test]
+async fn the_prebuilt_middleware_go_in_the_dsls_middleware_list() {
+    let agent = Resilient::agent().unwrap();
+    assert_eq!(
+        agent.invoke("Hi").await.unwrap().state().final_text(),
+        "fallback"
+    );
 }

@@ -32,7 +32,9 @@ pub enum OnFailure {
     /// reacts to it). The default, as in LangChain.
     #[default]
     Continue,
-    /// Fail the run with a typed error ([`ModelRetryExhausted`] or [`ToolRetryExhausted`]).
+    /// Fail: a model call fails with its last [`ModelError`] (as LangChain re-raises the
+    /// exception, so a fallback around the retry still sees it), a tool call stops the run
+    /// with [`ToolRetryExhausted`].
     Error,
     /// Like `Continue`, with this text (given the failure's text) instead of the default one.
     Message(Arc<dyn Fn(&str) -> String + Send + Sync>),
@@ -113,20 +115,6 @@ fn attempts_text(n: u32) -> String {
     }
 }
 
-/// A model call failed on every attempt ([`OnFailure::Error`] of [`ModelRetryMiddleware`]).
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "model call failed after {}: {error}; the provider kept failing — try again later, raise \
-     `max_retries`, or add a fallback model",
-    attempts_text(*attempts)
-)]
-pub struct ModelRetryExhausted {
-    /// Attempts made.
-    pub attempts: u32,
-    /// The last error.
-    pub error: ModelError,
-}
-
 type RetryModelOn = dyn Fn(&ModelError) -> bool + Send + Sync;
 
 /// Retries a failed model call with backoff.
@@ -136,9 +124,10 @@ type RetryModelOn = dyn Fn(&ModelError) -> bool + Send + Sync;
 /// provider sent is waited at least. Other errors, and the last failure, end as
 /// [`on_failure`](Self::on_failure) says: with `Continue` (the default) the run ends with an
 /// assistant message "Model call failed after 3 attempts with rate_limited: …" (LangChain's
-/// text, with kit's error kind for the exception's type); with `Error` it fails with
-/// [`ModelRetryExhausted`] (kind `model_retry_exhausted`). Failures that are not model errors
-/// (a guardrail, a pause) pass through untouched.
+/// text, with kit's error kind for the exception's type); with `Error` the call fails with
+/// the last [`ModelError`], which a [`ModelFallbackMiddleware`](super::fallback::ModelFallbackMiddleware)
+/// placed before the retry acts on. Failures that are not model errors (a guardrail, a pause)
+/// pass through untouched.
 ///
 /// Each retry is a `middleware` trace run (`ModelRetryMiddleware:<attempt>`) and a `ModelRetryMiddleware.retry`
 /// event with the error and the pause.
@@ -223,11 +212,8 @@ impl ModelRetryMiddleware {
     fn failure(&self, error: ModelError, attempts: u32) -> Result<ModelExecution, AgentError> {
         let text = match &self.on_failure {
             OnFailure::Error => {
-                return Err(AgentError::middleware_error(
-                    "ModelRetryMiddleware",
-                    "model_retry_exhausted",
-                    ModelRetryExhausted { attempts, error },
-                ));
+                tracing::warn!(attempts, error = %error, "model call failed on every attempt");
+                return Err(AgentError::Model(error));
             }
             OnFailure::Continue => format!(
                 "Model call failed after {} with {}: {error}",
