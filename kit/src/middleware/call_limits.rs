@@ -36,6 +36,58 @@ pub enum ExitBehavior {
     Error,
 }
 
+/// The limits of one limiter and what it does at them.
+#[derive(Debug, Clone, Copy, Default)]
+struct Limits {
+    thread: Option<u64>,
+    run: Option<u64>,
+    exit: ExitBehavior,
+}
+
+impl Limits {
+    /// A limiter needs at least one limit.
+    fn check(&self, who: &str) -> Result<(), AgentError> {
+        if self.thread.is_none() && self.run.is_none() {
+            return Err(AgentError::Build(format!(
+                "{who}: at least one limit must be specified (thread_limit or run_limit)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// True when one more call would go over a limit.
+    fn would_exceed(&self, counter: &Counter) -> bool {
+        self.thread.is_some_and(|l| counter.thread + 1 > l)
+            || self.run.is_some_and(|l| counter.run + 1 > l)
+    }
+}
+
+/// The setters of a limiter's [`Limits`]; `$exits` documents its exit behaviours.
+macro_rules! limit_setters {
+    ($what:literal, $exits:literal) => {
+        #[doc = concat!("The most ", $what, " of one thread, over all its runs.")]
+        #[must_use]
+        pub fn thread_limit(mut self, limit: u64) -> Self {
+            self.limits.thread = Some(limit);
+            self
+        }
+
+        #[doc = concat!("The most ", $what, " of one run.")]
+        #[must_use]
+        pub fn run_limit(mut self, limit: u64) -> Self {
+            self.limits.run = Some(limit);
+            self
+        }
+
+        #[doc = concat!("What happens at the limit: ", $exits, ".")]
+        #[must_use]
+        pub fn exit_behavior(mut self, exit: ExitBehavior) -> Self {
+            self.limits.exit = exit;
+            self
+        }
+    };
+}
+
 fn limit_text(
     kind: &str,
     count: u64,
@@ -120,9 +172,7 @@ const MODEL_COUNT_KEY: &str = "model_call_count";
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct ModelCallLimitMiddleware {
-    thread_limit: Option<u64>,
-    run_limit: Option<u64>,
-    exit_behavior: ExitBehavior,
+    limits: Limits,
 }
 
 impl ModelCallLimitMiddleware {
@@ -131,26 +181,7 @@ impl ModelCallLimitMiddleware {
         Self::default()
     }
 
-    /// The most model calls of one thread, over all its runs.
-    #[must_use]
-    pub fn thread_limit(mut self, limit: u64) -> Self {
-        self.thread_limit = Some(limit);
-        self
-    }
-
-    /// The most model calls of one run.
-    #[must_use]
-    pub fn run_limit(mut self, limit: u64) -> Self {
-        self.run_limit = Some(limit);
-        self
-    }
-
-    /// What happens at the limit: `End` (default) or `Error`.
-    #[must_use]
-    pub fn exit_behavior(mut self, exit: ExitBehavior) -> Self {
-        self.exit_behavior = exit;
-        self
-    }
+    limit_setters!("model calls", "`End` (default) or `Error`");
 }
 
 #[crate::async_trait]
@@ -164,14 +195,8 @@ impl Middleware for ModelCallLimitMiddleware {
     }
 
     fn on_build(&self, _agent: &BuildContext<'_>) -> Result<(), AgentError> {
-        if self.thread_limit.is_none() && self.run_limit.is_none() {
-            return Err(AgentError::Build(
-                "ModelCallLimitMiddleware: at least one limit must be specified (thread_limit \
-                 or run_limit)"
-                    .into(),
-            ));
-        }
-        if self.exit_behavior == ExitBehavior::Continue {
+        self.limits.check(self.name())?;
+        if self.limits.exit == ExitBehavior::Continue {
             return Err(AgentError::Build(
                 "ModelCallLimitMiddleware: exit behavior `continue` is for tool-call limits; \
                  use `End` or `Error`"
@@ -192,24 +217,22 @@ impl Middleware for ModelCallLimitMiddleware {
         next: ModelNext<'_>,
     ) -> Result<ModelExecution, AgentError> {
         let mut counter = Counter::read(rt, MODEL_COUNT_KEY);
-        let reached = self.thread_limit.is_some_and(|l| counter.thread >= l)
-            || self.run_limit.is_some_and(|l| counter.run >= l);
-        if reached {
+        if self.limits.would_exceed(&counter) {
             let exceeded = ModelCallLimitExceeded {
                 thread_count: counter.thread,
                 run_count: counter.run,
-                thread_limit: self.thread_limit,
-                run_limit: self.run_limit,
+                thread_limit: self.limits.thread,
+                run_limit: self.limits.run,
             };
             super::support::report(
                 rt,
                 self.name(),
                 "limit",
                 serde_json::json!({"thread_count": counter.thread, "run_count": counter.run,
-                    "thread_limit": self.thread_limit, "run_limit": self.run_limit}),
+                    "thread_limit": self.limits.thread, "run_limit": self.limits.run}),
             )
             .await;
-            if self.exit_behavior == ExitBehavior::Error {
+            if self.limits.exit == ExitBehavior::Error {
                 return Err(AgentError::middleware_error(
                     self.name(),
                     "model_call_limit_exceeded",
@@ -219,8 +242,8 @@ impl Middleware for ModelCallLimitMiddleware {
             let text = model_limit_message(
                 counter.thread,
                 counter.run,
-                self.thread_limit,
-                self.run_limit,
+                self.limits.thread,
+                self.limits.run,
             );
             return Ok(ModelResponse {
                 message: Message::assistant(text),
@@ -328,9 +351,7 @@ pub struct ToolCallLimitMiddleware {
     name: String,
     key: String,
     tool_name: Option<String>,
-    thread_limit: Option<u64>,
-    run_limit: Option<u64>,
-    exit_behavior: ExitBehavior,
+    limits: Limits,
 }
 
 impl ToolCallLimitMiddleware {
@@ -340,9 +361,10 @@ impl ToolCallLimitMiddleware {
             name: "ToolCallLimitMiddleware".into(),
             key: "tool_call_count.__all__".into(),
             tool_name: None,
-            thread_limit: None,
-            run_limit: None,
-            exit_behavior: ExitBehavior::Continue,
+            limits: Limits {
+                exit: ExitBehavior::Continue,
+                ..Limits::default()
+            },
         }
     }
 
@@ -357,26 +379,7 @@ impl ToolCallLimitMiddleware {
         }
     }
 
-    /// The most calls in one thread, over all its runs.
-    #[must_use]
-    pub fn thread_limit(mut self, limit: u64) -> Self {
-        self.thread_limit = Some(limit);
-        self
-    }
-
-    /// The most calls in one run.
-    #[must_use]
-    pub fn run_limit(mut self, limit: u64) -> Self {
-        self.run_limit = Some(limit);
-        self
-    }
-
-    /// What happens at the limit: `Continue` (default), `End` or `Error`.
-    #[must_use]
-    pub fn exit_behavior(mut self, exit: ExitBehavior) -> Self {
-        self.exit_behavior = exit;
-        self
-    }
+    limit_setters!("calls", "`Continue` (default), `End` or `Error`");
 
     fn matches(&self, call: &ToolCall) -> bool {
         self.tool_name.as_deref().is_none_or(|t| t == call.name)
@@ -397,7 +400,7 @@ impl Middleware for ToolCallLimitMiddleware {
     }
 
     fn hooks(&self) -> &[Hook] {
-        match self.exit_behavior {
+        match self.limits.exit {
             ExitBehavior::End => &[Hook::AfterModel],
             _ => &[],
         }
@@ -408,13 +411,8 @@ impl Middleware for ToolCallLimitMiddleware {
     }
 
     fn on_build(&self, _agent: &BuildContext<'_>) -> Result<(), AgentError> {
-        if self.thread_limit.is_none() && self.run_limit.is_none() {
-            return Err(AgentError::Build(format!(
-                "{}: at least one limit must be specified (thread_limit or run_limit)",
-                self.name
-            )));
-        }
-        if let (Some(t), Some(r)) = (self.thread_limit, self.run_limit)
+        self.limits.check(&self.name)?;
+        if let (Some(t), Some(r)) = (self.limits.thread, self.limits.run)
             && r > t
         {
             return Err(AgentError::Build(format!(
@@ -450,9 +448,7 @@ impl Middleware for ToolCallLimitMiddleware {
         let mut counter = Counter::read(rt, &self.key);
         let mut blocked = Vec::new();
         for call in calls {
-            let over = self.thread_limit.is_some_and(|l| counter.thread + 1 > l)
-                || self.run_limit.is_some_and(|l| counter.run + 1 > l);
-            if over {
+            if self.limits.would_exceed(&counter) {
                 blocked.push(call.id.clone());
             } else {
                 counter.add(1);
@@ -465,19 +461,19 @@ impl Middleware for ToolCallLimitMiddleware {
                 &self.name,
                 "limit",
                 serde_json::json!({"blocked": blocked, "thread_count": counter.thread,
-                    "run_count": counter.run, "thread_limit": self.thread_limit,
-                    "run_limit": self.run_limit}),
+                    "run_count": counter.run, "thread_limit": self.limits.thread,
+                    "run_limit": self.limits.run}),
             )
             .await;
-            if self.exit_behavior == ExitBehavior::Error {
+            if self.limits.exit == ExitBehavior::Error {
                 return Err(AgentError::middleware_error(
                     self.name.clone(),
                     "tool_call_limit_exceeded",
                     ToolCallLimitExceeded {
                         thread_count: counter.thread + blocked.len() as u64,
                         run_count: counter.run,
-                        thread_limit: self.thread_limit,
-                        run_limit: self.run_limit,
+                        thread_limit: self.limits.thread,
+                        run_limit: self.limits.run,
                         tool_name: self.tool_name.clone(),
                     },
                 ));
@@ -514,8 +510,8 @@ impl Middleware for ToolCallLimitMiddleware {
         let text = tool_limit_message(
             counts.counter.thread + blocked,
             counts.counter.run,
-            self.thread_limit,
-            self.run_limit,
+            self.limits.thread,
+            self.limits.run,
             self.tool_name.as_deref(),
         );
         messages.push(Message::assistant(text));
