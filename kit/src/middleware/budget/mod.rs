@@ -4,9 +4,11 @@
 //! [`BudgetMiddleware`] counts what every model call spends (its usage, priced with
 //! [`kit::model::pricing`](crate::model::pricing)) and stops the run when a limit is reached:
 //! before a model call that the budget no longer covers, and in the middle of a model or tool
-//! call that outlasts the wall time. The limits are enforced, not advised: a call is never
-//! started over budget, the output tokens of a call are capped to what is left, and a call
-//! still running when the wall time ends is cancelled.
+//! call that outlasts the wall time. The limits are enforced, not advised: no call starts once
+//! a limit is reached or when its estimated prompt would go over the input budget, the output
+//! tokens of a call are capped to what is left, and a call still running when the wall time
+//! ends is cancelled. (A provider's usage is known only after the call: the last call may go
+//! over the input or dollar limit by what it spent, never start another.)
 //!
 //! **Stopping.** As [`OnExhausted`] says: a final assistant message saying which limit ran out
 //! (the default), or the typed error [`BudgetExceeded`] (kind `budget_exceeded`).
