@@ -22,7 +22,7 @@ use kit::middleware::retry::{
     ModelRetryMiddleware, OnFailure, ToolRetryExhausted, ToolRetryMiddleware,
 };
 use kit::middleware::router::{InvalidRoute, ModelRoutingMiddleware};
-use kit::middleware::tool_selector::LLMToolSelectorMiddleware;
+use kit::middleware::tool_selector::{AlwaysIncludeMissing, LLMToolSelectorMiddleware};
 use kit::model::anthropic::CacheTtl;
 use kit::model::{ModelError, ModelOptions};
 use kit::testing::{ScriptStep, ScriptedModel};
@@ -859,6 +859,16 @@ async fn tool_selector_fails_on_an_invented_tool_and_skips_agents_without_tools(
             .contains("Model selected invalid tools: teleport")
     );
 
+    let agent = Agent::builder()
+        .model(ScriptedModel::new([Message::assistant("x")]))
+        .tools([tool("search")])
+        .middleware(LLMToolSelectorMiddleware::new().always_include(["serach"]))
+        .build()
+        .unwrap();
+    let err = agent.invoke("Go").await.unwrap_err();
+    let e = err.downcast_middleware::<AlwaysIncludeMissing>().unwrap();
+    assert_eq!(e.missing, ["serach"]);
+
     let selector = ScriptedModel::new(Vec::<Message>::new());
     let agent = Agent::builder()
         .model(ScriptedModel::new([Message::assistant("no tools needed")]))
@@ -909,7 +919,12 @@ async fn router_sends_the_whole_request_to_the_chosen_model() {
     assert!(
         system.starts_with("Choose the least expensive model likely to complete the user's task.")
     );
-    assert!(system.contains(r#""reasoning":"Trade-offs""#), "{system}");
+    assert!(
+        system.ends_with(
+            "Model routing criteria:\n{\"fast\": \"Direct lookups\", \"reasoning\": \"Trade-offs\"}"
+        ),
+        "{system}"
+    );
 
     // The next user message is routed again.
     let out = agent

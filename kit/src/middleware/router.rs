@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use super::python::py_json;
 use super::support::{Models, ask_json, last_user_message, report, with_custom};
 use crate::agent::{
     AgentError, BuildContext, Hook, IntoModelSource, Middleware, ModelExecution, ModelNext, Runtime,
@@ -179,15 +180,22 @@ impl ModelRoutingMiddleware {
                     .into(),
             ));
         };
-        let criteria: Map<String, Value> = self
+        // As Python's `json.dumps` writes the criteria dict, in the routes' order.
+        let criteria: Vec<String> = self
             .routes
             .iter()
-            .map(|r| (r.0.clone(), Value::from(r.2.as_str())))
+            .map(|r| {
+                format!(
+                    "{}: {}",
+                    py_json(&Value::from(r.0.as_str())),
+                    py_json(&Value::from(r.2.as_str()))
+                )
+            })
             .collect();
         let prompt = format!(
-            "{}\n\nModel routing criteria:\n{}",
+            "{}\n\nModel routing criteria:\n{{{}}}",
             self.system_prompt,
-            Value::Object(criteria)
+            criteria.join(", ")
         );
         let names: Vec<&str> = self.routes.iter().map(|r| r.0.as_str()).collect();
         let schema = json!({

@@ -31,6 +31,21 @@ pub struct InvalidToolSelection {
     pub available: Vec<String>,
 }
 
+/// Tools of `always_include` are not tools of the agent (kind `tool_selection`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "Tools in always_include not found in request: {}. Available tools: {}; fix the names \
+     given to `always_include`",
+    missing.join(", "),
+    available.join(", ")
+)]
+pub struct AlwaysIncludeMissing {
+    /// The names that are not tools of the agent.
+    pub missing: Vec<String>,
+    /// The agent's tools, sorted.
+    pub available: Vec<String>,
+}
+
 /// A selection: the user message it was made for, and the tool names.
 type Selection = (String, Vec<String>);
 
@@ -40,14 +55,16 @@ type Selection = (String, Vec<String>);
 /// message, and answers (structured output) with the names of the relevant tools, most
 /// relevant first; the agent's model then sees only those (at most
 /// [`max_tools`](Self::max_tools)), plus the [`always_include`](Self::always_include) ones,
-/// which are never counted nor offered for selection. With no tools, or none to choose from,
-/// nothing is asked.
+/// which are never counted nor offered for selection (the chosen tools come first, then those,
+/// each in the agent's order). With no tools, none to choose from, or no user message (LangChain
+/// fails there), nothing is asked and the request goes unchanged.
 ///
 /// The selection is made once per user message (the tool loop of one request keeps its tools;
-/// LangChain asks again before every call). A name that is not one of the agent's tools fails
-/// the run with [`InvalidToolSelection`], as in LangChain. The selecting call is its own
-/// `model` trace run (`LLMToolSelectorMiddleware`), and an `LLMToolSelectorMiddleware.selected`
-/// event lists the tools chosen.
+/// LangChain asks again before every call). As in LangChain, a name that is not one of the
+/// agent's tools fails the run with [`InvalidToolSelection`], and an `always_include` name
+/// that is not a tool with [`AlwaysIncludeMissing`]. The selecting call is its own `model`
+/// trace run (of the selecting model), and an `LLMToolSelectorMiddleware.selected` event lists
+/// the tools chosen.
 ///
 /// ```
 /// use kit::agent::Agent;
@@ -198,6 +215,24 @@ impl Middleware for LLMToolSelectorMiddleware {
         rt: &Runtime,
         next: ModelNext<'_>,
     ) -> Result<ModelExecution, AgentError> {
+        if request.tools.is_empty() {
+            return next.call(request).await;
+        }
+        let missing: Vec<String> = self
+            .always_include
+            .iter()
+            .filter(|name| !request.tools.iter().any(|t| &t.name == *name))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            let mut available: Vec<String> = request.tools.iter().map(|t| t.name.clone()).collect();
+            available.sort();
+            return Err(AgentError::middleware_error(
+                self.name(),
+                "tool_selection",
+                AlwaysIncludeMissing { missing, available },
+            ));
+        }
         let available: Vec<&ToolSpec> = request
             .tools
             .iter()
@@ -259,10 +294,17 @@ impl Middleware for LLMToolSelectorMiddleware {
                 chosen
             }
         };
+        // The chosen tools, then the always-included ones, each in the agent's order.
         let tools: Vec<ToolSpec> = request
             .tools
             .iter()
-            .filter(|t| chosen.contains(&t.name) || self.always_include.contains(&t.name))
+            .filter(|t| chosen.contains(&t.name))
+            .chain(
+                request
+                    .tools
+                    .iter()
+                    .filter(|t| self.always_include.contains(&t.name)),
+            )
             .cloned()
             .collect();
         request.tools = tools.into();
