@@ -1083,3 +1083,64 @@ async fn the_prebuilt_middleware_go_in_the_dsls_middleware_list() {
         "fallback"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Side calls over the wire
+
+#[tokio::test]
+async fn selection_and_routing_calls_go_over_the_providers_wire_formats() {
+    // The tool selector asks an OpenAI model for JSON matching the selection schema.
+    let openai_server = MockOpenAi::start().await.unwrap();
+    openai_server.enqueue(openai::json(openai::completion(
+        r#"{"tools": ["weather"]}"#,
+    )));
+    // The router asks an Anthropic model for a route.
+    let anthropic_server = MockAnthropic::start().await.unwrap();
+    anthropic_server.enqueue(anthropic::json(anthropic::text_message(
+        r#"{"route": "main"}"#,
+    )));
+    let model = ScriptedModel::new([Message::assistant("sunny")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tools([tool("weather"), tool("search")])
+        .middleware(
+            ModelRoutingMiddleware::new(anthropic_server.model("claude-haiku-4-5")).route(
+                "main",
+                model.clone(),
+                "Everything",
+            ),
+        )
+        .middleware(LLMToolSelectorMiddleware::new().model(openai_server.model("gpt-4o-mini")))
+        .build()
+        .unwrap();
+    assert_eq!(
+        agent.invoke("Weather?").await.unwrap().state().final_text(),
+        "sunny"
+    );
+
+    let selection = &openai_server.requests()[0].body;
+    let format = &selection["response_format"];
+    assert_eq!(format["type"], "json_schema");
+    assert_eq!(format["json_schema"]["name"], "ToolSelectionResponse");
+    let items = &format["json_schema"]["schema"]["properties"]["tools"]["items"]["anyOf"];
+    assert_eq!(items[0]["const"], "weather");
+    assert_eq!(items[1]["const"], "search");
+    assert_eq!(selection["messages"][1]["content"], "Weather?");
+
+    let routing = &anthropic_server.requests()[0].body;
+    let system = routing["system"].as_str().unwrap();
+    assert!(
+        system.contains("Model routing criteria:\n{\"main\": \"Everything\"}"),
+        "{system}"
+    );
+    assert!(
+        system.contains("\"enum\":[\"main\"]"),
+        "the schema is in the prompt: {system}"
+    );
+    let offered: Vec<String> = model.requests()[0]
+        .tools
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert_eq!(offered, ["weather"]);
+}

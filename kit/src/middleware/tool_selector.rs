@@ -260,7 +260,9 @@ impl Middleware for LLMToolSelectorMiddleware {
                 };
                 let items: Vec<Value> = available
                     .iter()
-                    .map(|t| json!({"const": t.name, "description": t.description}))
+                    .map(|t| {
+                        json!({"type": "string", "const": t.name, "description": t.description})
+                    })
                     .collect();
                 let schema = json!({
                     "type": "object",
