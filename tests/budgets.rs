@@ -438,3 +438,53 @@ async fn a_large_subagent_result_goes_to_the_filesystem_with_a_pointer() {
     let second = &parent.requests()[1];
     assert!(second.tools.iter().any(|t| t.name == "read_file"));
 }
+
+#[tokio::test]
+async fn a_subagent_spends_from_the_parents_budget() {
+    // The child would work forever; the parent's budget of 4 model calls holds: the parent's
+    // first call leaves 3 to the child, and the parent then has none left for another call.
+    let child = worker(100, usage(10, 1), 0.01);
+    let parent = ScriptedModel::new([
+        Message::assistant_with_tool_calls(
+            "",
+            vec![ToolCall::with_id(
+                "job",
+                "task",
+                json!({"description": "Grind", "subagent_type": "grinder"}),
+            )],
+        ),
+        Message::assistant("never"),
+    ]);
+    let cp = Arc::new(MemoryCheckpointer::new());
+    let checkpointer: Arc<dyn Checkpointer> = cp.clone();
+    let out = Agent::builder()
+        .model(parent.clone())
+        .checkpointer(checkpointer)
+        .subagents([SubagentSpec::new("grinder", "Grinds.")
+            .model(child.clone())
+            .tools([work_tool()])])
+        .general_purpose_subagent(false)
+        .budget(Budget::new().max_model_calls(4))
+        .build()
+        .unwrap()
+        .invoke("Delegate")
+        .thread_id("t")
+        .await
+        .unwrap();
+    assert_eq!(child.calls(), 3, "the child gets what the parent had left");
+    assert_eq!(parent.calls(), 1);
+    assert!(
+        out.state()
+            .final_text()
+            .starts_with("Budget exhausted: model_calls (4 of 4"),
+        "{}",
+        out.state().final_text()
+    );
+    let spent = out.state().custom.get(BUDGET_KEY).unwrap();
+    assert_eq!(spent["model_calls"], 4);
+    let dollars = spent["cost_usd"].as_f64().unwrap();
+    assert!(
+        (dollars - 0.03).abs() < 1e-9,
+        "the child's three calls: {dollars}"
+    );
+}

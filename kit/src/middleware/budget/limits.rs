@@ -79,6 +79,42 @@ impl Budget {
     pub fn is_unlimited(&self) -> bool {
         *self == Budget::default()
     }
+
+    /// The tighter of two budgets, limit by limit.
+    #[must_use]
+    pub fn min(&self, other: &Budget) -> Budget {
+        fn tighter<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(if y < x { y } else { x }),
+                (x, None) => x,
+                (None, y) => y,
+            }
+        }
+        Budget {
+            input_tokens: tighter(self.input_tokens, other.input_tokens),
+            output_tokens: tighter(self.output_tokens, other.output_tokens),
+            cost_usd: tighter(self.cost_usd, other.cost_usd),
+            wall_time: tighter(self.wall_time, other.wall_time),
+            model_calls: tighter(self.model_calls, other.model_calls),
+        }
+    }
+
+    /// What is left of this budget after `spent` and `elapsed`, as a budget.
+    pub(crate) fn left_after(&self, spent: &Spent, elapsed: Duration) -> Budget {
+        Budget {
+            input_tokens: self
+                .input_tokens
+                .map(|n| n.saturating_sub(spent.input_tokens)),
+            output_tokens: self
+                .output_tokens
+                .map(|n| n.saturating_sub(spent.output_tokens)),
+            cost_usd: self.cost_usd.map(|d| (d - spent.cost_usd).max(0.0)),
+            wall_time: self.wall_time.map(|d| d.saturating_sub(elapsed)),
+            model_calls: self
+                .model_calls
+                .map(|n| n.saturating_sub(spent.model_calls)),
+        }
+    }
 }
 
 /// Which limit of a [`Budget`].
@@ -151,6 +187,14 @@ pub struct Spent {
 }
 
 impl Spent {
+    /// Adds what `other` spent (a subagent's run) to this.
+    pub(crate) fn add(&mut self, other: &Spent) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cost_usd += other.cost_usd;
+        self.model_calls = self.model_calls.saturating_add(other.model_calls);
+    }
+
     /// The first limit of `budget` this has reached, with what was spent and allowed.
     pub(crate) fn exceeded(&self, budget: &Budget, elapsed: Duration) -> Option<BudgetExceeded> {
         let over = |limit, spent: f64, allowed: Option<f64>| {

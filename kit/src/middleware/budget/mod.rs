@@ -25,9 +25,12 @@
 //! "model_calls"}`, the ones set), and a `BudgetMiddleware.exhausted` event the limit that
 //! stopped the run; both are noted on the trace.
 //!
-//! **Subagents.** [`subagent_budget`](BudgetMiddleware::subagent_budget) gives every sync
-//! subagent run its own budget, enforced the same way inside it. A subagent's result larger
-//! than a size can go to the filesystem, the parent getting its path (see
+//! **Subagents.** A sync subagent's run (a `task` call) may spend no more than its parent
+//! has left when the call starts, and what it spends counts against the parent's budget (in
+//! the parent's [`BUDGET_KEY`] channel); [`subagent_budget`](BudgetMiddleware::subagent_budget)
+//! sets a tighter budget for each subagent run. Parallel `task` calls each get what was left
+//! when they started. A subagent's result larger than a size can go to the filesystem, the
+//! parent getting its path (see
 //! [`FilesystemMiddleware::evict_tool_results_over`](crate::middleware::filesystem::FilesystemMiddleware::evict_tool_results_over)
 //! and [`AgentBuilder::subagent_result_limit`](crate::agent::AgentBuilder::subagent_result_limit)).
 //!
@@ -64,6 +67,7 @@
 //! # Ok(()) }
 //! ```
 
+mod ledger;
 mod limits;
 
 use std::sync::Arc;
@@ -73,7 +77,10 @@ use serde_json::{Value, json};
 
 pub use limits::{Budget, BudgetExceeded, BudgetLimit, Spent};
 
-use super::support::{report, with_custom};
+use ledger::{Ledger, child_key};
+
+use super::subagents::TASK_TOOL;
+use super::support::{report, set_custom, with_custom};
 use crate::agent::{
     AgentBuilder, AgentError, Hook, Middleware, ModelExecution, ModelNext, Runtime, ToolNext,
 };
@@ -85,6 +92,9 @@ use crate::tool::{ToolContext, ToolExecution};
 
 /// The state channel holding what the run has spent ([`Spent`]).
 pub const BUDGET_KEY: &str = "budget";
+
+/// The field of a write to [`BUDGET_KEY`] that adds a subagent run's spending.
+const SUBAGENTS_DELTA: &str = "subagents_delta";
 
 /// What happens when a limit is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -102,6 +112,10 @@ pub struct BudgetMiddleware {
     budget: Budget,
     on_exhausted: OnExhausted,
     subagent: Option<Budget>,
+    /// Where the subagent runs of this agent's `task` calls get their cap and report.
+    ledger: Arc<Ledger>,
+    /// For a subagent's copy: the parent's ledger.
+    reports_to: Option<Arc<Ledger>>,
 }
 
 impl BudgetMiddleware {
@@ -111,6 +125,8 @@ impl BudgetMiddleware {
             budget,
             on_exhausted: OnExhausted::FinalAnswer,
             subagent: None,
+            ledger: Arc::default(),
+            reports_to: None,
         }
     }
 
@@ -121,7 +137,8 @@ impl BudgetMiddleware {
         self
     }
 
-    /// Gives every sync subagent run this budget (stopping the same way).
+    /// Gives every sync subagent run this budget (stopping the same way), within what the
+    /// parent has left.
     #[must_use]
     pub fn subagent_budget(mut self, budget: Budget) -> Self {
         self.subagent = Some(budget);
@@ -131,6 +148,19 @@ impl BudgetMiddleware {
     /// The budget enforced.
     pub fn budget(&self) -> &Budget {
         &self.budget
+    }
+
+    /// This run's budget: the configured one, and for a subagent's run no more than its
+    /// parent had left when the `task` call started.
+    fn effective(&self, rt: &Runtime) -> (Budget, Option<String>) {
+        let Some(parent) = &self.reports_to else {
+            return (self.budget, None);
+        };
+        let key = rt.node().namespace().join("|");
+        match parent.cap(&key) {
+            Some(cap) => (self.budget.min(&cap), Some(key)),
+            None => (self.budget, None),
+        }
     }
 
     fn stop(&self, exceeded: BudgetExceeded, spent: Spent) -> Result<ModelExecution, AgentError> {
@@ -208,17 +238,35 @@ impl Middleware for BudgetMiddleware {
     }
 
     fn state_channels(&self) -> Vec<(String, Option<DynReducer>)> {
-        vec![(BUDGET_KEY.to_string(), None)]
+        // A model call writes the whole count; a `task` call adds what its subagent spent.
+        let reducer: DynReducer =
+            Arc::new(
+                |current: &mut Value, update: Value| match update.get(SUBAGENTS_DELTA) {
+                    Some(delta) => {
+                        let mut spent: Spent =
+                            serde_json::from_value(current.clone()).unwrap_or_default();
+                        if let Ok(delta) = serde_json::from_value::<Spent>(delta.clone()) {
+                            spent.add(&delta);
+                        }
+                        *current = to_value(&spent);
+                    }
+                    None => *current = update,
+                },
+            );
+        vec![(BUDGET_KEY.to_string(), Some(reducer))]
     }
 
+    /// Subagents always run under a copy: with [`subagent_budget`](Self::subagent_budget) if
+    /// set, and never beyond what the parent has left, which their spending then counts
+    /// against.
     fn for_subagent(&self) -> Option<Arc<dyn Middleware>> {
-        self.subagent.map(|budget| {
-            Arc::new(BudgetMiddleware {
-                budget,
-                on_exhausted: self.on_exhausted,
-                subagent: Some(budget),
-            }) as Arc<dyn Middleware>
-        })
+        Some(Arc::new(BudgetMiddleware {
+            budget: self.subagent.unwrap_or_default(),
+            on_exhausted: self.on_exhausted,
+            subagent: self.subagent,
+            ledger: Arc::default(),
+            reports_to: Some(self.ledger.clone()),
+        }))
     }
 
     async fn wrap_model_call(
@@ -227,11 +275,12 @@ impl Middleware for BudgetMiddleware {
         rt: &Runtime,
         next: ModelNext<'_>,
     ) -> Result<ModelExecution, AgentError> {
+        let (budget, ledger_key) = self.effective(rt);
         let (mut spent, elapsed) = current(rt.state(), rt.node().invocation_id());
-        let mut exceeded = spent.exceeded(&self.budget, elapsed);
+        let mut exceeded = spent.exceeded(&budget, elapsed);
         // A call whose prompt alone would go over the input budget is not made.
         if exceeded.is_none()
-            && let Some(max) = self.budget.input_tokens
+            && let Some(max) = budget.input_tokens
         {
             let needed = spent.input_tokens.saturating_add(request.estimate_tokens());
             if needed > max {
@@ -253,13 +302,13 @@ impl Middleware for BudgetMiddleware {
             return self.stop(e, spent);
         }
         // The answer may not spend more output tokens than are left.
-        if let Some(max) = self.budget.output_tokens {
+        if let Some(max) = budget.output_tokens {
             let left = u32::try_from(max.saturating_sub(spent.output_tokens)).unwrap_or(u32::MAX);
             let cap = request.options.max_tokens.map_or(left, |m| m.min(left));
             request.options.max_tokens = Some(cap);
         }
         let model = next.model().model_name().to_string();
-        let result = match self.budget.wall_time {
+        let result = match budget.wall_time {
             Some(wall) => {
                 match tokio::time::timeout(wall.saturating_sub(elapsed), next.call(request)).await {
                     Ok(result) => result,
@@ -297,12 +346,15 @@ impl Middleware for BudgetMiddleware {
         }
         spent.model_calls = spent.model_calls.saturating_add(1);
         spent.finished = message.tool_calls.is_empty();
+        if let (Some(parent), Some(key)) = (&self.reports_to, &ledger_key) {
+            parent.record(key, &spent);
+        }
         let elapsed = Duration::from_millis(now_ms().saturating_sub(spent.started_ms));
         report(
             rt,
             self.name(),
             "remaining",
-            spent.remaining(&self.budget, elapsed),
+            spent.remaining(&budget, elapsed),
         )
         .await;
         Ok(with_custom(execution, BUDGET_KEY, to_value(&spent)))
@@ -315,23 +367,46 @@ impl Middleware for BudgetMiddleware {
         rt: &Runtime,
         next: ToolNext<'_>,
     ) -> Result<ToolExecution, Pause> {
-        let Some(wall) = self.budget.wall_time else {
-            return next.call(call, ctx).await;
+        let (budget, _) = self.effective(rt);
+        let (spent, elapsed) = current(ctx.state(), rt.node().invocation_id());
+        // A subagent run may spend what this run has left, and what it spends counts here.
+        let child = (call.name == TASK_TOOL).then(|| {
+            let subagent = call.args["subagent_type"].as_str().unwrap_or_default();
+            let key = child_key(&rt.node().namespace(), subagent, &call.id);
+            self.ledger
+                .open(key.clone(), budget.left_after(&spent, elapsed));
+            key
+        });
+        let result = match budget.wall_time {
+            Some(wall) => {
+                let left = wall.saturating_sub(elapsed);
+                match tokio::time::timeout(left, next.call(call.clone(), ctx)).await {
+                    Ok(result) => result,
+                    Err(_) => Ok(ToolExecution::error(
+                        &call,
+                        format!(
+                            "Budget exhausted: the wall time of {:.1}s ran out while `{}` ran; \
+                             it was stopped.",
+                            wall.as_secs_f64(),
+                            call.name
+                        ),
+                    )),
+                }
+            }
+            None => next.call(call.clone(), ctx).await,
         };
-        let (_, elapsed) = current(ctx.state(), rt.node().invocation_id());
-        let left = wall.saturating_sub(elapsed);
-        match tokio::time::timeout(left, next.call(call.clone(), ctx)).await {
-            Ok(result) => result,
-            Err(_) => Ok(ToolExecution::error(
-                &call,
-                format!(
-                    "Budget exhausted: the wall time of {:.1}s ran out while `{}` ran; it was \
-                     stopped.",
-                    wall.as_secs_f64(),
-                    call.name
-                ),
-            )),
+        let child_spent = child.and_then(|key| self.ledger.close(&key));
+        let mut execution = result?;
+        if let Some(child_spent) = child_spent.filter(|s| *s != Spent::default()) {
+            let mut update = execution.update.take().unwrap_or_default();
+            set_custom(
+                &mut update,
+                BUDGET_KEY,
+                json!({ SUBAGENTS_DELTA: to_value(&child_spent) }),
+            );
+            execution.update = Some(update);
         }
+        Ok(execution)
     }
 }
 
