@@ -21,17 +21,19 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    /// A subagent run is about to start with at most `cap`.
-    pub(crate) fn open(&self, key: String, cap: Budget) {
+    /// A subagent run is about to start with at most `cap`. The share is closed when the
+    /// returned guard is (also when the call is cancelled and its future dropped).
+    pub(crate) fn open(&self, key: String, cap: Budget) -> Share<'_> {
         if let Ok(mut entries) = self.entries.lock() {
             entries.insert(
-                key,
+                key.clone(),
                 Entry {
                     cap,
                     spent: Spent::default(),
                 },
             );
         }
+        Share { ledger: self, key }
     }
 
     /// The cap of the subagent run `key`, if its parent opened it.
@@ -48,9 +50,27 @@ impl Ledger {
         }
     }
 
-    /// The subagent run `key` ended: what it spent.
-    pub(crate) fn close(&self, key: &str) -> Option<Spent> {
+    fn close(&self, key: &str) -> Option<Spent> {
         self.entries.lock().ok()?.remove(key).map(|e| e.spent)
+    }
+}
+
+/// An open share of a [`Ledger`]; closed on drop.
+pub(crate) struct Share<'a> {
+    ledger: &'a Ledger,
+    key: String,
+}
+
+impl Share<'_> {
+    /// The subagent run ended: what it spent.
+    pub(crate) fn close(self) -> Option<Spent> {
+        self.ledger.close(&self.key)
+    }
+}
+
+impl Drop for Share<'_> {
+    fn drop(&mut self) {
+        self.ledger.close(&self.key);
     }
 }
 

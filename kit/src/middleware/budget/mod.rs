@@ -373,9 +373,7 @@ impl Middleware for BudgetMiddleware {
         let child = (call.name == TASK_TOOL).then(|| {
             let subagent = call.args["subagent_type"].as_str().unwrap_or_default();
             let key = child_key(&rt.node().namespace(), subagent, &call.id);
-            self.ledger
-                .open(key.clone(), budget.left_after(&spent, elapsed));
-            key
+            self.ledger.open(key, budget.left_after(&spent, elapsed))
         });
         let result = match budget.wall_time {
             Some(wall) => {
@@ -395,7 +393,7 @@ impl Middleware for BudgetMiddleware {
             }
             None => next.call(call.clone(), ctx).await,
         };
-        let child_spent = child.and_then(|key| self.ledger.close(&key));
+        let child_spent = child.and_then(ledger::Share::close);
         let mut execution = result?;
         if let Some(child_spent) = child_spent.filter(|s| *s != Spent::default()) {
             let mut update = execution.update.take().unwrap_or_default();
