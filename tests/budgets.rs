@@ -488,3 +488,22 @@ async fn a_subagent_spends_from_the_parents_budget() {
         "the child's three calls: {dollars}"
     );
 }
+
+#[kit::agent(
+    model = worker(4, usage(10, 1), 0.0),
+    tools = [work_tool()],
+    budget = Budget::new().max_model_calls(2),
+)]
+struct Budgeted;
+
+#[tokio::test]
+async fn the_dsl_takes_a_budget() {
+    let out = Budgeted::agent().unwrap().invoke("Go").await.unwrap();
+    assert!(
+        out.state()
+            .final_text()
+            .starts_with("Budget exhausted: model_calls (2 of 2"),
+        "{}",
+        out.state().final_text()
+    );
+}
