@@ -162,6 +162,9 @@ fn build_steps(agent: &Agent, kit: &TokenStream) -> Vec<TokenStream> {
     if let Some(s) = &agent.store {
         steps.push(quote_spanned!(s.span()=> builder.store(#s)));
     }
+    if let Some(b) = &agent.budget {
+        steps.push(quote_spanned!(b.span()=> builder.budget(#b)));
+    }
     if let Some(r) = &agent.recursion_limit {
         steps.push(quote_spanned!(r.span()=> builder.recursion_limit(#r)));
     }

@@ -39,6 +39,7 @@ pub struct Agent {
     pub overflow_recovery: Option<Switch>,
     pub checkpointer: Option<Expr>,
     pub store: Option<Expr>,
+    pub budget: Option<Expr>,
     pub recursion_limit: Option<Expr>,
 }
 
@@ -202,6 +203,7 @@ impl Agent {
             overflow_recovery: options.overflow_recovery,
             checkpointer: options.checkpointer.map(|e| e.0),
             store: options.store.map(|e| e.0),
+            budget: options.budget.map(|e| e.0),
             recursion_limit: options.recursion_limit.map(|e| e.0),
         })
     }

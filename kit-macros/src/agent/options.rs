@@ -26,6 +26,7 @@ pub struct Options {
     pub overflow_recovery: Option<Switch>,
     pub checkpointer: Option<AnyExpr>,
     pub store: Option<AnyExpr>,
+    pub budget: Option<AnyExpr>,
     pub recursion_limit: Option<AnyExpr>,
     pub async_subagents: Option<BlockOnly>,
     pub interrupt_on: Option<BlockOnly>,

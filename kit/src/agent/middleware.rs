@@ -168,6 +168,7 @@ pub struct Runtime {
     pub(crate) node: NodeContext,
     pub(crate) agent: Arc<str>,
     pub(crate) model: Arc<dyn ChatModel>,
+    pub(crate) state: Arc<AgentState>,
 }
 
 impl Runtime {
@@ -179,6 +180,12 @@ impl Runtime {
     /// The agent's model (to make side calls, e.g. for a summary).
     pub fn model(&self) -> &Arc<dyn ChatModel> {
         &self.model
+    }
+
+    /// The agent's state as the current step sees it (shared, not copied): what a wrapper
+    /// reads its own state channels from.
+    pub fn state(&self) -> &AgentState {
+        &self.state
     }
 
     /// The graph node context: thread id, interrupts, events.
@@ -257,14 +264,23 @@ impl From<ModelResponse> for ModelExecution {
     }
 }
 
+/// The model call at the end of the model-call chain: the request, and the model that serves
+/// it.
+pub(crate) type ModelBase<'a> = dyn Fn(ModelRequest, Arc<dyn ChatModel>) -> BoxFuture<'a, Result<ModelExecution, AgentError>>
+    + Send
+    + Sync;
+
 /// The rest of the model-call chain, for `wrap_model_call`. Call it any number of times.
-#[derive(Clone, Copy)]
+///
+/// By default the agent's model answers; [`with_model`](Self::with_model) sends the rest of
+/// the chain to another one (what fallbacks and routers do), and the model's trace run and
+/// events then name the model that answered.
+#[derive(Clone)]
 pub struct ModelNext<'a> {
     pub(crate) chain: &'a [Arc<dyn Middleware>],
-    pub(crate) base: &'a (
-            dyn Fn(ModelRequest) -> BoxFuture<'a, Result<ModelExecution, AgentError>> + Send + Sync
-        ),
+    pub(crate) base: &'a ModelBase<'a>,
     pub(crate) rt: &'a Runtime,
+    pub(crate) model: Option<Arc<dyn ChatModel>>,
 }
 
 impl<'a> ModelNext<'a> {
@@ -276,11 +292,30 @@ impl<'a> ModelNext<'a> {
                     chain: rest,
                     base: self.base,
                     rt: self.rt,
+                    model: self.model.clone(),
                 };
                 mw.wrap_model_call(request, self.rt, next).await
             }
-            None => (self.base)(request).await,
+            None => {
+                let model = self.model.clone().unwrap_or_else(|| self.rt.model.clone());
+                (self.base)(request, model).await
+            }
         }
+    }
+
+    /// The rest of the chain, answered by `model` instead of the agent's (the wrappers after
+    /// this one still run).
+    #[must_use]
+    pub fn with_model(&self, model: Arc<dyn ChatModel>) -> ModelNext<'a> {
+        ModelNext {
+            model: Some(model),
+            ..self.clone()
+        }
+    }
+
+    /// The model that will answer: the one an outer wrapper chose, else the agent's.
+    pub fn model(&self) -> &Arc<dyn ChatModel> {
+        self.model.as_ref().unwrap_or(&self.rt.model)
     }
 }
 

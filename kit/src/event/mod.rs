@@ -24,6 +24,7 @@
 //! | `tool_start` | tool name | `{"args", "tool_call_id"}` | a tool call starts (`metadata.tool_call_id` set) |
 //! | `tool_end` | tool name | `{"result", "status", "tool_call_id"}` | a tool call finished |
 //! | `middleware` | `<middleware>.<hook>` | what the hook did | a middleware hook ran and changed something |
+//! | `middleware` | `<middleware>.<what>` | the report's details | a middleware reports what it did around a call: `ModelFallbackMiddleware.fallback`, `ModelRetryMiddleware.retry`, `BudgetMiddleware.remaining`, … (see each middleware) |
 //! | `interrupt` | graph or agent name | `{"interrupts": [{id, value, node}]}` | the run paused for input |
 //! | `error` | graph or agent name | `{"message", "kind"}` | the run failed |
 //! | `cancelled` | graph or agent name | `{"reason"}` | the run was cancelled ([`CancelToken`](crate::graph::CancelToken)); the last event of the run |

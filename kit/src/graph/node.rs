@@ -488,6 +488,13 @@ impl NodeContext {
         &self.task.run_id
     }
 
+    /// The id of this invocation (`invoke`, `resume`, a stream): the same for every task of
+    /// one invocation, new for the next. What per-run counters (call limits, budgets) reset
+    /// on.
+    pub fn invocation_id(&self) -> &str {
+        &self.task.run.run_id
+    }
+
     /// The event stream of the run, when someone is listening.
     pub fn events(&self) -> Option<&EventSink> {
         self.task.run.options.events.as_ref()

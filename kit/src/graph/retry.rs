@@ -156,8 +156,9 @@ impl RetryPolicy {
             && self.retry_on.as_ref().is_none_or(|p| p(error))
     }
 
-    /// The pause after attempt `attempt` failed.
-    pub(crate) fn delay(&self, attempt: u32) -> Duration {
+    /// The pause after attempt `attempt` (1 for the first) failed: the backoff, capped, with
+    /// jitter when it is on. Middleware that retry model and tool calls reuse it.
+    pub fn delay(&self, attempt: u32) -> Duration {
         let exponent = i32::try_from(attempt.saturating_sub(1)).unwrap_or(i32::MAX);
         let base = self.initial_interval.as_secs_f64() * self.backoff_factor.powi(exponent);
         let capped = base.min(self.max_interval.as_secs_f64());

@@ -43,6 +43,16 @@ impl AgentBuilder {
             .middleware(fs)
     }
 
+    /// Writes a sync subagent's result longer than `chars` characters to the virtual
+    /// filesystem (`/large_tool_results/<call id>`); the parent gets the path and a preview
+    /// instead, and reads the rest with `read_file` (deepagents' eviction of large tool
+    /// results, applied to subagent reports). Adds the filesystem if the agent has none.
+    pub fn subagent_result_limit(self, chars: usize) -> Self {
+        self.upsert_middleware(FilesystemMiddleware::new, |fs| {
+            fs.set_tool_threshold(super::subagents::TASK_TOOL, chars);
+        })
+    }
+
     /// Subagents: sync specs go behind a `task` tool, async specs to the async-task tools.
     ///
     /// With at least one sync spec, a general-purpose subagent (the parent's model and tools)

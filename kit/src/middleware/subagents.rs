@@ -44,6 +44,9 @@ use crate::tool::{Tool, ToolContext, ToolError, ToolOutput};
 /// The name of the default subagent.
 pub const GENERAL_PURPOSE: &str = "general-purpose";
 
+/// The name of the tool that runs sync subagents.
+pub const TASK_TOOL: &str = "task";
+
 const GENERAL_PURPOSE_DESCRIPTION: &str = "General-purpose agent for researching complex \
 questions, searching for files and content, and executing multi-step tasks. Use it when a job \
 needs many steps or would fill your context with intermediate results. It has the same tools \
@@ -507,7 +510,7 @@ impl Middleware for SubagentMiddleware {
         let names: Vec<&str> = children.iter().map(|c| c.name.as_str()).collect();
         let shared = children.clone();
         vec![Tool::from_fn(
-            "task",
+            TASK_TOOL,
             task_description(&children),
             json!({
                 "type": "object",

@@ -238,6 +238,10 @@ pub(crate) fn classify(
 /// Merges `extra` options into a request body (they win over kit's fields).
 pub(crate) fn merge_extra(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
     for (k, v) in extra {
+        // kit's own per-request hints are read by the providers that know them, never sent.
+        if k == super::anthropic::REQUEST_CACHE_CONTROL {
+            continue;
+        }
         body.insert(k.clone(), v.clone());
     }
 }

@@ -457,6 +457,12 @@ impl Run {
         }
     }
 
+    /// Renames the run (a model run answered by another model than the one it was opened
+    /// for, say).
+    pub fn set_name(&self, name: &str) {
+        self.with_record(|r| r.name = name.to_string());
+    }
+
     /// Changes what the run is (e.g. a graph node that is a middleware hook).
     pub fn set_kind(&self, kind: RunKind) {
         self.with_record(|r| r.kind = kind);

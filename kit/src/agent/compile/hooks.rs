@@ -42,6 +42,7 @@ impl HookNode {
             node: ctx.clone(),
             agent: self.core.name.clone(),
             model: self.core.model.clone(),
+            state: state.clone(),
         };
         let result = run_hook(mw.as_ref(), self.hook, &state, &rt)
             .await

@@ -11,7 +11,9 @@ use crate::agent::structured::Verdict;
 use crate::agent::{AgentError, AgentState, StructuredStrategy};
 use crate::event::{EventData, ModelDelta, ToolCallDelta};
 use crate::graph::{NodeContext, NodeError, NodeOutput};
-use crate::model::{ModelChunk, ModelRequest, ModelResponse, StreamAssembler, ToolChoice};
+use crate::model::{
+    ChatModel, ModelChunk, ModelRequest, ModelResponse, StreamAssembler, ToolChoice,
+};
 use crate::state::{Messages, Overwrite, Write};
 
 use super::dangling::patch_dangling_calls;
@@ -43,22 +45,38 @@ pub(super) async fn model_node(
         node: ctx.clone(),
         agent: core.name.clone(),
         model: core.model.clone(),
+        state: state.clone(),
     };
-    let base_core = core.clone();
     let base_ctx = ctx.clone();
-    let base = move |request: ModelRequest| -> BoxFuture<'_, Result<ModelExecution, AgentError>> {
-        let core = base_core.clone();
+    // The model that answered, when a wrapper chose another than the agent's (fallback,
+    // router): the trace run and the events name it.
+    let served: Arc<std::sync::Mutex<Option<Arc<dyn ChatModel>>>> = Arc::default();
+    let served_by = served.clone();
+    let agent_model = core.model.clone();
+    let base = move |request: ModelRequest,
+                     model: Arc<dyn ChatModel>|
+          -> BoxFuture<'_, Result<ModelExecution, AgentError>> {
         let ctx = base_ctx.clone();
-        Box::pin(async move { call_model(&core, request, &ctx).await.map(Into::into) })
+        if !Arc::ptr_eq(&model, &agent_model)
+            && let Ok(mut slot) = served_by.lock()
+        {
+            *slot = Some(model.clone());
+        }
+        Box::pin(async move {
+            call_model(model.as_ref(), request, &ctx)
+                .await
+                .map(Into::into)
+        })
     };
     let wrappers: Vec<Arc<dyn Middleware>> = core.middleware.clone();
     let next = ModelNext {
         chain: &wrappers,
         base: &base,
         rt: &rt,
+        model: None,
     };
     let trace = ModelTrace::new(&core, &request);
-    let execution = traced_model_chain(&core, trace, &ctx, next.call(request))
+    let execution = traced_model_chain(&core, trace, &ctx, &served, next.call(request))
         .await
         .map_err(node_error)?;
     let mut message = execution.response.message;
@@ -175,6 +193,7 @@ async fn traced_model_chain<F>(
     core: &AgentCore,
     trace: ModelTrace,
     ctx: &NodeContext,
+    served: &std::sync::Mutex<Option<Arc<dyn ChatModel>>>,
     chain: F,
 ) -> Result<ModelExecution, AgentError>
 where
@@ -185,6 +204,16 @@ where
         Some(run) => run.clone().scope(chain).await,
         None => chain.await,
     };
+    let served = served.lock().ok().and_then(|mut slot| slot.take());
+    let model_name = served
+        .as_ref()
+        .map_or_else(|| core.model.model_name(), |m| m.model_name())
+        .to_string();
+    if let (Some(model), Some(run)) = (&served, &run) {
+        run.set_name(model.model_name());
+        info.provider = model.provider().to_string();
+        info.model = model.model_name().to_string();
+    }
     // Recorded runs, and `tracing` spans someone listens to, get the call's details.
     if let Some(run) = run.filter(|r| r.is_recording() || !r.span().is_disabled()) {
         match &result {
@@ -219,29 +248,29 @@ where
             message: Box::new(execution.response.message.clone()),
             usage: execution.response.message.usage,
         };
-        sink.send(ctx.event(core.model.model_name(), end)).await;
+        sink.send(ctx.event(model_name, end)).await;
     }
     result
 }
 
 /// Calls the model, streaming tokens as events when someone listens.
 async fn call_model(
-    core: &AgentCore,
+    model: &dyn ChatModel,
     request: ModelRequest,
     ctx: &NodeContext,
 ) -> Result<ModelResponse, AgentError> {
     let Some(sink) = ctx.events() else {
-        return Ok(core.model.generate(request).await?);
+        return Ok(model.generate(request).await?);
     };
-    let model_name = core.model.model_name().to_string();
+    let model_name = model.model_name().to_string();
     let start = EventData::ModelStart {
-        provider: core.model.provider().to_string(),
+        provider: model.provider().to_string(),
         model: model_name.clone(),
         messages: request.messages.len(),
         tools: request.tools.iter().map(|t| t.name.clone()).collect(),
     };
     sink.send(ctx.event(model_name.clone(), start)).await;
-    let mut stream = core.model.stream(request).await?;
+    let mut stream = model.stream(request).await?;
     let mut assembler = StreamAssembler::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;

@@ -23,6 +23,7 @@ pub(super) async fn tools_node(
         node: ctx.clone(),
         agent: core.name.clone(),
         model: core.model.clone(),
+        state: state.clone(),
     };
     let tool_ctx = ToolContext::new(call.id.clone(), state.clone(), Some(ctx.clone()));
     if let Some(sink) = ctx.events() {

@@ -23,6 +23,17 @@ impl ToolError {
         ToolError::InvalidArguments(message.to_string())
     }
 
+    /// A short machine-readable kind: `failed`, `invalid_arguments` or `interrupted`. An
+    /// error result keeps it in its message's metadata under [`ERROR_KIND_KEY`](super::ERROR_KIND_KEY)
+    /// (what tool retry tells retryable failures by).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolError::Failed(_) => "failed",
+            ToolError::InvalidArguments(_) => "invalid_arguments",
+            ToolError::Interrupted(_) => "interrupted",
+        }
+    }
+
     /// The text the model sees.
     pub fn for_model(&self, tool: &str) -> String {
         match self {

@@ -41,6 +41,11 @@ pub use output::{ToolExecution, ToolOutput};
 pub(crate) use traced::finish_tool_run;
 pub use validate::validate_args;
 
+/// The metadata key of an error result's kind ([`ToolError::kind`]): `failed` for a tool that
+/// returned an error, `invalid_arguments` for arguments that did not match the schema. Error
+/// results a tool returned as its output on purpose have none.
+pub const ERROR_KIND_KEY: &str = "error_kind";
+
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -309,7 +314,14 @@ impl Tool {
                 })
             }
             Err(ToolError::Interrupted(pause)) => Err(pause),
-            Err(e) => Ok(ToolExecution::error(call, e.for_model(&call.name))),
+            Err(e) => {
+                let mut execution = ToolExecution::error(call, e.for_model(&call.name));
+                execution
+                    .message
+                    .metadata
+                    .insert(ERROR_KIND_KEY.into(), Value::from(e.kind()));
+                Ok(execution)
+            }
         }
     }
 }

@@ -206,6 +206,8 @@ pub struct FilesystemMiddleware {
     backend: Arc<dyn FsBackend>,
     enabled: Vec<FsTool>,
     eviction_threshold: Option<usize>,
+    /// Thresholds of particular tools, over the general one.
+    tool_thresholds: BTreeMap<String, usize>,
     max_output_chars: usize,
     limits: FsLimits,
     system_prompt: Option<String>,
@@ -242,6 +244,7 @@ impl FilesystemMiddleware {
             backend: Arc::new(StateBackend),
             enabled: FsTool::ALL.to_vec(),
             eviction_threshold: Some(DEFAULT_MAX_CHARS),
+            tool_thresholds: BTreeMap::new(),
             max_output_chars: DEFAULT_MAX_CHARS,
             limits: FsLimits::default(),
             system_prompt: None,
@@ -274,6 +277,30 @@ impl FilesystemMiddleware {
     pub fn eviction_threshold(mut self, chars: Option<usize>) -> Self {
         self.eviction_threshold = chars;
         self
+    }
+
+    /// Results of `tool` longer than this many characters are evicted to a file, whatever the
+    /// general threshold (even with eviction otherwise off): a subagent's report (`task`) over
+    /// a size goes to the filesystem and the parent gets its path, as deepagents does for large
+    /// tool results.
+    #[must_use]
+    pub fn evict_tool_results_over(mut self, tool: impl Into<String>, chars: usize) -> Self {
+        self.set_tool_threshold(tool, chars);
+        self
+    }
+
+    /// [`evict_tool_results_over`](Self::evict_tool_results_over) in place.
+    pub(crate) fn set_tool_threshold(&mut self, tool: impl Into<String>, chars: usize) {
+        self.tool_thresholds.insert(tool.into(), chars);
+    }
+
+    /// The eviction threshold of `tool`'s results, if its results are evicted.
+    fn threshold_of(&self, tool: &str) -> Option<usize> {
+        match self.tool_thresholds.get(tool) {
+            Some(&chars) => Some(chars),
+            None if FsTool::from_name(tool).is_some() => None,
+            None => self.eviction_threshold,
+        }
     }
 
     /// The most characters one `read_file` page (and an `ls`, `glob` or `grep` answer) holds;
@@ -397,7 +424,7 @@ impl FilesystemMiddleware {
     }
 
     async fn evict(&self, call: &ToolCall, ctx: &ToolContext, execution: &mut ToolExecution) {
-        let Some(threshold) = self.eviction_threshold else {
+        let Some(threshold) = self.threshold_of(&call.name) else {
             return;
         };
         let text = execution.message.content.text();
@@ -514,7 +541,7 @@ impl Middleware for FilesystemMiddleware {
         _rt: &Runtime,
         next: ToolNext<'_>,
     ) -> Result<ToolExecution, Pause> {
-        if self.eviction_threshold.is_none() || FsTool::from_name(&call.name).is_some() {
+        if self.threshold_of(&call.name).is_none() {
             return next.call(call, ctx).await;
         }
         let mut execution = next.call(call.clone(), ctx.clone()).await?;

@@ -122,6 +122,20 @@ impl PromptCache {
     }
 }
 
+/// The key of [`ModelOptions::extra`] that asks for prompt-cache breakpoints on one request:
+/// its value is the `cache_control` object to place (`{"type": "ephemeral"}`, with an optional
+/// `"ttl": "1h"`). Anthropic models mark the system prompt, the tools and the last message with
+/// it and do not send the key; other providers ignore it.
+pub const REQUEST_CACHE_CONTROL: &str = "kit_cache_control";
+
+/// The breakpoints of one request.
+struct RequestCache {
+    system: bool,
+    tools: bool,
+    last_message: bool,
+    control: Value,
+}
+
 /// A Claude model behind the Messages API.
 #[derive(Clone)]
 pub struct AnthropicModel {
@@ -246,8 +260,27 @@ impl AnthropicModel {
     }
 
     /// The request body for `request` (what is sent; public for inspection and tests).
+    ///
+    /// A request whose options carry [`REQUEST_CACHE_CONTROL`] in `extra` (what
+    /// `AnthropicPromptCachingMiddleware` sets) gets breakpoints on the system prompt, the tools
+    /// and the last message with that `cache_control` value, whatever the model's own
+    /// [`PromptCache`]; the key itself is not sent.
     pub fn request_body(&self, request: &ModelRequest, stream: bool) -> Value {
-        let opts = request.options.clone().or(&self.defaults);
+        let mut opts = request.options.clone().or(&self.defaults);
+        let cache = match opts.extra.remove(REQUEST_CACHE_CONTROL) {
+            Some(control @ Value::Object(_)) => RequestCache {
+                system: true,
+                tools: true,
+                last_message: true,
+                control,
+            },
+            _ => RequestCache {
+                system: self.cache.system,
+                tools: self.cache.tools,
+                last_message: self.cache.last_message,
+                control: self.cache.control(),
+            },
+        };
         let (extra_system, turns) = turns(&request.messages);
         let mut system: Vec<String> = request
             .system
@@ -277,12 +310,12 @@ impl AnthropicModel {
                 json!({"type": "enabled", "budget_tokens": budget}),
             );
         }
-        let control = self.cache.control();
+        let control = cache.control;
         if !system.is_empty() {
             let text = system.join("\n\n");
             body.insert(
                 "system".into(),
-                if self.cache.system {
+                if cache.system {
                     json!([{"type": "text", "text": text, "cache_control": control}])
                 } else {
                     Value::from(text)
@@ -290,7 +323,7 @@ impl AnthropicModel {
             );
         }
         let mut turns = turns;
-        if self.cache.last_message {
+        if cache.last_message {
             mark_last_message(&mut turns, &control);
         }
         body.insert("messages".into(), Value::Array(turns));
@@ -306,7 +339,7 @@ impl AnthropicModel {
             })
             .collect();
         tools.extend(self.server_tools.iter().cloned());
-        if self.cache.tools
+        if cache.tools
             && let Some(Value::Object(last)) = tools.last_mut()
         {
             last.insert("cache_control".into(), control);
