@@ -654,20 +654,27 @@ async fn pruning_while_runs_write_the_thread_loses_nothing(s: &Storage) {
     let graph = chatter(s.reopen().await);
     let cp = s.reopen().await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (started, running) = tokio::sync::oneshot::channel();
     let pruner = {
         let stop = stop.clone();
         tokio::spawn(async move {
             let mut prunes = 0;
+            let mut started = Some(started);
             while !stop.load(Ordering::SeqCst) {
                 cp.prune("busy", PruneStrategy::KeepLatest(2))
                     .await
                     .unwrap();
                 prunes += 1;
+                if let Some(started) = started.take() {
+                    let _ = started.send(());
+                }
                 tokio::task::yield_now().await;
             }
             prunes
         })
     };
+    // The runs start once the pruner is running (they can be faster than its first turn).
+    running.await.unwrap();
     let opts = RunOptions::new().thread_id("busy");
     for _ in 0..60 {
         graph
@@ -675,6 +682,7 @@ async fn pruning_while_runs_write_the_thread_loses_nothing(s: &Storage) {
             .options(&opts)
             .await
             .unwrap();
+        tokio::task::yield_now().await;
     }
     stop.store(true, Ordering::SeqCst);
     let prunes = pruner.await.unwrap();
