@@ -148,6 +148,8 @@ pub mod fuzz;
 pub mod graph;
 pub mod http;
 pub mod ids;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod message;
 pub mod middleware;
 pub mod model;
