@@ -189,6 +189,18 @@ impl McpClientBuilder {
         self
     }
 
+    /// Connects over `transport` (an in-process server on a `tokio::io::duplex` pair, a
+    /// socket, a transport of your own) with this builder's limits and timeouts, instead of its
+    /// endpoint. Over a byte stream the message limit is rmcp's (16 MiB): wrap the stream in
+    /// `rmcp::transport::async_rw::AsyncRwTransport::with_max_line_length` for another.
+    pub async fn connect_with<T, E, A>(self, transport: T) -> Result<McpClient, McpError>
+    where
+        T: IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        McpClient::start(self.name, transport, self.options, None).await
+    }
+
     /// Starts (or reaches) the server and completes the MCP handshake.
     pub async fn connect(self) -> Result<McpClient, McpError> {
         let McpClientBuilder {
@@ -197,6 +209,13 @@ impl McpClientBuilder {
             options,
         } = self;
         match endpoint {
+            Endpoint::Given => Err(McpError::Connect {
+                server: name,
+                message: "no server was named: start from `McpClient::stdio` or \
+                          `McpClient::http`, or pass the transport to `connect_with`"
+                    .to_string(),
+                stderr: StderrTail::default(),
+            }),
             Endpoint::Stdio {
                 program,
                 args,
@@ -284,6 +303,16 @@ impl McpClient {
         }
     }
 
+    /// A builder with no endpoint: set limits and timeouts, then
+    /// [`connect_with`](McpClientBuilder::connect_with) a transport.
+    pub fn builder(name: impl Into<String>) -> McpClientBuilder {
+        McpClientBuilder {
+            name: name.into(),
+            endpoint: Endpoint::Given,
+            options: Options::default(),
+        }
+    }
+
     /// A server over any rmcp transport: an in-process server on a `tokio::io::duplex` pair,
     /// a socket, or a transport of your own. Default limits and timeouts.
     ///
@@ -295,8 +324,12 @@ impl McpClient {
     /// let ping = Tool::from_fn("ping", "Replies pong.", serde_json::json!({"type": "object"}),
     ///     |_, _| async { Ok::<_, kit::tool::ToolError>("pong") });
     /// let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    /// let _serving = McpServer::new("demo").tool(ping).serve(server_io).await?;
-    /// let client = McpClient::connect_with("demo", client_io).await?;
+    /// // The server answers the handshake as the client makes it: run both at once.
+    /// let (serving, client) = tokio::join!(
+    ///     McpServer::new("demo").tool(ping).serve(server_io),
+    ///     McpClient::connect_with("demo", client_io),
+    /// );
+    /// let (_serving, client) = (serving?, client?);
     /// let tools = client.tools().await?;
     /// assert_eq!(tools[0].name(), "ping");
     /// # Ok(()) }
@@ -394,6 +427,11 @@ impl McpClient {
     /// the tools the server has now. See [`McpToolset`](super::McpToolset).
     pub async fn toolset(&self) -> Result<super::McpToolset, McpError> {
         super::McpToolset::new(vec![self.clone()]).await
+    }
+
+    /// The process id of a child-process server, while it runs.
+    pub fn process_id(&self) -> Option<u32> {
+        self.inner.child.as_ref().and_then(ChildServer::id)
     }
 
     pub(crate) fn inner(&self) -> &Arc<Inner> {

@@ -57,9 +57,12 @@
 //!
 //! // A server kit did not have to write: here, kit itself, in-process.
 //! let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-//! let _serving = McpServer::new("weather").tool(Weather).serve(server_io).await?;
-//!
-//! let client = McpClient::connect_with("weather", client_io).await?;
+//! // The server answers the handshake as the client makes it: run both at once.
+//! let (serving, client) = tokio::join!(
+//!     McpServer::new("weather").tool(Weather).serve(server_io),
+//!     McpClient::connect_with("weather", client_io),
+//! );
+//! let (_serving, client) = (serving?, client?);
 //! let agent = Agent::builder()
 //!     .model(ScriptedModel::new([
 //!         Message::assistant_with_tool_calls("", vec![ToolCall::new("weather", serde_json::json!({"city": "Oslo"}))]),

@@ -38,8 +38,12 @@ use crate::trace::TraceOptions;
 /// }
 ///
 /// let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-/// let serving = McpServer::new("calculator").tool(Add).serve(server_io).await?;
-/// let client = McpClient::connect_with("calculator", client_io).await?;
+/// // The server answers the handshake as the client makes it: run both at once.
+/// let (serving, client) = tokio::join!(
+///     McpServer::new("calculator").tool(Add).serve(server_io),
+///     McpClient::connect_with("calculator", client_io),
+/// );
+/// let (serving, client) = (serving?, client?);
 /// assert_eq!(client.tools().await?[0].name(), "add");
 /// serving.close().await;
 /// # Ok(()) }

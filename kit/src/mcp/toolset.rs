@@ -33,8 +33,12 @@ use super::{McpClient, McpError};
 /// let ping = kit::tool::Tool::from_fn("ping", "Replies pong.", serde_json::json!({"type": "object"}),
 ///     |_, _| async { Ok::<_, kit::tool::ToolError>("pong") });
 /// let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-/// let _serving = McpServer::new("demo").tool(ping).serve(server_io).await?;
-/// let client = McpClient::connect_with("demo", client_io).await?;
+/// // The server answers the handshake as the client makes it: run both at once.
+/// let (serving, client) = tokio::join!(
+///     McpServer::new("demo").tool(ping).serve(server_io),
+///     McpClient::connect_with("demo", client_io),
+/// );
+/// let (_serving, client) = (serving?, client?);
 ///
 /// let agent = Agent::builder()
 ///     .model(ScriptedModel::new([

@@ -34,6 +34,8 @@ pub(crate) enum Endpoint {
         headers: HashMap<String, String>,
         bearer: Option<String>,
     },
+    /// None yet: the transport comes with `connect_with`.
+    Given,
 }
 
 /// A running child-process server: killed when dropped.
@@ -123,6 +125,11 @@ impl ChildServer {
             out.push_str(&String::from_utf8_lossy(&ring));
         }
         StderrTail(out)
+    }
+
+    /// The process id, while it runs.
+    pub(crate) fn id(&self) -> Option<u32> {
+        self.child.lock().ok().and_then(|c| c.id())
     }
 
     /// Whether the process has exited.

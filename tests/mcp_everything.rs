@@ -1,0 +1,277 @@
+//! MCP against the official reference server, `@modelcontextprotocol/server-everything`
+//! (TypeScript, the MCP SDK kit did not write), run as a child process over stdio and over
+//! Streamable HTTP. `.ci/mcp.sh` installs it; see `support/mcp.rs` for running these locally.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "support/mcp.rs"]
+mod support_mcp;
+
+use std::time::Duration;
+
+use kit::mcp::{McpClient, McpClientBuilder};
+use kit::message::{Content, ContentPart, Role};
+use kit::testing::ScriptedModel;
+use kit::tool::{Tool, ToolContext};
+use kit::{Agent, Message, ToolCall};
+use serde_json::{Value, json};
+use support_mcp::everything;
+use tokio::io::AsyncBufReadExt;
+
+/// The reference server over stdio, or `None` when it is not installed (outside CI).
+fn stdio_server() -> Option<McpClientBuilder> {
+    let (program, mut args) = everything()?;
+    args.push("stdio".into());
+    Some(McpClient::stdio("everything", program, args))
+}
+
+async fn call(tools: &[Tool], name: &str, args: Value) -> Message {
+    let tool = tools
+        .iter()
+        .find(|t| t.name() == name)
+        .unwrap_or_else(|| panic!("the reference server has no tool `{name}`"));
+    tool.execute(&ToolCall::new(name, args), ToolContext::detached())
+        .await
+        .unwrap()
+        .message
+}
+
+#[tokio::test]
+async fn the_reference_servers_tools_are_listed_and_called() {
+    let Some(server) = stdio_server() else { return };
+    let client = server.connect().await.unwrap();
+    let info = client.server_info().unwrap();
+    assert!(info.server_info.is_some());
+    let tools = client.tools().await.unwrap();
+    for name in [
+        "echo",
+        "get-sum",
+        "get-tiny-image",
+        "get-structured-content",
+    ] {
+        assert!(
+            tools.iter().any(|t| t.name() == name),
+            "no `{name}` in the list"
+        );
+    }
+    let echo = tools.iter().find(|t| t.name() == "echo").unwrap();
+    assert_eq!(echo.parameters()["required"], json!(["message"]));
+
+    let echoed = call(&tools, "echo", json!({"message": "hello"})).await;
+    assert_eq!(echoed.text(), "Echo: hello");
+
+    let sum = call(&tools, "get-sum", json!({"a": 40, "b": 2})).await;
+    assert!(!sum.is_error());
+    assert!(sum.text().contains("42"), "{}", sum.text());
+
+    let image = call(&tools, "get-tiny-image", json!({})).await;
+    let Content::Parts(parts) = &image.content else {
+        panic!("the image came back as text: {:?}", image.content)
+    };
+    assert!(
+        parts.iter().any(|p| matches!(p, ContentPart::Image { .. })),
+        "{parts:?}"
+    );
+
+    let weather = call(
+        &tools,
+        "get-structured-content",
+        json!({"location": "Chicago"}),
+    )
+    .await;
+    assert!(weather.text().contains("temperature"), "{}", weather.text());
+    client.close().await;
+}
+
+#[tokio::test]
+async fn bad_arguments_are_refused_by_the_servers_schema_before_sending() {
+    let Some(server) = stdio_server() else { return };
+    let client = server.connect().await.unwrap();
+    let tools = client.tools().await.unwrap();
+    let bad = call(
+        &tools,
+        "get-structured-content",
+        json!({"location": "Atlantis"}),
+    )
+    .await;
+    assert!(bad.is_error());
+    assert!(
+        bad.text()
+            .contains("invalid arguments for tool `get-structured-content`"),
+        "{}",
+        bad.text()
+    );
+}
+
+#[tokio::test]
+async fn a_tool_that_throws_is_an_error_result() {
+    let Some(server) = stdio_server() else { return };
+    let client = server.connect().await.unwrap();
+    let tools = client.tools().await.unwrap();
+    let failed = call(
+        &tools,
+        "gzip-file-as-resource",
+        json!({"name": "x.gz", "data": "ftp://example.invalid/x"}),
+    )
+    .await;
+    assert!(failed.is_error(), "{}", failed.text());
+    assert!(
+        failed.text().contains("Unsupported URL protocol"),
+        "{}",
+        failed.text()
+    );
+}
+
+#[tokio::test]
+async fn a_slow_call_times_out_into_an_error_result_and_the_server_keeps_serving() {
+    let Some(server) = stdio_server() else { return };
+    let client = server
+        .call_timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap();
+    let tools = client.tools().await.unwrap();
+    let slow = call(
+        &tools,
+        "trigger-long-running-operation",
+        json!({"duration": 30, "steps": 2}),
+    )
+    .await;
+    assert!(slow.is_error());
+    assert!(
+        slow.text()
+            .contains("did not answer the call to `trigger-long-running-operation`"),
+        "{}",
+        slow.text()
+    );
+    assert_eq!(
+        call(&tools, "echo", json!({"message": "still here"}))
+            .await
+            .text(),
+        "Echo: still here"
+    );
+}
+
+#[tokio::test]
+async fn a_server_killed_mid_call_gives_error_results() {
+    let Some(server) = stdio_server() else { return };
+    let client = server.connect().await.unwrap();
+    let tools = client.tools().await.unwrap();
+    let pid = client.process_id().unwrap();
+    let pending = {
+        let tools = tools.clone();
+        tokio::spawn(async move {
+            call(
+                &tools,
+                "trigger-long-running-operation",
+                json!({"duration": 60, "steps": 2}),
+            )
+            .await
+        })
+    };
+    // Kill the server once the call is on its way (a tool call is in flight within a moment;
+    // either way the call must end with an error, not hang).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let killed = kill_process(pid);
+    assert!(killed, "could not kill the server");
+    let crashed = tokio::time::timeout(Duration::from_secs(30), pending)
+        .await
+        .expect("the call hung after the server died")
+        .unwrap();
+    assert!(crashed.is_error());
+    assert!(
+        crashed.text().contains("closed the connection")
+            || crashed.text().contains("is not running"),
+        "{}",
+        crashed.text()
+    );
+    let after = call(&tools, "echo", json!({"message": "anyone?"})).await;
+    assert!(after.is_error());
+    assert!(after.text().contains("is not running"), "{}", after.text());
+    assert!(after.text().contains("exited"), "{}", after.text());
+}
+
+/// Kills a process with SIGKILL, through `kill(1)`.
+fn kill_process(pid: u32) -> bool {
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn an_agent_calls_the_reference_server_end_to_end() {
+    let Some(server) = stdio_server() else { return };
+    let client = server.connect().await.unwrap();
+    let agent = Agent::builder()
+        .model(ScriptedModel::new([
+            Message::assistant_with_tool_calls(
+                "",
+                vec![ToolCall::new("get-sum", json!({"a": 19, "b": 23}))],
+            ),
+            Message::assistant("19 + 23 = 42."),
+        ]))
+        .middleware(client.toolset().await.unwrap())
+        .build()
+        .unwrap();
+    let out = agent.invoke("What is 19 + 23?").await.unwrap();
+    let result = out
+        .state()
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool)
+        .unwrap();
+    assert!(!result.is_error(), "{}", result.text());
+    assert!(result.text().contains("42"), "{}", result.text());
+    assert_eq!(out.state().final_text(), "19 + 23 = 42.");
+}
+
+#[tokio::test]
+async fn the_reference_server_over_streamable_http() {
+    let Some((program, mut args)) = everything() else {
+        return;
+    };
+    args.push("streamableHttp".into());
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if line.contains("listening on port") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(
+        matches!(ready, Ok(true)),
+        "the reference server did not start"
+    );
+    tokio::spawn(async move { while let Ok(Some(_)) = stderr.next_line().await {} });
+
+    let client = McpClient::http("everything-http", format!("http://127.0.0.1:{port}/mcp"))
+        .connect()
+        .await
+        .unwrap();
+    let tools = client.tools().await.unwrap();
+    assert_eq!(
+        call(&tools, "echo", json!({"message": "over http"}))
+            .await
+            .text(),
+        "Echo: over http"
+    );
+    client.close().await;
+    let _ = child.kill().await;
+}
