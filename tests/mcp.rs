@@ -11,11 +11,12 @@ use std::time::Duration;
 
 use kit::agent::{Middleware, Runtime, ToolNext};
 use kit::graph::Pause;
+use kit::mcp::rmcp::model::SubscriptionFilter;
 use kit::mcp::rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
-use kit::mcp::rmcp::service::RequestContext;
+use kit::mcp::rmcp::service::{RequestContext, SubscriptionContext, SubscriptionSink};
 use kit::mcp::rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use kit::mcp::{McpClient, McpHttpConfig, McpServer, McpToolset};
 use kit::message::{Content, ContentPart, ToolStatus};
@@ -37,6 +38,8 @@ struct RmcpServer {
     slow_cancelled: Arc<AtomicBool>,
     /// Fired by the `crash` tool: the server stops serving.
     crash: Arc<Notify>,
+    /// The clients' tool-list subscriptions (protocol 2026-07-28: `subscriptions/listen`).
+    subscribers: Arc<std::sync::Mutex<Vec<SubscriptionSink>>>,
 }
 
 fn schema(v: Value) -> Arc<serde_json::Map<String, Value>> {
@@ -101,6 +104,22 @@ impl ServerHandler for RmcpServer {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        self.subscribers
+            .lock()
+            .unwrap()
+            .push(context.sink().clone());
+        context.cancelled().await;
+        Ok(())
+    }
+
     async fn call_tool(
         &self,
         req: CallToolRequestParams,
@@ -137,7 +156,15 @@ impl ServerHandler for RmcpServer {
             }
             "grow" => {
                 self.grown.store(true, Ordering::SeqCst);
-                context.peer.notify_tool_list_changed().await.unwrap();
+                // To the subscribers of 2026-07-28 clients, and unasked to older ones; before
+                // the result, so a client knows of the change when it reads the result.
+                let sinks: Vec<SubscriptionSink> = self.subscribers.lock().unwrap().clone();
+                if sinks.is_empty() {
+                    context.peer.notify_tool_list_changed().await.unwrap();
+                }
+                for sink in sinks {
+                    sink.notify_tool_list_changed().await.unwrap();
+                }
                 CallToolResult::success(vec![ContentBlock::text("multiply added")])
             }
             "crash" => {
@@ -200,6 +227,9 @@ async fn a_servers_tools_are_listed_with_their_schemas() {
     assert_eq!(add.parameters()["required"], json!(["a", "b"]));
     assert_eq!(add.trace_tags(), ["mcp"]);
     assert_eq!(client.name(), "calc");
+    // rmcp's server speaks the stateless revision; kit asks for it first.
+    let info = client.server_info().unwrap();
+    assert_eq!(info.protocol_version.to_string(), "2026-07-28");
 }
 
 #[tokio::test]
@@ -514,6 +544,7 @@ async fn an_agent_calls_an_mcp_tool_end_to_end_and_the_trace_names_the_server() 
     assert_eq!(mcp_run.parent_id.as_deref(), Some(tool_run.id.as_str()));
     assert_eq!(mcp_run.metadata["mcp_server"], "calc");
     assert_eq!(mcp_run.metadata["mcp_method"], "tools/call");
+    assert_eq!(mcp_run.metadata["mcp_protocol_version"], "2026-07-28");
 }
 
 // --- kit's server, rmcp's client ----------------------------------------------------------

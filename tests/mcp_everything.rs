@@ -42,6 +42,9 @@ async fn the_reference_servers_tools_are_listed_and_called() {
     let client = server.connect().await.unwrap();
     let info = client.server_info().unwrap();
     assert!(info.server_info.is_some());
+    // The reference server (TypeScript SDK 1.x) knows only the `initialize` handshake: kit
+    // asked for 2026-07-28 first and fell back.
+    assert_eq!(info.protocol_version.to_string(), "2025-11-25");
     let tools = client.tools().await.unwrap();
     for name in [
         "echo",
@@ -81,6 +84,26 @@ async fn the_reference_servers_tools_are_listed_and_called() {
     .await;
     assert!(weather.text().contains("temperature"), "{}", weather.text());
     client.close().await;
+}
+
+#[tokio::test]
+async fn the_tools_the_server_adds_after_the_handshake_are_picked_up() {
+    let Some(server) = stdio_server() else { return };
+    let client = server.connect().await.unwrap();
+    // The server registers its task tool once the handshake is done, and says so with
+    // `notifications/tools/list_changed`.
+    assert!(
+        client
+            .wait_for_list_change(0, Duration::from_secs(30))
+            .await,
+        "the reference server sent no list_changed"
+    );
+    let tools = client.tools().await.unwrap();
+    assert!(
+        tools.iter().any(|t| t.name() == "simulate-research-query"),
+        "{:?}",
+        tools.iter().map(Tool::name).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-    PaginatedRequestParams,
+    PaginatedRequestParams, ProtocolVersion, ServerNotification, SubscriptionFilter,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{IntoTransport, StreamableHttpClientTransport};
-use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceError};
 
 use super::McpError;
 use super::error::StderrTail;
@@ -359,7 +359,17 @@ impl McpClient {
         let handler = Handler {
             changes: changes.clone(),
         };
-        let started = tokio::time::timeout(options.connect_timeout, handler.serve(transport)).await;
+        // The stateless 2026-07-28 revision first (`server/discover`); the `initialize`
+        // handshake of 2025-11-25 and older when the server does not know it.
+        let lifecycle = ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        };
+        let started = tokio::time::timeout(
+            options.connect_timeout,
+            handler.serve_with_lifecycle(transport, lifecycle),
+        )
+        .await;
         let tail = || child.as_ref().map(ChildServer::tail).unwrap_or_default();
         let service = match started {
             Ok(Ok(service)) => service,
@@ -378,6 +388,15 @@ impl McpClient {
                 });
             }
         };
+        // Subscribed before `connect` returns, so no change after it goes unseen.
+        let subscribed = tokio::time::timeout(
+            options.connect_timeout,
+            listen_for_list_changes(&service, &changes),
+        )
+        .await;
+        if subscribed.is_err() {
+            tracing::debug!(server = %name, "the MCP server did not acknowledge a tool-list subscription");
+        }
         Ok(McpClient {
             inner: Arc::new(Inner {
                 name,
@@ -395,8 +414,8 @@ impl McpClient {
         &self.inner.name
     }
 
-    /// What the server said about itself in the handshake: its name, version and
-    /// instructions.
+    /// What the server said about itself in the handshake: the protocol version agreed, its
+    /// name, version, capabilities and instructions.
     pub fn server_info(&self) -> Option<rmcp::model::ServerPeerInfo> {
         self.inner.service.peer_info().map(|info| (*info).clone())
     }
@@ -509,6 +528,13 @@ impl Inner {
         })
     }
 
+    /// The protocol version agreed with the server.
+    pub(crate) fn protocol_version(&self) -> Option<String> {
+        self.service
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
+    }
+
     fn tail(&self) -> StderrTail {
         self.child
             .as_ref()
@@ -563,6 +589,46 @@ impl Inner {
     }
 }
 
+/// On a 2026-07-28 connection a server sends `notifications/tools/list_changed` only to a
+/// `subscriptions/listen` subscription: open one when the server says its list can change,
+/// and count what arrives on it. (Older servers send the notice unasked, to [`Handler`].)
+async fn listen_for_list_changes(
+    service: &RunningService<RoleClient, Handler>,
+    changes: &tokio::sync::watch::Sender<u64>,
+) {
+    let Some(info) = service.peer_info() else {
+        return;
+    };
+    let list_changes = info
+        .capabilities
+        .tools
+        .as_ref()
+        .and_then(|t| t.list_changed)
+        .unwrap_or(false);
+    if info.protocol_version.has_initialize() || !list_changes {
+        return;
+    }
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut subscription = match service.peer().listen(filter).await {
+        Ok(subscription) => subscription,
+        Err(e) => {
+            tracing::debug!(error = %e, "the MCP server refused a tool-list subscription");
+            return;
+        }
+    };
+    let changes = changes.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(notification)) = subscription.next().await {
+            if matches!(
+                notification,
+                ServerNotification::ToolListChangedNotification(_)
+            ) {
+                changes.send_modify(|n| *n += 1);
+            }
+        }
+    });
+}
+
 /// The client side of the connection: counts the server's tool-list changes.
 #[derive(Clone)]
 struct Handler {
@@ -579,5 +645,6 @@ impl ClientHandler for Handler {
             ClientCapabilities::default(),
             Implementation::new("kit", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }

@@ -26,6 +26,13 @@
 //! [`McpClient::tools`] lists again after such a notice; an [`McpToolset`] — a middleware —
 //! shows each model call the list the servers have now.
 //!
+//! **Protocol versions.** The client asks for the stateless 2026-07-28 revision first
+//! (`server/discover`) and falls back to the `initialize` handshake of 2025-11-25 when the
+//! server does not know it, as most servers of the TypeScript and Python SDKs do today. On a
+//! 2026-07-28 connection it subscribes to tool-list changes (`subscriptions/listen`) before
+//! `connect` returns; older servers send them unasked. Servers that ask the client for input
+//! mid-call (sampling, elicitation) are declined: kit's client advertises neither.
+//!
 //! ## What a hostile server cannot do
 //!
 //! A message larger than [`max_message_bytes`](McpClientBuilder::max_message_bytes) is dropped

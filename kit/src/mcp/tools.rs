@@ -11,7 +11,8 @@
 //!   error each become an error result saying what happened and what the model can do. The
 //!   call never panics and never hangs past the timeout.
 //! * **Tracing.** Each call is a child run of the tool run, named `tools/call <tool>` with the
-//!   server in its name and metadata (`mcp_server`, `mcp_method`, `mcp_tool`).
+//!   server in its name and metadata (`mcp_server`, `mcp_method`, `mcp_tool`,
+//!   `mcp_protocol_version`).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -101,6 +102,7 @@ impl DynTool for McpTool {
                     "mcp_server": server,
                     "mcp_method": "tools/call",
                     "mcp_tool": self.remote_name,
+                    "mcp_protocol_version": self.client.protocol_version(),
                 })
                 .as_object()
                 .cloned()
