@@ -176,11 +176,11 @@ async fn a_slow_call_times_out_into_an_error_result_and_the_server_keeps_serving
 }
 
 #[tokio::test]
-async fn a_server_killed_mid_call_gives_error_results() {
+async fn a_server_killed_mid_call_is_an_error_result_and_is_started_again_for_the_next_call() {
     let Some(server) = stdio_server() else { return };
     let client = server.connect().await.unwrap();
     let tools = client.tools().await.unwrap();
-    let pid = client.process_id().unwrap();
+    let first_pid = client.process_id().unwrap();
     let pending = {
         let tools = tools.clone();
         tokio::spawn(async move {
@@ -192,25 +192,43 @@ async fn a_server_killed_mid_call_gives_error_results() {
             .await
         })
     };
-    // Kill the server once the call is on its way (a tool call is in flight within a moment;
-    // either way the call must end with an error, not hang).
+    // Kill the server once the call is on its way (whether it was sent yet or not, the call
+    // must end with an error, not hang).
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let killed = kill_process(pid);
-    assert!(killed, "could not kill the server");
-    let crashed = tokio::time::timeout(Duration::from_secs(30), pending)
+    assert!(kill_process(first_pid), "could not kill the server");
+    let crashed = tokio::time::timeout(Duration::from_secs(60), pending)
         .await
         .expect("the call hung after the server died")
         .unwrap();
     assert!(crashed.is_error());
     assert!(
         crashed.text().contains("closed the connection")
-            || crashed.text().contains("is not running"),
+            || crashed.text().contains("did not answer"),
         "{}",
         crashed.text()
     );
+
+    // The next call starts the server again.
     let after = call(&tools, "echo", json!({"message": "anyone?"})).await;
+    assert_eq!(after.text(), "Echo: anyone?");
+    assert_eq!(client.restarts(), 1);
+    assert_ne!(client.process_id(), Some(first_pid));
+}
+
+#[tokio::test]
+async fn a_dead_server_past_its_restarts_is_explained_with_its_exit() {
+    let Some(server) = stdio_server() else { return };
+    let client = server.max_restarts(0).connect().await.unwrap();
+    let tools = client.tools().await.unwrap();
+    assert!(kill_process(client.process_id().unwrap()));
+    let mut after = call(&tools, "echo", json!({"message": "anyone?"})).await;
+    // The exit is noticed when the pipe closes; a call racing it fails on the closed pipe.
+    if !after.text().contains("is not running") {
+        after = call(&tools, "echo", json!({"message": "anyone?"})).await;
+    }
     assert!(after.is_error());
     assert!(after.text().contains("is not running"), "{}", after.text());
+    assert!(after.text().contains("max_restarts"), "{}", after.text());
     assert!(after.text().contains("exited"), "{}", after.text());
 }
 

@@ -2,23 +2,19 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-    PaginatedRequestParams, ProtocolVersion, ServerNotification, SubscriptionFilter,
-};
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{IntoTransport, StreamableHttpClientTransport};
-use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceError};
+use rmcp::model::{CallToolRequestParams, CallToolResult, PaginatedRequestParams};
+use rmcp::transport::IntoTransport;
+use rmcp::{RoleClient, ServiceError};
+use tokio::sync::watch;
 
 use super::McpError;
-use super::error::StderrTail;
+use super::connection::{Connection, open, open_endpoint};
 use super::tools::to_kit_tool;
-use super::transport::{ChildServer, Endpoint};
+use super::transport::Endpoint;
 use crate::tool::Tool;
 
 /// The limits and timeouts of a client. Every field has a default that suits a local server.
@@ -30,6 +26,7 @@ pub(crate) struct Options {
     pub(crate) max_result_chars: usize,
     pub(crate) max_tools: usize,
     pub(crate) prefix_tool_names: bool,
+    pub(crate) max_restarts: u32,
 }
 
 impl Default for Options {
@@ -41,6 +38,7 @@ impl Default for Options {
             max_result_chars: 100_000,
             max_tools: 512,
             prefix_tool_names: false,
+            max_restarts: 3,
         }
     }
 }
@@ -89,18 +87,15 @@ impl std::fmt::Debug for McpClient {
 pub(crate) struct Inner {
     pub(crate) name: String,
     pub(crate) options: Options,
-    service: RunningService<RoleClient, Handler>,
-    changes: tokio::sync::watch::Sender<u64>,
-    child: Option<ChildServer>,
+    /// Where the server is, to start it again after a crash (`Given`: it cannot be).
+    endpoint: Endpoint,
+    conn: Mutex<Arc<Connection>>,
+    /// Held while a connection is replaced, so one crash is one restart.
+    restarting: tokio::sync::Mutex<()>,
+    restarts: AtomicU32,
+    closed: AtomicBool,
+    changes: watch::Sender<u64>,
     cache: tokio::sync::Mutex<Option<(u64, Arc<[Tool]>)>>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if let Some(child) = &self.child {
-            child.kill();
-        }
-    }
 }
 
 /// How to connect to a server: where it is, and the client's limits. From
@@ -189,6 +184,15 @@ impl McpClientBuilder {
         self
     }
 
+    /// How many times a server that crashed (or closed the connection) is started again, on
+    /// the next call after the crash (default 3; 0 never). The call that was running when it
+    /// crashed is answered with an error either way: its outcome is unknown. A server given
+    /// to [`connect_with`](Self::connect_with) is never restarted.
+    pub fn max_restarts(mut self, restarts: u32) -> Self {
+        self.options.max_restarts = restarts;
+        self
+    }
+
     /// Connects over `transport` (an in-process server on a `tokio::io::duplex` pair, a
     /// socket, a transport of your own) with this builder's limits and timeouts, instead of its
     /// endpoint. Over a byte stream the message limit is rmcp's (16 MiB): wrap the stream in
@@ -198,72 +202,28 @@ impl McpClientBuilder {
         T: IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        McpClient::start(self.name, transport, self.options, None).await
+        let changes = watch::Sender::new(0u64);
+        let conn = open(&self.name, transport, &self.options, None, &changes).await?;
+        Ok(McpClient::assemble(
+            self.name,
+            Endpoint::Given,
+            self.options,
+            conn,
+            changes,
+        ))
     }
 
     /// Starts (or reaches) the server and completes the MCP handshake.
     pub async fn connect(self) -> Result<McpClient, McpError> {
-        let McpClientBuilder {
-            name,
-            endpoint,
-            options,
-        } = self;
-        match endpoint {
-            Endpoint::Given => Err(McpError::Connect {
-                server: name,
-                message: "no server was named: start from `McpClient::stdio` or \
-                          `McpClient::http`, or pass the transport to `connect_with`"
-                    .to_string(),
-                stderr: StderrTail::default(),
-            }),
-            Endpoint::Stdio {
-                program,
-                args,
-                env,
-                cwd,
-            } => {
-                let (child, stdout, stdin) =
-                    ChildServer::spawn(&name, &program, &args, &env, cwd.as_ref())?;
-                let transport = AsyncRwTransport::new_client(stdout, stdin)
-                    .with_max_line_length(options.max_message_bytes);
-                McpClient::start(name, transport, options, Some(child)).await
-            }
-            Endpoint::Http {
-                url,
-                headers,
-                bearer,
-            } => {
-                let mut custom = HashMap::new();
-                for (k, v) in headers {
-                    let header = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                        .ok()
-                        .zip(reqwest::header::HeaderValue::from_str(&v).ok());
-                    match header {
-                        Some((k, v)) => {
-                            custom.insert(k, v);
-                        }
-                        None => {
-                            return Err(McpError::Connect {
-                                server: name,
-                                message: format!(
-                                    "the header `{k}` is not a valid HTTP header name and value"
-                                ),
-                                stderr: StderrTail::default(),
-                            });
-                        }
-                    }
-                }
-                let mut config = StreamableHttpClientTransportConfig::with_uri(url)
-                    .max_sse_event_size(options.max_message_bytes)
-                    .max_json_response_size(options.max_message_bytes)
-                    .custom_headers(custom);
-                if let Some(token) = bearer {
-                    config = config.auth_header(token);
-                }
-                let transport = StreamableHttpClientTransport::from_config(config);
-                McpClient::start(name, transport, options, None).await
-            }
-        }
+        let changes = watch::Sender::new(0u64);
+        let conn = open_endpoint(&self.name, &self.endpoint, &self.options, &changes).await?;
+        Ok(McpClient::assemble(
+            self.name,
+            self.endpoint,
+            self.options,
+            conn,
+            changes,
+        ))
     }
 }
 
@@ -342,71 +302,29 @@ impl McpClient {
         T: IntoTransport<RoleClient, E, A>,
         E: std::error::Error + Send + Sync + 'static,
     {
-        McpClient::start(name.into(), transport, Options::default(), None).await
+        McpClient::builder(name).connect_with(transport).await
     }
 
-    async fn start<T, E, A>(
+    fn assemble(
         name: String,
-        transport: T,
+        endpoint: Endpoint,
         options: Options,
-        child: Option<ChildServer>,
-    ) -> Result<McpClient, McpError>
-    where
-        T: IntoTransport<RoleClient, E, A>,
-        E: std::error::Error + Send + Sync + 'static,
-    {
-        let changes = tokio::sync::watch::Sender::new(0u64);
-        let handler = Handler {
-            changes: changes.clone(),
-        };
-        // The stateless 2026-07-28 revision first (`server/discover`); the `initialize`
-        // handshake of 2025-11-25 and older when the server does not know it.
-        let lifecycle = ClientLifecycleMode::Auto {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
-        };
-        let started = tokio::time::timeout(
-            options.connect_timeout,
-            handler.serve_with_lifecycle(transport, lifecycle),
-        )
-        .await;
-        let tail = || child.as_ref().map(ChildServer::tail).unwrap_or_default();
-        let service = match started {
-            Ok(Ok(service)) => service,
-            Ok(Err(e)) => {
-                return Err(McpError::Connect {
-                    server: name,
-                    message: e.to_string(),
-                    stderr: tail(),
-                });
-            }
-            Err(_) => {
-                return Err(McpError::Timeout {
-                    server: name,
-                    method: "initialize",
-                    timeout: options.connect_timeout,
-                });
-            }
-        };
-        // Subscribed before `connect` returns, so no change after it goes unseen.
-        let subscribed = tokio::time::timeout(
-            options.connect_timeout,
-            listen_for_list_changes(&service, &changes),
-        )
-        .await;
-        if subscribed.is_err() {
-            tracing::debug!(server = %name, "the MCP server did not acknowledge a tool-list subscription");
-        }
-        Ok(McpClient {
+        conn: Connection,
+        changes: watch::Sender<u64>,
+    ) -> McpClient {
+        McpClient {
             inner: Arc::new(Inner {
                 name,
                 options,
-                service,
+                endpoint,
+                conn: Mutex::new(Arc::new(conn)),
+                restarting: tokio::sync::Mutex::new(()),
+                restarts: AtomicU32::new(0),
+                closed: AtomicBool::new(false),
                 changes,
-                child,
                 cache: tokio::sync::Mutex::new(None),
             }),
-        })
+        }
     }
 
     /// The server's name (as given to kit; it names the trace runs of its calls).
@@ -417,7 +335,11 @@ impl McpClient {
     /// What the server said about itself in the handshake: the protocol version agreed, its
     /// name, version, capabilities and instructions.
     pub fn server_info(&self) -> Option<rmcp::model::ServerPeerInfo> {
-        self.inner.service.peer_info().map(|info| (*info).clone())
+        self.inner
+            .current()
+            .service
+            .peer_info()
+            .map(|info| (*info).clone())
     }
 
     /// How many times the server has said its tool list changed
@@ -450,7 +372,12 @@ impl McpClient {
 
     /// The process id of a child-process server, while it runs.
     pub fn process_id(&self) -> Option<u32> {
-        self.inner.child.as_ref().and_then(ChildServer::id)
+        self.inner.current().child.as_ref().and_then(|c| c.id())
+    }
+
+    /// How many times the server was started again after a crash.
+    pub fn restarts(&self) -> u32 {
+        self.inner.restarts.load(Ordering::SeqCst)
     }
 
     pub(crate) fn inner(&self) -> &Arc<Inner> {
@@ -459,14 +386,56 @@ impl McpClient {
 
     /// Ends the connection (and stops a child-process server).
     pub async fn close(&self) {
-        self.inner.service.cancellation_token().cancel();
-        if let Some(child) = &self.inner.child {
-            child.kill();
-        }
+        self.inner.closed.store(true, Ordering::SeqCst);
+        self.inner.current().close();
     }
 }
 
 impl Inner {
+    /// The live connection (or the dead one, until a call restarts it).
+    pub(crate) fn current(&self) -> Arc<Connection> {
+        match self.conn.lock() {
+            Ok(conn) => conn.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Starts the server again in place of `dead`, within `max_restarts`; `Err` says why not.
+    async fn restart(&self, dead: &Arc<Connection>) -> Result<Arc<Connection>, String> {
+        let _one_at_a_time = self.restarting.lock().await;
+        let current = self.current();
+        if !Arc::ptr_eq(&current, dead) && !current.dead() {
+            return Ok(current);
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            return Err("the client was closed".to_string());
+        }
+        if matches!(self.endpoint, Endpoint::Given) {
+            return Err("kit cannot start it again (it was given as a transport)".to_string());
+        }
+        let done = self.restarts.load(Ordering::SeqCst);
+        if done >= self.options.max_restarts {
+            return Err(format!(
+                "it was started again {done} times already, the most `max_restarts` allows"
+            ));
+        }
+        self.restarts.fetch_add(1, Ordering::SeqCst);
+        tracing::warn!(server = %self.name, "restarting the MCP server after it stopped");
+        match open_endpoint(&self.name, &self.endpoint, &self.options, &self.changes).await {
+            Ok(conn) => {
+                let conn = Arc::new(conn);
+                match self.conn.lock() {
+                    Ok(mut slot) => *slot = conn.clone(),
+                    Err(poisoned) => *poisoned.into_inner() = conn.clone(),
+                }
+                // The new process may list other tools.
+                self.changes.send_modify(|n| *n += 1);
+                Ok(conn)
+            }
+            Err(e) => Err(format!("starting it again failed: {e}")),
+        }
+    }
+
     /// The current kit tools, listed again when the server said the list changed.
     pub(crate) async fn tools(self: &Arc<Self>) -> Result<Arc<[Tool]>, McpError> {
         let mut cache = self.cache.lock().await;
@@ -497,16 +466,21 @@ impl Inner {
         let mut cursor = None;
         for _ in 0..MAX_LIST_PAGES {
             let params = cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-            let page = self
-                .service
-                .list_tools(params)
-                .await
-                .map_err(|e| McpError::Request {
+            let conn = self.current();
+            let page = conn.service.list_tools(params).await.map_err(|e| {
+                if matches!(
+                    e,
+                    ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                ) {
+                    conn.mark_broken();
+                }
+                McpError::Request {
                     server: self.name.clone(),
                     method: "tools/list",
                     message: e.to_string(),
-                    stderr: self.tail(),
-                })?;
+                    stderr: conn.tail(),
+                }
+            })?;
             all.extend(page.tools);
             if all.len() > self.options.max_tools {
                 return Err(McpError::Limit {
@@ -530,16 +504,17 @@ impl Inner {
 
     /// The protocol version agreed with the server.
     pub(crate) fn protocol_version(&self) -> Option<String> {
-        self.service
+        self.current()
+            .service
             .peer_info()
             .map(|info| info.protocol_version.to_string())
     }
 
-    fn tail(&self) -> StderrTail {
-        self.child
-            .as_ref()
-            .map(ChildServer::tail)
-            .unwrap_or_default()
+    /// Whether a crashed server would be started again.
+    fn may_restart(&self) -> bool {
+        !matches!(self.endpoint, Endpoint::Given)
+            && !self.closed.load(Ordering::SeqCst)
+            && self.restarts.load(Ordering::SeqCst) < self.options.max_restarts
     }
 
     /// One `tools/call`, with the timeout; `Err` is the text the model sees.
@@ -549,16 +524,22 @@ impl Inner {
     ) -> Result<CallToolResult, String> {
         let tool = params.name.to_string();
         let server = &self.name;
-        if self.service.is_closed() || self.child.as_ref().is_some_and(ChildServer::exited) {
-            return Err(format!(
-                "the MCP server `{server}` is not running (it exited or closed the connection), \
-                 so `{tool}` cannot be called now; answer without it, or tell the user the \
-                 tool is unavailable.{}",
-                self.tail()
-            ));
+        let mut conn = self.current();
+        if conn.dead() {
+            conn = match self.restart(&conn).await {
+                Ok(conn) => conn,
+                Err(why) => {
+                    return Err(format!(
+                        "the MCP server `{server}` is not running (it exited or closed the \
+                         connection) and {why}, so `{tool}` cannot be called now; answer \
+                         without it, or tell the user the tool is unavailable.{}",
+                        conn.tail()
+                    ));
+                }
+            };
         }
         let timeout = self.options.call_timeout;
-        match tokio::time::timeout(timeout, self.service.call_tool(params)).await {
+        match tokio::time::timeout(timeout, conn.service.call_tool(params)).await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(ServiceError::McpError(e))) => Err(format!(
                 "the MCP server `{server}` refused the call to `{tool}`: {} (JSON-RPC code {}). \
@@ -567,12 +548,17 @@ impl Inner {
                 e.code.0
             )),
             Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
+                conn.mark_broken();
+                let next = if self.may_restart() {
+                    "kit starts the server again for the next call, so you may check and retry"
+                } else {
+                    "answer without the tool or tell the user it is unavailable"
+                };
                 Err(format!(
                     "the MCP server `{server}` closed the connection during the call to \
                      `{tool}` (it may have crashed); the call's outcome is unknown. Do not \
-                     assume it took effect; answer without the tool or tell the user it is \
-                     unavailable.{}",
-                    self.tail()
+                     assume it took effect; {next}.{}",
+                    conn.tail()
                 ))
             }
             Ok(Err(e)) => Err(format!(
@@ -586,65 +572,5 @@ impl Inner {
                 self.options.max_message_bytes
             )),
         }
-    }
-}
-
-/// On a 2026-07-28 connection a server sends `notifications/tools/list_changed` only to a
-/// `subscriptions/listen` subscription: open one when the server says its list can change,
-/// and count what arrives on it. (Older servers send the notice unasked, to [`Handler`].)
-async fn listen_for_list_changes(
-    service: &RunningService<RoleClient, Handler>,
-    changes: &tokio::sync::watch::Sender<u64>,
-) {
-    let Some(info) = service.peer_info() else {
-        return;
-    };
-    let list_changes = info
-        .capabilities
-        .tools
-        .as_ref()
-        .and_then(|t| t.list_changed)
-        .unwrap_or(false);
-    if info.protocol_version.has_initialize() || !list_changes {
-        return;
-    }
-    let filter = SubscriptionFilter::builder().tools_list_changed().build();
-    let mut subscription = match service.peer().listen(filter).await {
-        Ok(subscription) => subscription,
-        Err(e) => {
-            tracing::debug!(error = %e, "the MCP server refused a tool-list subscription");
-            return;
-        }
-    };
-    let changes = changes.clone();
-    tokio::spawn(async move {
-        while let Ok(Some(notification)) = subscription.next().await {
-            if matches!(
-                notification,
-                ServerNotification::ToolListChangedNotification(_)
-            ) {
-                changes.send_modify(|n| *n += 1);
-            }
-        }
-    });
-}
-
-/// The client side of the connection: counts the server's tool-list changes.
-#[derive(Clone)]
-struct Handler {
-    changes: tokio::sync::watch::Sender<u64>,
-}
-
-impl ClientHandler for Handler {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.changes.send_modify(|n| *n += 1);
-    }
-
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("kit", env!("CARGO_PKG_VERSION")),
-        )
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
 }

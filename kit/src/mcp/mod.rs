@@ -17,7 +17,8 @@
 //!   (as JSON text when there is no text), and `isError: true` as an error result;
 //! * a timeout, a server that crashed or closed the connection, and a protocol error each
 //!   become an error result saying what happened and what the model can do — never a panic
-//!   or a run that hangs;
+//!   or a run that hangs; a server that crashed is started (or reached) again on the next
+//!   call, at most [`max_restarts`](McpClientBuilder::max_restarts) times;
 //! * calls go through the agent's middleware (guardrails, review, limits) like any tool call,
 //!   and each is a trace run named `tools/call <tool> @ <server>`, inside the tool's run, which
 //!   carries `mcp_server` and `mcp_tool` in its metadata and the tag `mcp`.
@@ -85,6 +86,7 @@
 //! [`Tool`]: crate::tool::Tool
 
 mod client;
+mod connection;
 mod error;
 mod http;
 mod server;
