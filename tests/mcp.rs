@@ -688,6 +688,43 @@ async fn kit_serves_an_agent_over_streamable_http() {
 }
 
 #[tokio::test]
+async fn two_servers_with_a_tool_of_the_same_name_need_a_prefix() {
+    let (one, _s1) = connect(RmcpServer::default(), McpClient::builder("one")).await;
+    let (two, _s2) = connect(RmcpServer::default(), McpClient::builder("two")).await;
+    let err = McpToolset::new([one.clone(), two]).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`one` and `two` both offer a tool named `add`"),
+        "{err}"
+    );
+    let (two, _s2) = connect(
+        RmcpServer::default(),
+        McpClient::builder("two").prefix_tool_names(true),
+    )
+    .await;
+    let toolset = McpToolset::new([one, two]).await.unwrap();
+    let names: Vec<&str> = toolset.snapshot().iter().map(Tool::name).collect();
+    assert!(
+        names.contains(&"add") && names.contains(&"two_add"),
+        "{names:?}"
+    );
+    // The prefixed tool still calls the server's `add`.
+    let add = toolset
+        .snapshot()
+        .iter()
+        .find(|t| t.name() == "two_add")
+        .unwrap();
+    let out = add
+        .execute(
+            &ToolCall::new("two_add", json!({"a": 1, "b": 2})),
+            ToolContext::detached(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.message.text(), "3");
+}
+
+#[tokio::test]
 async fn connecting_to_nothing_is_a_clear_error() {
     let err = McpClient::stdio("ghost", "/nonexistent/kit-mcp-server", Vec::<String>::new())
         .connect()

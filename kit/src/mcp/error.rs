@@ -68,6 +68,19 @@ pub enum McpError {
         /// Which limit, and how to raise it.
         message: String,
     },
+    /// Two servers of one toolset offer a tool of the same name.
+    #[error(
+        "the MCP servers `{first}` and `{second}` both offer a tool named `{tool}`; connect one \
+         of them with `prefix_tool_names(true)` (its tools become `<server>_<tool>`)"
+    )]
+    DuplicateTool {
+        /// The tool's name.
+        tool: String,
+        /// The server listed first.
+        first: String,
+        /// The other server.
+        second: String,
+    },
     /// Serving kit tools over MCP failed.
     #[error("serving MCP failed: {0}")]
     Serve(String),

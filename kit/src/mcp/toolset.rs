@@ -79,8 +79,21 @@ impl McpToolset {
         let clients: Vec<McpClient> = clients.into_iter().collect();
         let initial_changes = clients.iter().map(McpClient::list_changes).collect();
         let mut per_server = Vec::new();
+        let mut owners: HashMap<String, String> = HashMap::new();
         for client in &clients {
-            per_server.push(client.tools().await?);
+            let tools = client.tools().await?;
+            for tool in &tools {
+                if let Some(first) =
+                    owners.insert(tool.name().to_string(), client.name().to_string())
+                {
+                    return Err(McpError::DuplicateTool {
+                        tool: tool.name().to_string(),
+                        first,
+                        second: client.name().to_string(),
+                    });
+                }
+            }
+            per_server.push(tools);
         }
         let initial: Vec<Tool> = per_server.iter().flatten().cloned().collect();
         let initial_names = initial.iter().map(|t| t.name().to_string()).collect();
