@@ -572,16 +572,11 @@ fn text_of(result: &CallToolResult) -> String {
 #[tokio::test]
 async fn kit_serves_tools_to_rmcps_client() {
     let (client_io, server_io) = tokio::io::duplex(1 << 20);
-    let _serving = tokio::spawn(async move {
-        let serving = McpServer::new("kit-calc")
-            .instructions("Use add for sums.")
-            .tool(Add)
-            .tool(Broken)
-            .serve(server_io)
-            .await
-            .unwrap();
-        serving.wait().await.unwrap();
-    });
+    let serving = McpServer::new("kit-calc")
+        .instructions("Use add for sums.")
+        .tool(Add)
+        .tool(Broken)
+        .serve(server_io);
     let client = ().serve(client_io).await.unwrap();
     let info = client.peer_info().unwrap();
     assert_eq!(info.server_info.as_ref().unwrap().name, "kit-calc");
@@ -630,6 +625,28 @@ async fn kit_serves_tools_to_rmcps_client() {
     assert!(
         unknown.to_string().contains("there is no tool `subtract`"),
         "{unknown}"
+    );
+
+    // The client leaves; the server's task ends with it.
+    client.cancel().await.unwrap();
+    serving.wait().await.unwrap();
+}
+
+#[tokio::test]
+async fn kit_serves_tools_to_its_own_client_speaking_2026_07_28() {
+    let (client_io, server_io) = tokio::io::duplex(1 << 20);
+    let _serving = McpServer::new("kit-calc").tool(Add).serve(server_io);
+    let client = McpClient::connect_with("kit-calc", client_io)
+        .await
+        .unwrap();
+    assert_eq!(
+        client.server_info().unwrap().protocol_version.to_string(),
+        "2026-07-28"
+    );
+    let tools = client.tools().await.unwrap();
+    assert_eq!(
+        call(&tools, "add", json!({"a": 20, "b": 22})).await.text(),
+        "42"
     );
 }
 

@@ -232,6 +232,34 @@ async fn a_dead_server_past_its_restarts_is_explained_with_its_exit() {
     assert!(after.text().contains("exited"), "{}", after.text());
 }
 
+#[tokio::test]
+async fn dropping_the_client_and_its_tools_stops_the_server() {
+    let Some(server) = stdio_server() else { return };
+    let client = server.connect().await.unwrap();
+    let tools = client.tools().await.unwrap();
+    let pid = client.process_id().unwrap();
+    assert!(running(pid));
+    drop(tools);
+    drop(client);
+    for _ in 0..600 {
+        if !running(pid) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!running(pid), "the server outlived its client");
+}
+
+/// Whether a process runs (a zombie waiting to be reaped does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        })
+        .unwrap_or(false)
+}
+
 /// Kills a process with SIGKILL, through `kill(1)`.
 fn kill_process(pid: u32) -> bool {
     std::process::Command::new("kill")

@@ -47,7 +47,8 @@ impl Default for Options {
 const MAX_LIST_PAGES: usize = 64;
 
 /// A connection to one MCP server. Cheap to clone; the connection (and a child-process
-/// server) ends when the last clone is dropped, or at [`close`](Self::close).
+/// server) ends when the last clone and the last of its tools are dropped, or at
+/// [`close`](Self::close).
 ///
 /// Make one with [`McpClient::stdio`] or [`McpClient::http`] and
 /// [`connect`](McpClientBuilder::connect), then take its [`tools`](Self::tools) into an
@@ -95,7 +96,9 @@ pub(crate) struct Inner {
     restarts: AtomicU32,
     closed: AtomicBool,
     changes: watch::Sender<u64>,
-    cache: tokio::sync::Mutex<Option<(u64, Arc<[Tool]>)>>,
+    /// The server's tools as last listed, and the count of list changes then. (The server's
+    /// definitions, not kit tools: those hold this client, and would keep it alive forever.)
+    cache: tokio::sync::Mutex<Option<(u64, Arc<[rmcp::model::Tool]>)>>,
 }
 
 /// How to connect to a server: where it is, and the client's limits. From
@@ -284,12 +287,8 @@ impl McpClient {
     /// let ping = Tool::from_fn("ping", "Replies pong.", serde_json::json!({"type": "object"}),
     ///     |_, _| async { Ok::<_, kit::tool::ToolError>("pong") });
     /// let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    /// // The server answers the handshake as the client makes it: run both at once.
-    /// let (serving, client) = tokio::join!(
-    ///     McpServer::new("demo").tool(ping).serve(server_io),
-    ///     McpClient::connect_with("demo", client_io),
-    /// );
-    /// let (_serving, client) = (serving?, client?);
+    /// let _serving = McpServer::new("demo").tool(ping).serve(server_io);
+    /// let client = McpClient::connect_with("demo", client_io).await?;
     /// let tools = client.tools().await?;
     /// assert_eq!(tools[0].name(), "ping");
     /// # Ok(()) }
@@ -361,7 +360,7 @@ impl McpClient {
     /// The server's tools as kit tools. Listed once and kept until the server says its list
     /// changed; then listed again.
     pub async fn tools(&self) -> Result<Vec<Tool>, McpError> {
-        Ok(self.inner.tools().await?.to_vec())
+        self.inner.tools().await
     }
 
     /// The server's tools as a middleware that follows the server's list: each model call sees
@@ -437,7 +436,12 @@ impl Inner {
     }
 
     /// The current kit tools, listed again when the server said the list changed.
-    pub(crate) async fn tools(self: &Arc<Self>) -> Result<Arc<[Tool]>, McpError> {
+    pub(crate) async fn tools(self: &Arc<Self>) -> Result<Vec<Tool>, McpError> {
+        let remote = self.definitions().await?;
+        Ok(remote.iter().map(|t| to_kit_tool(self, t)).collect())
+    }
+
+    async fn definitions(&self) -> Result<Arc<[rmcp::model::Tool]>, McpError> {
         let mut cache = self.cache.lock().await;
         let generation = *self.changes.borrow();
         if let Some((seen, tools)) = cache.as_ref()
@@ -446,8 +450,8 @@ impl Inner {
             return Ok(tools.clone());
         }
         let listed = tokio::time::timeout(self.options.connect_timeout, self.list_all()).await;
-        let remote = match listed {
-            Ok(result) => result?,
+        let remote: Arc<[rmcp::model::Tool]> = match listed {
+            Ok(result) => result?.into(),
             Err(_) => {
                 return Err(McpError::Timeout {
                     server: self.name.clone(),
@@ -456,9 +460,8 @@ impl Inner {
                 });
             }
         };
-        let tools: Arc<[Tool]> = remote.iter().map(|t| to_kit_tool(self, t)).collect();
-        *cache = Some((generation, tools.clone()));
-        Ok(tools)
+        *cache = Some((generation, remote.clone()));
+        Ok(remote)
     }
 
     async fn list_all(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {

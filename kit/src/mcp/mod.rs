@@ -65,12 +65,8 @@
 //!
 //! // A server kit did not have to write: here, kit itself, in-process.
 //! let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-//! // The server answers the handshake as the client makes it: run both at once.
-//! let (serving, client) = tokio::join!(
-//!     McpServer::new("weather").tool(Weather).serve(server_io),
-//!     McpClient::connect_with("weather", client_io),
-//! );
-//! let (_serving, client) = (serving?, client?);
+//! let _serving = McpServer::new("weather").tool(Weather).serve(server_io);
+//! let client = McpClient::connect_with("weather", client_io).await?;
 //! let agent = Agent::builder()
 //!     .model(ScriptedModel::new([
 //!         Message::assistant_with_tool_calls("", vec![ToolCall::new("weather", serde_json::json!({"city": "Oslo"}))]),

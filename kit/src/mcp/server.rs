@@ -7,7 +7,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::RequestContext;
 use rmcp::transport::IntoTransport;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
@@ -38,12 +38,8 @@ use crate::trace::TraceOptions;
 /// }
 ///
 /// let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-/// // The server answers the handshake as the client makes it: run both at once.
-/// let (serving, client) = tokio::join!(
-///     McpServer::new("calculator").tool(Add).serve(server_io),
-///     McpClient::connect_with("calculator", client_io),
-/// );
-/// let (serving, client) = (serving?, client?);
+/// let serving = McpServer::new("calculator").tool(Add).serve(server_io);
+/// let client = McpClient::connect_with("calculator", client_io).await?;
 /// assert_eq!(client.tools().await?[0].name(), "add");
 /// serving.close().await;
 /// # Ok(()) }
@@ -116,30 +112,38 @@ impl McpServer {
         self.tool(agent_tool(agent, description.into()))
     }
 
-    /// Serves on `transport` (a `tokio::io::duplex` half, a socket, `(stdin, stdout)`, ...)
-    /// once a client has completed the handshake. The returned handle keeps serving until
-    /// the client disconnects or it is closed.
-    pub async fn serve<T, E, A>(self, transport: T) -> Result<McpServing, McpError>
+    /// Serves one client on `transport` (a `tokio::io::duplex` half, a socket,
+    /// `(stdin, stdout)`, ...), in a background task: the handshake happens as the client
+    /// makes it. The returned handle keeps serving until the client disconnects, or it is
+    /// closed or dropped; [`wait`](McpServing::wait) reports a failed handshake.
+    pub fn serve<T, E, A>(self, transport: T) -> McpServing
     where
-        T: IntoTransport<RoleServer, E, A>,
+        T: IntoTransport<RoleServer, E, A> + Send + 'static,
         E: std::error::Error + Send + Sync + 'static,
+        A: 'static,
     {
-        let service = self
-            .handler()
-            .serve(transport)
-            .await
-            .map_err(|e| McpError::Serve(format!("the MCP handshake failed: {e}")))?;
-        Ok(McpServing { service })
+        let handler = self.handler();
+        let task = tokio::spawn(async move {
+            let running = handler
+                .serve(transport)
+                .await
+                .map_err(|e| McpError::Serve(format!("the MCP handshake failed: {e}")))?;
+            running
+                .waiting()
+                .await
+                .map(|_| ())
+                .map_err(|e| McpError::Serve(format!("the server task failed: {e}")))
+        });
+        McpServing { task: Some(task) }
     }
 
     /// Serves on this process's stdin and stdout until the client disconnects: the way an MCP
     /// host (an IDE, a desktop app) runs a server it launched. Write logs to stderr, never to
     /// stdout.
     pub async fn serve_stdio(self) -> Result<(), McpError> {
-        let serving = self
-            .serve((tokio::io::stdin(), tokio::io::stdout()))
-            .await?;
-        serving.wait().await
+        self.serve((tokio::io::stdin(), tokio::io::stdout()))
+            .wait()
+            .await
     }
 
     pub(crate) fn handler(self) -> McpHandler {
@@ -161,9 +165,9 @@ impl McpServer {
     }
 }
 
-/// A server serving one client. Dropping it stops serving.
+/// A server serving one client, in the background. Dropping it stops serving.
 pub struct McpServing {
-    service: RunningService<RoleServer, McpHandler>,
+    task: Option<tokio::task::JoinHandle<Result<(), McpError>>>,
 }
 
 impl std::fmt::Debug for McpServing {
@@ -173,18 +177,30 @@ impl std::fmt::Debug for McpServing {
 }
 
 impl McpServing {
-    /// Waits until the client disconnects.
-    pub async fn wait(self) -> Result<(), McpError> {
-        self.service
-            .waiting()
-            .await
-            .map(|_| ())
-            .map_err(|e| McpError::Serve(format!("the server task failed: {e}")))
+    /// Waits until the client disconnects; `Err` when the handshake failed.
+    pub async fn wait(mut self) -> Result<(), McpError> {
+        match self.task.take() {
+            Some(task) => task
+                .await
+                .map_err(|e| McpError::Serve(format!("the server task failed: {e}")))?,
+            None => Ok(()),
+        }
     }
 
     /// Stops serving.
-    pub async fn close(self) {
-        let _ = self.service.cancel().await;
+    pub async fn close(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for McpServing {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
     }
 }
 

@@ -33,12 +33,8 @@ use super::{McpClient, McpError};
 /// let ping = kit::tool::Tool::from_fn("ping", "Replies pong.", serde_json::json!({"type": "object"}),
 ///     |_, _| async { Ok::<_, kit::tool::ToolError>("pong") });
 /// let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-/// // The server answers the handshake as the client makes it: run both at once.
-/// let (serving, client) = tokio::join!(
-///     McpServer::new("demo").tool(ping).serve(server_io),
-///     McpClient::connect_with("demo", client_io),
-/// );
-/// let (_serving, client) = (serving?, client?);
+/// let _serving = McpServer::new("demo").tool(ping).serve(server_io);
+/// let client = McpClient::connect_with("demo", client_io).await?;
 ///
 /// let agent = Agent::builder()
 ///     .model(ScriptedModel::new([
@@ -124,7 +120,7 @@ impl McpToolset {
         let mut all = Vec::new();
         for (client, first) in self.clients.iter().zip(&self.per_server) {
             match client.inner().tools().await {
-                Ok(tools) => all.extend(tools.iter().cloned()),
+                Ok(tools) => all.extend(tools),
                 Err(e) => {
                     tracing::warn!(server = client.name(), error = %e, "MCP tools could not be listed again");
                     all.extend(first.iter().cloned());
