@@ -25,7 +25,14 @@ use tokio::task::JoinSet;
 
 use super::{McpError, McpServer};
 
-/// The limits of [`McpServer::serve_http`].
+/// The limits of [`McpServer::serve_http`]. Start from the defaults and change what you need:
+///
+/// ```
+/// let mut config = kit::mcp::McpHttpConfig::default();
+/// config.allowed_hosts.push("mcp.example.com".into()); // served beyond loopback
+/// config.max_connections = 64;
+/// assert_eq!(config.max_body_bytes, 4 * 1024 * 1024);
+/// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct McpHttpConfig {
