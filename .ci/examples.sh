@@ -32,3 +32,15 @@ expect trace_viewer "trace: 16 runs in 1 trace(s), 1 failed, 4 model calls, 1388
 expect async_subagents "status while the tool waits: running" "follow-up queued on the same task" "result: Report on the Rust 1.0 release: 3 sources agree about the Rust 1.0 release" "agent: researcher  status: success" "worker stopped"
 expect runtime_assembly "tools: [\"lookup_order\", \"refund\", \"send_email\"]" "not enabled: [\"check_stock\"]" "paused for review: refund(" "Refunds move money — allowed: approve, reject" "answer: Refunded 49.90 EUR on order A-17 and emailed customer 7." "the model was called 3 times with temperature 0.2 and max_tokens 400"
 OPENAI_API_KEY= ANTHROPIC_API_KEY= KIT_MODEL= expect quickstart "using kit's scripted model" "[researcher] says: Churn is" "← start_async_task:" "⏸ human review: send_email" "(stdin is not a terminal: approving automatically)" "async tasks: [\"analyst (success)\"]" "Questions go to [REDACTED_EMAIL]." "look at it: open file://" "  [completed] Email the ops team" 'files: ["/brief.md"]' "checkpoints in target/kit-quickstart/threads.sqlite"
+expect mcp "tool from MCP: check_stock — Looks up how many units of a product are in stock." "← check_stock: 12 units of A-17 (blue kettle) in the Lyon warehouse" "← check_stock (error): Error: no product with SKU Z-99" "trace runs of MCP calls: [\"tools/call check_stock @ inventory\", \"tools/call check_stock @ inventory\"]"
+# The same tool served over stdio, as an MCP host would run it: a handshake and one call.
+mcp_stdio=$({ printf '%s\n' \
+  '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"ci","version":"0"}}}' \
+  '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+  '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"check_stock","arguments":{"sku":"A-17"}}}'
+  sleep 3; } |  # keep stdin open until the answers are out: the server stops at end of input
+  timeout 60 cargo run -q --all-features --example mcp -- serve 2>/dev/null) || true
+for line in '"serverInfo":{"name":"inventory"' '"text":"12 units of A-17 (blue kettle) in the Lyon warehouse"'; do
+  grep -qF -- "$line" <<<"$mcp_stdio" || { echo "$mcp_stdio"; echo "example mcp -- serve: missing '$line'"; exit 1; }
+done
+echo "example mcp -- serve (stdio): ok"

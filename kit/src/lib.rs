@@ -111,6 +111,7 @@
 //! | [`model`] | the `ChatModel` trait, OpenAI-compatible and Anthropic providers, pricing |
 //! | [`tool`](mod@tool) | tools, `#[derive(Tool)]`, argument validation |
 //! | [`http`] | the HTTP client everything kit sends goes through |
+//! | `mcp` | MCP servers' tools as kit tools, kit tools served over MCP (feature `mcp`) |
 //! | [`protocol`] | the async-subagent run protocol client |
 //! | `server` | the worker server (feature `server`) |
 //! | [`trace`] | run trees, redaction, exporters (JSON lines, OTLP, Langfuse), the trace viewer |
@@ -125,6 +126,7 @@
 //! | `server` | no | `kit::server`: the async-subagent worker (axum) |
 //! | `otlp` | no | the protobuf encoding of `kit::trace::otlp`'s OTLP/HTTP export (OTLP/JSON, the exporter and the Langfuse profile need no feature) |
 //! | `embeddings` | no | `store::OpenAiEmbeddings`: vectors from any OpenAI-compatible embeddings API, for the store's semantic search |
+//! | `mcp` | no | `kit::mcp`: the tools of MCP servers (stdio, Streamable HTTP) as kit tools, and kit tools or agents served over MCP, through `rmcp` (pinned) |
 //!
 //! ## Errors
 //!
@@ -148,6 +150,8 @@ pub mod fuzz;
 pub mod graph;
 pub mod http;
 pub mod ids;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod message;
 pub mod middleware;
 pub mod model;

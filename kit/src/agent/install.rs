@@ -28,6 +28,10 @@ pub enum Placement {
     Outer(u16),
     /// In the order it was added to the builder (the default).
     AsAdded,
+    /// After every middleware placed [`AsAdded`](Placement::AsAdded); lower ranks first. A
+    /// capability that answers tool calls itself (the MCP toolset, whose tool list changes
+    /// while the agent runs) sits here, so every guardrail's `wrap_tool_call` wraps it.
+    Inner(u16),
 }
 
 impl Placement {

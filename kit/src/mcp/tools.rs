@@ -1,0 +1,255 @@
+//! An MCP server's tool as a kit [`Tool`]: the schema passed through, the call sent to the
+//! server, and its result mapped to a tool result.
+//!
+//! * **Arguments.** The tool's `inputSchema` is the kit tool's parameters, so the model sees it
+//!   and [`Tool::execute`] checks the arguments against it before anything is sent.
+//! * **Results.** Text blocks become text, images become image parts, embedded text resources
+//!   become text headed by their URI; audio, binary resources and resource links are described
+//!   in a line of text (models take no audio in tool results). `structuredContent` is sent as
+//!   JSON text when the server sent no text. `isError: true` becomes an error result.
+//! * **Failures.** A timeout, a server that exited or closed the connection, and a protocol
+//!   error each become an error result saying what happened and what the model can do. The
+//!   call never panics and never hangs past the timeout.
+//! * **Tracing.** Each call is a child run of the tool run, named `tools/call <tool>` with the
+//!   server in its name and metadata (`mcp_server`, `mcp_method`, `mcp_tool`,
+//!   `mcp_protocol_version`).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ResourceContents};
+use serde_json::{Value, json};
+
+use super::client::Inner;
+use crate::message::{Content, ContentPart, ToolStatus};
+use crate::tool::{DynTool, Tool, ToolContext, ToolError, ToolOutput};
+use crate::trace::RunKind;
+
+/// The longest tool description kept from a server, in characters (the rest is cut).
+pub(crate) const MAX_DESCRIPTION_CHARS: usize = 4096;
+
+/// The longest tool name a provider takes.
+const MAX_NAME_CHARS: usize = 64;
+
+/// A kit tool name for an MCP tool: the characters providers accept (`[A-Za-z0-9_-]`, others
+/// become `_`), at most 64, with the server's name in front when `prefix` is set.
+pub(crate) fn kit_name(server: &str, tool: &str, prefix: bool) -> String {
+    let raw = if prefix {
+        format!("{server}_{tool}")
+    } else {
+        tool.to_string()
+    };
+    let mut name: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_NAME_CHARS)
+        .collect();
+    if name.is_empty() {
+        name.push('_');
+    }
+    name
+}
+
+/// The kit tool for one tool of a server.
+pub(crate) fn to_kit_tool(client: &Arc<Inner>, tool: &rmcp::model::Tool) -> Tool {
+    let name = kit_name(&client.name, &tool.name, client.options.prefix_tool_names);
+    let description: String = tool
+        .description
+        .as_deref()
+        .unwrap_or_default()
+        .chars()
+        .take(MAX_DESCRIPTION_CHARS)
+        .collect();
+    let schema = Value::Object((*tool.input_schema).clone());
+    Tool::new(
+        name,
+        description,
+        schema,
+        McpTool {
+            client: client.clone(),
+            remote_name: tool.name.to_string(),
+        },
+    )
+    .with_max_result_chars(client.options.max_result_chars)
+    .tags(["mcp"])
+    .trace_metadata("mcp_server", client.name.clone())
+    .trace_metadata("mcp_tool", tool.name.to_string())
+}
+
+/// Calls one tool of one server.
+struct McpTool {
+    client: Arc<Inner>,
+    /// The tool's name on the server (the kit name may differ).
+    remote_name: String,
+}
+
+#[async_trait::async_trait]
+impl DynTool for McpTool {
+    async fn call(&self, args: Value, _ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let server = &self.client.name;
+        let run = crate::trace::start_run(
+            &format!("tools/call {} @ {server}", self.remote_name),
+            RunKind::Custom,
+            args.clone(),
+            Some(
+                json!({
+                    "mcp_server": server,
+                    "mcp_method": "tools/call",
+                    "mcp_tool": self.remote_name,
+                    "mcp_protocol_version": self.client.protocol_version(),
+                })
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            ),
+        );
+        let arguments = match args {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
+        let params = CallToolRequestParams::new(Cow::Owned(self.remote_name.clone()))
+            .with_arguments(arguments);
+        let outcome = self.client.call_tool(params).await;
+        match outcome {
+            Ok(result) => {
+                let output = map_result(result);
+                if output.status == ToolStatus::Error {
+                    run.fail(&format!(
+                        "the tool answered with isError: {}",
+                        crate::text::clip(&output.content.text(), 500)
+                    ));
+                } else {
+                    run.finish(json!({ "result": output.content }));
+                }
+                Ok(output)
+            }
+            Err(message) => {
+                run.fail(&message);
+                Err(ToolError::Failed(message))
+            }
+        }
+    }
+}
+
+/// A server's answer as a tool result.
+pub(crate) fn map_result(result: CallToolResult) -> ToolOutput {
+    let mut parts: Vec<ContentPart> = Vec::new();
+    for block in result.content {
+        match block {
+            ContentBlock::Text(t) => parts.push(ContentPart::text(t.text)),
+            ContentBlock::Image(i) => parts.push(ContentPart::image_base64(i.mime_type, i.data)),
+            ContentBlock::Audio(a) => parts.push(ContentPart::text(format!(
+                "[audio ({}, {} bytes of base64) not shown: models take no audio in tool results]",
+                a.mime_type,
+                a.data.len()
+            ))),
+            ContentBlock::Resource(r) => match r.resource {
+                ResourceContents::TextResourceContents { uri, text, .. } => {
+                    parts.push(ContentPart::text(format!("[resource {uri}]\n{text}")));
+                }
+                ResourceContents::BlobResourceContents {
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
+                } => parts.push(ContentPart::text(format!(
+                    "[binary resource {uri} ({}, {} bytes of base64) not shown]",
+                    mime_type.as_deref().unwrap_or("unknown type"),
+                    blob.len()
+                ))),
+                other => parts.push(ContentPart::text(format!(
+                    "[resource not shown: {}]",
+                    crate::text::clip(&serde_json::to_string(&other).unwrap_or_default(), 200)
+                ))),
+            },
+            ContentBlock::ResourceLink(link) => parts.push(ContentPart::text(format!(
+                "[resource link: {} <{}>{}]",
+                link.name,
+                link.uri,
+                link.description
+                    .map(|d| format!(" — {d}"))
+                    .unwrap_or_default()
+            ))),
+            other => parts.push(ContentPart::text(format!(
+                "[content block not shown: {}]",
+                crate::text::clip(&serde_json::to_string(&other).unwrap_or_default(), 200)
+            ))),
+        }
+    }
+    let has_text = parts
+        .iter()
+        .any(|p| matches!(p, ContentPart::Text { text } if !text.is_empty()));
+    if !has_text && let Some(structured) = result.structured_content {
+        parts.push(ContentPart::text(structured.to_string()));
+    }
+    let content = if parts.iter().all(|p| matches!(p, ContentPart::Text { .. })) {
+        let texts: Vec<String> = parts
+            .into_iter()
+            .filter_map(|p| match p {
+                ContentPart::Text { text } => Some(text),
+                _ => None,
+            })
+            .collect();
+        Content::Text(texts.join("\n"))
+    } else {
+        Content::Parts(parts)
+    };
+    ToolOutput {
+        content,
+        status: if result.is_error == Some(true) {
+            ToolStatus::Error
+        } else {
+            ToolStatus::Success
+        },
+        update: None,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_keep_what_providers_accept() {
+        assert_eq!(kit_name("fs", "read_file", false), "read_file");
+        assert_eq!(kit_name("fs", "read.file/v2", false), "read_file_v2");
+        assert_eq!(kit_name("fs", "read", true), "fs_read");
+        assert_eq!(kit_name("s", &"x".repeat(100), false).len(), 64);
+        assert_eq!(kit_name("s", "", false), "_");
+    }
+
+    #[test]
+    fn text_blocks_join_and_is_error_is_an_error() {
+        let mut result =
+            CallToolResult::error(vec![ContentBlock::text("a"), ContentBlock::text("b")]);
+        result.structured_content = Some(json!({"ignored": true}));
+        let out = map_result(result);
+        assert_eq!(out.status, ToolStatus::Error);
+        assert_eq!(out.content, Content::Text("a\nb".into()));
+    }
+
+    #[test]
+    fn images_are_parts_and_structured_content_stands_in_for_missing_text() {
+        let out = map_result(CallToolResult::success(vec![ContentBlock::image(
+            "AAAA",
+            "image/png",
+        )]));
+        assert_eq!(
+            out.content,
+            Content::Parts(vec![ContentPart::image_base64("image/png", "AAAA")])
+        );
+        let mut only_structured = CallToolResult::success(vec![]);
+        only_structured.structured_content = Some(json!({"temp": 21}));
+        assert_eq!(
+            map_result(only_structured).content,
+            Content::Text("{\"temp\":21}".into())
+        );
+    }
+}

@@ -1,0 +1,205 @@
+//! The tools of MCP servers as a middleware that follows their tool lists.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::agent::{
+    AgentError, Hook, Middleware, ModelExecution, ModelNext, Placement, Runtime, ToolNext,
+};
+use crate::graph::Pause;
+use crate::message::ToolCall;
+use crate::model::{ModelRequest, ToolSpec};
+use crate::tool::{Tool, ToolContext, ToolExecution};
+
+use super::{McpClient, McpError};
+
+/// The tools of one or more MCP servers, kept current: a middleware.
+///
+/// The agent starts with the tools the servers list when the toolset is made. When a server
+/// says its list changed (`notifications/tools/list_changed`), the next model call sees the
+/// new list: added tools appear, removed ones disappear, changed schemas apply; a call to a
+/// removed tool is answered with an error result naming the tools there are.
+///
+/// The toolset sits innermost in the middleware chain ([`Placement::Inner`]), so every
+/// guardrail's `wrap_tool_call` (human review, PII, call limits) wraps MCP calls, whatever
+/// order the middleware were added in.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use kit::mcp::{McpClient, McpServer, McpToolset};
+/// use kit::testing::ScriptedModel;
+/// use kit::{Agent, Message, ToolCall};
+///
+/// let ping = kit::tool::Tool::from_fn("ping", "Replies pong.", serde_json::json!({"type": "object"}),
+///     |_, _| async { Ok::<_, kit::tool::ToolError>("pong") });
+/// let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+/// let _serving = McpServer::new("demo").tool(ping).serve(server_io);
+/// let client = McpClient::connect_with("demo", client_io).await?;
+///
+/// let agent = Agent::builder()
+///     .model(ScriptedModel::new([
+///         Message::assistant_with_tool_calls("", vec![ToolCall::new("ping", serde_json::json!({}))]),
+///         Message::assistant("The server said pong."),
+///     ]))
+///     .middleware(McpToolset::new([client]).await?)
+///     .build()?;
+/// let out = agent.invoke("Ping the server.").await?;
+/// assert!(out.state().messages.iter().any(|m| m.text() == "pong"));
+/// # Ok(()) }
+/// ```
+pub struct McpToolset {
+    clients: Vec<McpClient>,
+    /// Each server's tools when the toolset was made.
+    per_server: Vec<Vec<Tool>>,
+    initial: Vec<Tool>,
+    initial_names: HashSet<String>,
+    /// The servers' list-change counts when `initial` was listed.
+    initial_changes: Vec<u64>,
+}
+
+impl std::fmt::Debug for McpToolset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpToolset")
+            .field(
+                "servers",
+                &self.clients.iter().map(McpClient::name).collect::<Vec<_>>(),
+            )
+            .field("tools", &self.initial_names)
+            .finish()
+    }
+}
+
+impl McpToolset {
+    /// Lists the tools of these servers.
+    pub async fn new(clients: impl IntoIterator<Item = McpClient>) -> Result<Self, McpError> {
+        let clients: Vec<McpClient> = clients.into_iter().collect();
+        let initial_changes = clients.iter().map(McpClient::list_changes).collect();
+        let mut per_server = Vec::new();
+        let mut owners: HashMap<String, String> = HashMap::new();
+        for client in &clients {
+            let tools = client.tools().await?;
+            for tool in &tools {
+                if let Some(first) =
+                    owners.insert(tool.name().to_string(), client.name().to_string())
+                {
+                    return Err(McpError::DuplicateTool {
+                        tool: tool.name().to_string(),
+                        first,
+                        second: client.name().to_string(),
+                    });
+                }
+            }
+            per_server.push(tools);
+        }
+        let initial: Vec<Tool> = per_server.iter().flatten().cloned().collect();
+        let initial_names = initial.iter().map(|t| t.name().to_string()).collect();
+        Ok(McpToolset {
+            clients,
+            per_server,
+            initial,
+            initial_names,
+            initial_changes,
+        })
+    }
+
+    /// The tools as listed when the toolset was made.
+    pub fn snapshot(&self) -> &[Tool] {
+        &self.initial
+    }
+
+    /// Whether any server changed its list since the toolset was made.
+    fn changed(&self) -> bool {
+        self.clients
+            .iter()
+            .zip(&self.initial_changes)
+            .any(|(c, seen)| c.list_changes() != *seen)
+    }
+
+    /// The servers' tools now (a server that cannot be listed keeps its first list).
+    async fn current(&self) -> Vec<Tool> {
+        let mut all = Vec::new();
+        for (client, first) in self.clients.iter().zip(&self.per_server) {
+            match client.inner().tools().await {
+                Ok(tools) => all.extend(tools),
+                Err(e) => {
+                    tracing::warn!(server = client.name(), error = %e, "MCP tools could not be listed again");
+                    all.extend(first.iter().cloned());
+                }
+            }
+        }
+        all
+    }
+}
+
+#[crate::async_trait]
+impl Middleware for McpToolset {
+    fn name(&self) -> &str {
+        "McpToolset"
+    }
+
+    fn placement(&self) -> Placement {
+        Placement::Inner(0)
+    }
+
+    fn hooks(&self) -> &[Hook] {
+        &[]
+    }
+
+    fn tools(&self) -> Vec<Tool> {
+        self.initial.clone()
+    }
+
+    async fn wrap_model_call(
+        &self,
+        mut request: ModelRequest,
+        _rt: &Runtime,
+        next: ModelNext<'_>,
+    ) -> Result<ModelExecution, AgentError> {
+        if self.changed() {
+            let current = self.current().await;
+            let current_names: HashSet<&str> = current.iter().map(Tool::name).collect();
+            let mut specs: Vec<ToolSpec> = request
+                .tools
+                .iter()
+                .filter(|s| {
+                    !self.initial_names.contains(&s.name)
+                        && !current_names.contains(s.name.as_str())
+                })
+                .cloned()
+                .collect();
+            specs.extend(current.iter().map(|t| t.spec().clone()));
+            request.tools = Arc::from(specs);
+        }
+        next.call(request).await
+    }
+
+    async fn wrap_tool_call(
+        &self,
+        call: ToolCall,
+        ctx: ToolContext,
+        _rt: &Runtime,
+        next: ToolNext<'_>,
+    ) -> Result<ToolExecution, Pause> {
+        if !self.changed() {
+            return next.call(call, ctx).await;
+        }
+        let current = self.current().await;
+        let by_name: HashMap<&str, &Tool> = current.iter().map(|t| (t.name(), t)).collect();
+        match by_name.get(call.name.as_str()) {
+            Some(tool) => tool.execute(&call, ctx).await,
+            None if self.initial_names.contains(&call.name) => {
+                let mut names: Vec<&str> = by_name.keys().copied().collect();
+                names.sort_unstable();
+                Ok(ToolExecution::error(
+                    &call,
+                    format!(
+                        "Error: the MCP server no longer offers `{}`; its tools now are [{}].",
+                        call.name,
+                        names.join(", ")
+                    ),
+                ))
+            }
+            None => next.call(call, ctx).await,
+        }
+    }
+}
