@@ -46,7 +46,8 @@
 //!
 //! Errors are JSON `{"error": code, "message": what is wrong and what to do}`: 400 malformed
 //! JSON or fields, 401 missing or wrong bearer token, 404 unknown run, thread, route or
-//! `assistant_id`, 409 a thread of another graph or a busy thread with `reject`, 413 a body
+//! `assistant_id`, 409 a thread of another graph, a busy thread with `reject` or a thread id
+//! another identity owns, 413 a body
 //! over the limit, 422 an input the graph does not accept, 503 a store failure or a worker
 //! shutting down. Responses never carry stack traces, SQL or paths; those go to the log
 //! (`tracing`).
@@ -112,7 +113,27 @@
 //! # Security
 //!
 //! With [`bearer_token`](WorkerBuilder::bearer_token), every route except `GET /ok` needs
-//! `Authorization: Bearer <token>` (compared in constant time; 401 otherwise). Bodies are
+//! `Authorization: Bearer <token>` (compared in constant time; 401 otherwise).
+//!
+//! # Tenants
+//!
+//! An auth hook ([`WorkerBuilder::auth`], any [`Authenticate`]) turns each request into the
+//! [`Identity`] it acts as; [`bearer_token_for`](WorkerBuilder::bearer_token_for) maps tokens
+//! to identities (the built-in hook, [`BearerTokens`]). Every thread and run records the
+//! identity that created it as its owner, and:
+//!
+//! * an identity sees and touches only what it owns: a run or thread id of another identity is
+//!   answered exactly as a missing one (`404`, the same body), on every route that reads,
+//!   follows up, cancels or streams;
+//! * a thread id another identity owns cannot be created or written into: `POST /runs` and
+//!   `POST /threads` answer `409 thread_unavailable` without naming the owner (the store checks
+//!   the owner in the same transaction as the insert, so two tenants racing for one id cannot
+//!   both win);
+//! * tokens given with [`bearer_token`](WorkerBuilder::bearer_token), and every request of a
+//!   worker without auth, act as [`Identity::shared`], which owns everything a store held
+//!   before owners were recorded.
+//!
+//! Bodies are
 //! limited to [`body_limit`](WorkerBuilder::body_limit) bytes (1 MiB by default; 413 above,
 //! and at once — before a byte is read — when `Content-Length` declares more).
 //!
@@ -151,6 +172,9 @@ mod queue;
 mod routes;
 pub mod store;
 
+pub use auth::{AuthError, Authenticate, BearerTokens, Identity};
+/// The head of an HTTP request (method, URI, headers), as an [`Authenticate`] hook sees it.
+pub use axum::http::request::Parts as RequestParts;
 pub use config::{FollowUp, Recovery, WorkerConfig};
 pub use hosted::{Hosted, HostedError, HostedOutput, HostedRun, RUN_ID_METADATA_KEY};
 pub(crate) use routes::parse_run_request;
@@ -207,7 +231,9 @@ pub struct WorkerBuilder {
     store: Option<Arc<dyn RunStore>>,
     checkpointer: Option<Arc<dyn Checkpointer>>,
     config: WorkerConfig,
-    tokens: Vec<String>,
+    tokens: BearerTokens,
+    empty_token: bool,
+    hook: Option<Arc<dyn Authenticate>>,
     worker_id: Option<String>,
 }
 
@@ -216,7 +242,7 @@ impl std::fmt::Debug for WorkerBuilder {
         f.debug_struct("WorkerBuilder")
             .field("graphs", &self.graphs.keys().collect::<Vec<_>>())
             .field("config", &self.config)
-            .field("auth", &!self.tokens.is_empty())
+            .field("auth", &(!self.tokens.is_empty() || self.hook.is_some()))
             .finish_non_exhaustive()
     }
 }
@@ -297,9 +323,43 @@ impl WorkerBuilder {
     }
 
     /// Requires `Authorization: Bearer <token>` on every route but `GET /ok`. Call it again
-    /// to accept several tokens (rotation).
-    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
-        self.tokens.push(token.into());
+    /// to accept several tokens (rotation). These tokens all act as one identity,
+    /// [`Identity::shared`]: use [`bearer_token_for`](Self::bearer_token_for) to give tenants
+    /// tokens of their own.
+    pub fn bearer_token(self, token: impl Into<String>) -> Self {
+        self.bearer_token_for(token, Identity::shared())
+    }
+
+    /// Requires `Authorization: Bearer <token>` on every route but `GET /ok`, and makes
+    /// `token` act as `identity`: the owner of the threads and runs its requests create, the
+    /// only identity that can see them. Several tokens may map to one identity.
+    ///
+    /// ```no_run
+    /// # use kit::server::{Identity, Worker};
+    /// # fn agent() -> kit::Agent { unimplemented!() }
+    /// # async fn run() -> Result<(), kit::server::ServerError> {
+    /// let worker = Worker::builder()
+    ///     .agent("assistant", agent())
+    ///     .bearer_token_for("token-of-acme", Identity::new("acme"))
+    ///     .bearer_token_for("token-of-globex", Identity::new("globex"))
+    ///     .build()
+    ///     .await?;
+    /// # let _ = worker; Ok(()) }
+    /// ```
+    pub fn bearer_token_for(mut self, token: impl Into<String>, identity: Identity) -> Self {
+        let token = token.into();
+        if token.trim().is_empty() {
+            self.empty_token = true;
+        }
+        self.tokens = self.tokens.token(token, identity);
+        self
+    }
+
+    /// Authenticates every request but `GET /ok` with `hook`: a function from the request's
+    /// head to the [`Identity`] it acts as (see [`Authenticate`]). Replaces bearer tokens:
+    /// give one or the other.
+    pub fn auth(mut self, hook: impl Authenticate) -> Self {
+        self.hook = Some(Arc::new(hook));
         self
     }
 
@@ -399,11 +459,30 @@ impl WorkerBuilder {
                 "the lease must be at least 150 ms (it is renewed every third of it)".to_string(),
             ));
         }
-        if self.tokens.iter().any(|t| t.trim().is_empty()) {
+        if self.empty_token {
             return Err(ServerError::Config(
                 "a bearer token is empty; pass a non-empty secret".to_string(),
             ));
         }
+        if self.tokens.conflicting_token() {
+            return Err(ServerError::Config(
+                "one bearer token is given for two different identities; give each identity \
+                 tokens of its own"
+                    .to_string(),
+            ));
+        }
+        if self.hook.is_some() && !self.tokens.is_empty() {
+            return Err(ServerError::Config(
+                "both an auth hook (`.auth(..)`) and bearer tokens are configured; the hook \
+                 decides alone: check tokens inside it, or drop it"
+                    .to_string(),
+            ));
+        }
+        let auth = match self.hook {
+            Some(hook) => auth::Auth(Some(hook)),
+            None if self.tokens.is_empty() => auth::Auth(None),
+            None => auth::Auth(Some(Arc::new(self.tokens))),
+        };
         let store = match self.store {
             Some(store) => store,
             None => default_store()?,
@@ -422,7 +501,7 @@ impl WorkerBuilder {
                 self.config,
                 worker_id,
             )),
-            tokens: auth::Tokens::new(&self.tokens),
+            auth,
         })
     }
 }
@@ -444,7 +523,7 @@ fn default_store() -> Result<Arc<dyn RunStore>, ServerError> {
 /// A configured worker, not yet serving. Start it with [`start`](Self::start).
 pub struct Worker {
     shared: Arc<Shared>,
-    tokens: auth::Tokens,
+    auth: auth::Auth,
 }
 
 impl std::fmt::Debug for Worker {
@@ -498,7 +577,7 @@ impl Worker {
         let shared = self.shared.clone();
         let scheduler = tokio::spawn(queue::schedule(shared.clone()));
         let heartbeat = tokio::spawn(queue::heartbeat(shared.clone()));
-        let app = routes::router(shared.clone(), self.tokens);
+        let app = routes::router(shared.clone(), self.auth);
         let (stop_tx, stop_rx) = watch::channel(false);
         let config = shared.config.clone();
         let server =

@@ -44,6 +44,9 @@ CREATE TABLE IF NOT EXISTS kit_worker_runs (
 );
 CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, seq);
 CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
+-- Owners (added after the first release: existing rows belong to the shared identity).
+ALTER TABLE kit_worker_threads ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE kit_worker_runs ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
 ";
 
 /// A [`RunStore`] in PostgreSQL: several worker processes (on several machines) share one
@@ -125,6 +128,7 @@ fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
         updated_at: unms(row.try_get(14).map_err(get)?),
         started_at: row.try_get::<_, Option<i64>>(15).map_err(get)?.map(unms),
         finished_at: row.try_get::<_, Option<i64>>(16).map_err(get)?.map(unms),
+        owner: row.try_get(17).map_err(get)?,
         run_id,
     })
 }
@@ -143,10 +147,12 @@ fn thread_from_row(row: &Row) -> Result<ThreadRecord, StoreError> {
             .transpose()?,
         created_at: unms(row.try_get(4).map_err(get)?),
         updated_at: unms(row.try_get(5).map_err(get)?),
+        owner: row.try_get(6).map_err(get)?,
     })
 }
 
-const THREAD_COLUMNS: &str = "thread_id, graph_id, metadata, values_json, created_at, updated_at";
+const THREAD_COLUMNS: &str =
+    "thread_id, graph_id, metadata, values_json, created_at, updated_at, owner";
 
 impl PostgresRunStore {
     /// Connects to `url` (`postgres://user:password@host:port/db`) and creates the tables in
@@ -235,6 +241,7 @@ impl RunStore for PostgresRunStore {
     async fn create_thread(
         &self,
         thread_id: &str,
+        owner: &str,
         metadata: Value,
     ) -> Result<ThreadRecord, StoreError> {
         let op = "creating a thread";
@@ -242,9 +249,9 @@ impl RunStore for PostgresRunStore {
         let now = ms(crate::ids::now_millis());
         client
             .execute(
-                "INSERT INTO kit_worker_threads (thread_id, metadata, created_at, updated_at)
-                 VALUES ($1, $2, $3, $3) ON CONFLICT (thread_id) DO NOTHING",
-                &[&thread_id, &metadata.to_string(), &now],
+                "INSERT INTO kit_worker_threads (thread_id, metadata, created_at, updated_at, owner)
+                 VALUES ($1, $2, $3, $3, $4) ON CONFLICT (thread_id) DO NOTHING",
+                &[&thread_id, &metadata.to_string(), &now, &owner],
             )
             .await
             .map_err(|e| sql_error(op, e))?;
@@ -273,22 +280,25 @@ impl RunStore for PostgresRunStore {
         let now = ms(crate::ids::now_millis());
         let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
         tx.execute(
-            "INSERT INTO kit_worker_threads (thread_id, graph_id, created_at, updated_at)
-             VALUES ($1, $2, $3, $3) ON CONFLICT (thread_id) DO NOTHING",
-            &[&run.thread_id, &run.graph_id, &now],
+            "INSERT INTO kit_worker_threads (thread_id, graph_id, created_at, updated_at, owner)
+             VALUES ($1, $2, $3, $3, $4) ON CONFLICT (thread_id) DO NOTHING",
+            &[&run.thread_id, &run.graph_id, &now, &run.owner],
         )
         .await
         .map_err(|e| sql_error(op, e))?;
         let row = tx
             .query_one(
-                "SELECT graph_id FROM kit_worker_threads WHERE thread_id = $1 FOR UPDATE",
+                "SELECT graph_id, owner FROM kit_worker_threads WHERE thread_id = $1 FOR UPDATE",
                 &[&run.thread_id],
             )
             .await
             .map_err(|e| sql_error(op, e))?;
-        let graph: Option<String> = row
-            .try_get(0)
-            .map_err(|e| StoreError::Corrupt(format!("a thread row: {e}")))?;
+        let corrupt = |e: tokio_postgres::Error| StoreError::Corrupt(format!("a thread row: {e}"));
+        let graph: Option<String> = row.try_get(0).map_err(corrupt)?;
+        let owner: String = row.try_get(1).map_err(corrupt)?;
+        if owner != run.owner {
+            return Err(StoreError::ForeignThread(run.thread_id));
+        }
         match graph {
             Some(g) if g != run.graph_id => {
                 return Err(StoreError::GraphMismatch {
@@ -311,8 +321,8 @@ impl RunStore for PostgresRunStore {
         let inserted = tx
             .execute(
                 "INSERT INTO kit_worker_runs (run_id, thread_id, graph_id, status, input_kind,
-                    input, metadata, multitask_strategy, created_at, updated_at)
-                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $8)
+                    input, metadata, multitask_strategy, created_at, updated_at, owner)
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $8, $9)
                  ON CONFLICT (run_id) DO NOTHING",
                 &[
                     &run.run_id,
@@ -323,6 +333,7 @@ impl RunStore for PostgresRunStore {
                     &run.metadata.to_string(),
                     &run.multitask_strategy,
                     &now,
+                    &run.owner,
                 ],
             )
             .await

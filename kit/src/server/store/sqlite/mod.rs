@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS kit_worker_threads (
     metadata    TEXT NOT NULL DEFAULT '{}',
     values_json TEXT,
     created_at  INTEGER NOT NULL,
-    updated_at  INTEGER NOT NULL
+    updated_at  INTEGER NOT NULL,
+    owner       TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS kit_worker_runs (
     seq                INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -42,7 +43,8 @@ CREATE TABLE IF NOT EXISTS kit_worker_runs (
     created_at         INTEGER NOT NULL,
     updated_at         INTEGER NOT NULL,
     started_at         INTEGER,
-    finished_at        INTEGER
+    finished_at        INTEGER,
+    owner              TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, seq);
 CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
@@ -102,6 +104,31 @@ fn to_json(v: &Value) -> String {
     v.to_string()
 }
 
+/// Brings a store made by an older kit up to date: the `owner` columns (existing threads and
+/// runs belong to the shared identity).
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    for table in ["kit_worker_threads", "kit_worker_runs"] {
+        if !has_column(conn, table, "owner")? {
+            conn.execute_batch(&format!(
+                "ALTER TABLE {table} ADD COLUMN owner TEXT NOT NULL DEFAULT ''"
+            ))
+            .map_err(|e| backend("adding the owner column", e))?;
+        }
+    }
+    Ok(())
+}
+
+fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool, StoreError> {
+    let names = conn
+        .prepare(&format!("PRAGMA table_info({table})"))
+        .and_then(|mut s| {
+            s.query_map([], |r| r.get::<_, String>(1))?
+                .collect::<rusqlite::Result<Vec<String>>>()
+        })
+        .map_err(|e| backend("reading the table layout", e))?;
+    Ok(names.iter().any(|n| n == column))
+}
+
 impl SqliteRunStore {
     /// Opens (or creates) the store in the file at `path`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
@@ -136,6 +163,7 @@ impl SqliteRunStore {
         }
         conn.execute_batch(SCHEMA)
             .map_err(|e| backend("creating the tables", e))?;
+        migrate(&conn)?;
         Ok(SqliteRunStore {
             conn: Arc::new(Mutex::new(conn)),
             path,
@@ -172,16 +200,18 @@ impl RunStore for SqliteRunStore {
     async fn create_thread(
         &self,
         thread_id: &str,
+        owner: &str,
         metadata: Value,
     ) -> Result<ThreadRecord, StoreError> {
         let thread_id = thread_id.to_string();
+        let owner = owner.to_string();
         self.with("creating a thread", move |conn| {
             let now = ms(crate::ids::now_millis());
             conn.prepare_cached(
-                "INSERT INTO kit_worker_threads (thread_id, metadata, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?3) ON CONFLICT (thread_id) DO NOTHING",
+                "INSERT INTO kit_worker_threads (thread_id, metadata, created_at, updated_at, owner)
+                 VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (thread_id) DO NOTHING",
             )
-            .and_then(|mut s| s.execute(params![thread_id, to_json(&metadata), now]))
+            .and_then(|mut s| s.execute(params![thread_id, to_json(&metadata), now, owner]))
             .map_err(|e| backend("creating a thread", e))?;
             get_thread(conn, &thread_id)?.ok_or_else(|| {
                 StoreError::Corrupt(format!("thread `{thread_id}` vanished after its insert"))
@@ -202,17 +232,27 @@ impl RunStore for SqliteRunStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|e| backend("creating a run", e))?;
-            let existing: Option<Option<String>> = tx
-                .prepare_cached("SELECT graph_id FROM kit_worker_threads WHERE thread_id = ?1")
-                .and_then(|mut s| s.query_row(params![run.thread_id], |r| r.get(0)).optional())
+            let existing: Option<(Option<String>, String)> = tx
+                .prepare_cached(
+                    "SELECT graph_id, owner FROM kit_worker_threads WHERE thread_id = ?1",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![run.thread_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
                 .map_err(|e| backend("creating a run", e))?;
-            match existing {
+            if existing.as_ref().is_some_and(|(_, owner)| *owner != run.owner) {
+                return Err(StoreError::ForeignThread(run.thread_id));
+            }
+            match existing.map(|(graph, _)| graph) {
                 None => {
                     tx.prepare_cached(
-                        "INSERT INTO kit_worker_threads (thread_id, graph_id, created_at, updated_at)
-                         VALUES (?1, ?2, ?3, ?3)",
+                        "INSERT INTO kit_worker_threads (thread_id, graph_id, created_at, updated_at, owner)
+                         VALUES (?1, ?2, ?3, ?3, ?4)",
                     )
-                    .and_then(|mut s| s.execute(params![run.thread_id, run.graph_id, now]))
+                    .and_then(|mut s| {
+                        s.execute(params![run.thread_id, run.graph_id, now, run.owner])
+                    })
                     .map_err(|e| backend("creating a thread", e))?;
                 }
                 Some(Some(graph)) if graph != run.graph_id => {
@@ -234,8 +274,8 @@ impl RunStore for SqliteRunStore {
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO kit_worker_runs (run_id, thread_id, graph_id, status, input_kind,
-                        input, metadata, multitask_strategy, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?8)
+                        input, metadata, multitask_strategy, created_at, updated_at, owner)
+                     VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?8, ?9)
                      ON CONFLICT (run_id) DO NOTHING",
                 )
                 .and_then(|mut s| {
@@ -247,7 +287,8 @@ impl RunStore for SqliteRunStore {
                         to_json(run.input.value()),
                         to_json(&run.metadata),
                         run.multitask_strategy,
-                        now
+                        now,
+                        run.owner
                     ])
                 })
                 .map_err(|e| backend("creating a run", e))?;
