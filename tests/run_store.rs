@@ -3,8 +3,8 @@
 //! otherwise skips loudly).
 
 use kit::server::store::{
-    Finish, NewRun, PostgresRunStore, RecoverAction, RunInput, RunStatus, RunStore, SqliteRunStore,
-    StoreError,
+    Finish, NewEvent, NewRun, PostgresRunStore, RecoverAction, RunInput, RunStatus, RunStore,
+    SqliteRunStore, StoreError,
 };
 use serde_json::json;
 
@@ -71,6 +71,7 @@ async fn contract(store: &dyn RunStore) {
         status: RunStatus::Success,
         output: Some(json!({"values": {"messages": ["hi"]}, "result": "hi"})),
         error: None,
+        events: vec![NewEvent::new("lifecycle", json!({"event": "completed"}))],
     };
     assert!(!store.finish("a", "w2", done.clone()).await.unwrap());
     assert!(store.finish("a", "w1", done.clone()).await.unwrap());
@@ -196,6 +197,62 @@ async fn contract(store: &dyn RunStore) {
         Err(StoreError::ForeignThread(_))
     ));
     assert_eq!(t.owner, "", "the shared identity is the empty owner");
+
+    // The event log: numbered 1, 2, 3, ... per thread, read from a cursor, finished runs'
+    // events included (a's `completed` above was number 1 of t1), woken listeners.
+    let mut notices = store.event_notices().await.unwrap();
+    let first = store.read_events("t1", 0, 10).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!((first[0].seq, first[0].run_id.as_str()), (1, "a"));
+    assert_eq!(first[0].data, json!({"event": "completed"}));
+    let events = (0..5)
+        .map(|i| NewEvent::new("updates", json!({"i": i})))
+        .collect::<Vec<_>>();
+    assert_eq!(store.append_events("t1", "b", events).await.unwrap(), 6);
+    // A notice names the thread; an empty one (PostgreSQL, when its `LISTEN` connection is
+    // (re)established) means "anything may have changed". Once listening, appends are heard.
+    let mut heard = tokio::time::timeout(std::time::Duration::from_secs(30), notices.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    if heard.is_empty() {
+        // Only now is the listener surely listening: append once more and hear it.
+        store
+            .append_events("t1", "b", vec![NewEvent::new("updates", json!({"i": 5}))])
+            .await
+            .unwrap();
+        while heard.is_empty() {
+            heard = tokio::time::timeout(std::time::Duration::from_secs(30), notices.recv())
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    } else {
+        store
+            .append_events("t1", "b", vec![NewEvent::new("updates", json!({"i": 5}))])
+            .await
+            .unwrap();
+    }
+    assert_eq!(heard, "t1");
+    let page = store.read_events("t1", 2, 2).await.unwrap();
+    assert_eq!(page.iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4]);
+    assert_eq!(page[0].data, json!({"i": 1}));
+    assert_eq!(page[0].channel(), "updates");
+    assert!(store.read_events("t1", 7, 10).await.unwrap().is_empty());
+    assert!(store.read_events("t2", 0, 10).await.unwrap().is_empty());
+    assert_eq!(store.append_events("t2", "c", vec![]).await.unwrap(), 0);
+    assert!(matches!(
+        store
+            .append_events("no-thread", "x", vec![NewEvent::new("values", json!({}))])
+            .await,
+        Err(StoreError::Corrupt(_))
+    ));
+    // Pruning by age keeps the numbering going.
+    assert_eq!(store.prune_events(u64::MAX / 2).await.unwrap(), 7);
+    assert!(store.read_events("t1", 0, 10).await.unwrap().is_empty());
+    let next = vec![NewEvent::new("values", json!({}))];
+    assert_eq!(store.append_events("t1", "b", next).await.unwrap(), 8);
+    assert_eq!(store.prune_events(0).await.unwrap(), 0);
 }
 
 #[tokio::test]

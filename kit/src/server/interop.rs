@@ -42,6 +42,14 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/threads/{thread_id}/runs", post(create_run).get(list_runs))
         .route("/threads/{thread_id}/runs/{run_id}", get(get_run))
         .route("/threads/{thread_id}/runs/{run_id}/cancel", post(cancel))
+        .route(
+            "/threads/{thread_id}/stream",
+            post(super::stream::post_stream).get(super::stream::get_stream),
+        )
+        .route(
+            "/threads/{thread_id}/commands",
+            post(super::commands::post_command),
+        )
 }
 
 fn status(run: &RunRecord) -> &'static str {

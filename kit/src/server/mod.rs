@@ -37,7 +37,8 @@
 //! | `/threads/...` | the LangGraph threads API subset, see below | |
 //!
 //! A run is `{"run_id", "thread_id", "assistant_id", "status", "created_at", "updated_at",
-//! "attempts", "metadata", "multitask_strategy"}`, plus when it has ended: `values` (the
+//! "attempts", "metadata", "multitask_strategy", "links": {"stream"}}` (`links.stream`: the
+//! path of its thread's event stream), plus when it has ended: `values` (the
 //! thread's state, with `messages` for agents), `result` (an agent's final answer),
 //! `interrupts` (what a paused run waits for), `error` (why it failed).
 //!
@@ -164,13 +165,16 @@
 
 mod auth;
 mod body;
+mod commands;
 mod config;
+mod event_log;
 mod hosted;
 mod interop;
 mod listen;
 mod queue;
 mod routes;
 pub mod store;
+mod stream;
 
 pub use auth::{AuthError, Authenticate, BearerTokens, Identity};
 /// The head of an HTTP request (method, URI, headers), as an [`Authenticate`] hook sees it.
@@ -423,6 +427,15 @@ impl WorkerBuilder {
         self
     }
 
+    /// How long a thread's events stay in its event log (default 1 hour): the window in which
+    /// a stream (`/threads/{id}/stream`) can be resumed from its last event id. Older events
+    /// are deleted by every worker sharing the store, about every quarter of this; a stream
+    /// resumed from a pruned point is told which events it missed.
+    pub fn event_retention(mut self, retention: Duration) -> Self {
+        self.config.event_retention = retention;
+        self
+    }
+
     /// This process's worker id (default: a random one per start). Runs it executes carry it.
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.worker_id = Some(id.into());
@@ -457,6 +470,12 @@ impl WorkerBuilder {
         if c.lease < Duration::from_millis(150) {
             return Err(ServerError::Config(
                 "the lease must be at least 150 ms (it is renewed every third of it)".to_string(),
+            ));
+        }
+        if c.event_retention.is_zero() {
+            return Err(ServerError::Config(
+                "event_retention must be more than zero (streams resume from the event log)"
+                    .to_string(),
             ));
         }
         if self.empty_token {

@@ -55,6 +55,11 @@ impl ApiError {
     pub(crate) fn message(&self) -> &str {
         &self.message
     }
+
+    /// The HTTP status.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
 }
 
 /// What `POST /runs` makes of a body before it looks at the store: the graph id, or the client
@@ -400,6 +405,10 @@ pub(crate) fn run_json(run: &RunRecord) -> Value {
         "attempts": run.attempts,
         "metadata": run.metadata,
     });
+    // Where the run's thread streams its events: supervisors follow it instead of polling.
+    if let Ok(segment) = crate::protocol::task_path_segment(&run.thread_id) {
+        out["links"] = json!({"stream": format!("/threads/{segment}/stream")});
+    }
     if let Some(s) = &run.multitask_strategy {
         out["multitask_strategy"] = json!(s);
     }

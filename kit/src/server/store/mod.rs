@@ -32,6 +32,7 @@
 //! expired (PostgreSQL) — and either puts them back in the queue (they resume from the thread's
 //! checkpoint) or fails them with an explicit error, per [`Recovery`](super::Recovery).
 
+mod events;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "sqlite")]
@@ -42,7 +43,15 @@ pub use postgres::PostgresRunStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteRunStore;
 
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(unused_imports)
+)]
+pub(crate) use events::{NOTICE_CAPACITY, NOTIFY_CHANNEL, parse_namespace};
+pub use events::{NewEvent, StoredEvent};
+
 use serde_json::Value;
+use tokio::sync::broadcast;
 
 /// The columns of a run row, in the order both SQL stores read them.
 pub(crate) const RUN_COLUMNS: &str = "run_id, thread_id, graph_id, status, input_kind, input, output, error, \
@@ -230,6 +239,10 @@ pub struct Finish {
     pub output: Option<Value>,
     /// The error text for `error` and `timeout`.
     pub error: Option<String>,
+    /// Events appended to the thread's log in the same transaction (the run's last ones:
+    /// its final values, what it waits for, its lifecycle end), so a reader who sees them
+    /// also sees the run ended.
+    pub events: Vec<NewEvent>,
 }
 
 /// The run store failed.
@@ -356,6 +369,34 @@ pub trait RunStore: Send + Sync + 'static {
     /// `running` one is flagged (its worker stops it and records `cancelled`). Returns the run
     /// as it is afterwards, `None` for an unknown id.
     async fn request_cancel(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Appends `events` of run `run_id` to the log of `thread_id`, numbered after its last
+    /// one (1, 2, 3, … per thread, no gaps); returns the number of the last (0 when `events`
+    /// is empty), and wakes [`event_notices`](Self::event_notices) listeners.
+    async fn append_events(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        events: Vec<NewEvent>,
+    ) -> Result<u64, StoreError>;
+
+    /// Up to `limit` events of the thread's log numbered above `after`, in order. A first
+    /// event numbered above `after + 1` means the ones between were pruned.
+    async fn read_events(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError>;
+
+    /// Deletes the events appended before `before` (ms since the Unix epoch); returns how
+    /// many.
+    async fn prune_events(&self, before: u64) -> Result<u64, StoreError>;
+
+    /// Thread ids whose log grew: appends in this process, and with a shared store
+    /// (PostgreSQL, through `LISTEN`/`NOTIFY`) in every process. A listener that lags gets
+    /// [`broadcast::error::RecvError::Lagged`] and should re-read the threads it follows.
+    async fn event_notices(&self) -> Result<broadcast::Receiver<String>, StoreError>;
 
     /// Handles runs left `running` by dead workers: with `all_running`, every `running` run not
     /// held by `worker_id`; otherwise those whose lease ended before `now`. A run with a

@@ -1,5 +1,6 @@
 //! The SQLite run store: one worker process, runs kept in a file (or in memory).
 
+mod events;
 mod rows;
 use rows::{get_run, get_thread, runs_where};
 
@@ -8,10 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
+use tokio::sync::broadcast;
 
 use super::{
-    Finish, NewRun, RecoverAction, RunRecord, RunStatus, RunStore, StoreError, ThreadRecord,
-    abandoned_message,
+    Finish, NOTICE_CAPACITY, NewEvent, NewRun, RecoverAction, RunRecord, RunStatus, RunStore,
+    StoreError, StoredEvent, ThreadRecord, abandoned_message,
 };
 
 const SCHEMA: &str = "
@@ -22,7 +24,8 @@ CREATE TABLE IF NOT EXISTS kit_worker_threads (
     values_json TEXT,
     created_at  INTEGER NOT NULL,
     updated_at  INTEGER NOT NULL,
-    owner       TEXT NOT NULL DEFAULT ''
+    owner       TEXT NOT NULL DEFAULT '',
+    event_seq   INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS kit_worker_runs (
     seq                INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -48,6 +51,17 @@ CREATE TABLE IF NOT EXISTS kit_worker_runs (
 );
 CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, seq);
 CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
+CREATE TABLE IF NOT EXISTS kit_worker_events (
+    thread_id  TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    run_id     TEXT NOT NULL,
+    method     TEXT NOT NULL,
+    namespace  TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS kit_worker_events_age ON kit_worker_events (created_at);
 ";
 
 /// A [`RunStore`] in a SQLite file (or in memory).
@@ -70,6 +84,7 @@ CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id,
 pub struct SqliteRunStore {
     conn: Arc<Mutex<Connection>>,
     path: Option<PathBuf>,
+    notices: broadcast::Sender<String>,
 }
 
 impl std::fmt::Debug for SqliteRunStore {
@@ -105,14 +120,21 @@ fn to_json(v: &Value) -> String {
 }
 
 /// Brings a store made by an older kit up to date: the `owner` columns (existing threads and
-/// runs belong to the shared identity).
+/// runs belong to the shared identity) and the threads' event counter.
 fn migrate(conn: &Connection) -> Result<(), StoreError> {
-    for table in ["kit_worker_threads", "kit_worker_runs"] {
-        if !has_column(conn, table, "owner")? {
-            conn.execute_batch(&format!(
-                "ALTER TABLE {table} ADD COLUMN owner TEXT NOT NULL DEFAULT ''"
-            ))
-            .map_err(|e| backend("adding the owner column", e))?;
+    let added = [
+        ("kit_worker_threads", "owner", "TEXT NOT NULL DEFAULT ''"),
+        ("kit_worker_runs", "owner", "TEXT NOT NULL DEFAULT ''"),
+        (
+            "kit_worker_threads",
+            "event_seq",
+            "INTEGER NOT NULL DEFAULT 0",
+        ),
+    ];
+    for (table, column, layout) in added {
+        if !has_column(conn, table, column)? {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {layout}"))
+                .map_err(|e| backend("adding a column to an older store", e))?;
         }
     }
     Ok(())
@@ -167,6 +189,7 @@ impl SqliteRunStore {
         Ok(SqliteRunStore {
             conn: Arc::new(Mutex::new(conn)),
             path,
+            notices: broadcast::channel(NOTICE_CAPACITY).0,
         })
     }
 
@@ -415,44 +438,103 @@ impl RunStore for SqliteRunStore {
     ) -> Result<bool, StoreError> {
         let run_id = run_id.to_string();
         let worker_id = worker_id.to_string();
-        self.with("recording the end of a run", move |conn| {
-            let now = ms(crate::ids::now_millis());
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(|e| backend("recording the end of a run", e))?;
-            let changed = tx
-                .prepare_cached(
-                    "UPDATE kit_worker_runs SET status = ?3, output = ?4, error = ?5,
+        let thread = self
+            .with("recording the end of a run", move |conn| {
+                let now = ms(crate::ids::now_millis());
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(|e| backend("recording the end of a run", e))?;
+                let changed = tx
+                    .prepare_cached(
+                        "UPDATE kit_worker_runs SET status = ?3, output = ?4, error = ?5,
                         finished_at = ?6, updated_at = ?6, lease_until = NULL
                      WHERE run_id = ?1 AND worker_id = ?2 AND status = 'running'",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        run_id,
-                        worker_id,
-                        finish.status.as_str(),
-                        finish.output.as_ref().map(to_json),
-                        finish.error,
-                        now
-                    ])
-                })
-                .map_err(|e| backend("recording the end of a run", e))?;
-            if changed == 0 {
-                return Ok(false);
+                    )
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            run_id,
+                            worker_id,
+                            finish.status.as_str(),
+                            finish.output.as_ref().map(to_json),
+                            finish.error,
+                            now
+                        ])
+                    })
+                    .map_err(|e| backend("recording the end of a run", e))?;
+                if changed == 0 {
+                    return Ok(None);
+                }
+                let thread_id: String = tx
+                    .prepare_cached("SELECT thread_id FROM kit_worker_runs WHERE run_id = ?1")
+                    .and_then(|mut s| s.query_row(params![run_id], |r| r.get(0)))
+                    .map_err(|e| backend("recording the end of a run", e))?;
+                if let Some(values) = finish.output.as_ref().and_then(|o| o.get("values")) {
+                    tx.prepare_cached(
+                        "UPDATE kit_worker_threads SET values_json = ?2, updated_at = ?3
+                     WHERE thread_id = ?1",
+                    )
+                    .and_then(|mut s| s.execute(params![thread_id, to_json(values), now]))
+                    .map_err(|e| backend("recording the end of a run", e))?;
+                }
+                events::append(&tx, &thread_id, &run_id, &finish.events, unms(now))?;
+                tx.commit()
+                    .map_err(|e| backend("recording the end of a run", e))?;
+                Ok(Some(thread_id))
+            })
+            .await?;
+        match thread {
+            Some(thread_id) => {
+                let _ = self.notices.send(thread_id);
+                Ok(true)
             }
-            if let Some(values) = finish.output.as_ref().and_then(|o| o.get("values")) {
-                tx.prepare_cached(
-                    "UPDATE kit_worker_threads SET values_json = ?2, updated_at = ?3
-                     WHERE thread_id = (SELECT thread_id FROM kit_worker_runs WHERE run_id = ?1)",
-                )
-                .and_then(|mut s| s.execute(params![run_id, to_json(values), now]))
-                .map_err(|e| backend("recording the end of a run", e))?;
-            }
-            tx.commit()
-                .map_err(|e| backend("recording the end of a run", e))?;
-            Ok(true)
+            None => Ok(false),
+        }
+    }
+
+    async fn append_events(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        events: Vec<NewEvent>,
+    ) -> Result<u64, StoreError> {
+        if events.is_empty() {
+            return Ok(0);
+        }
+        let (thread, run) = (thread_id.to_string(), run_id.to_string());
+        let last = self
+            .with("appending events", move |conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(|e| backend("appending events", e))?;
+                let last = events::append(&tx, &thread, &run, &events, crate::ids::now_millis())?;
+                tx.commit().map_err(|e| backend("appending events", e))?;
+                Ok(last)
+            })
+            .await?;
+        let _ = self.notices.send(thread_id.to_string());
+        Ok(last)
+    }
+
+    async fn read_events(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let thread = thread_id.to_string();
+        self.with("reading events", move |conn| {
+            events::read(conn, &thread, after, limit)
         })
         .await
+    }
+
+    async fn prune_events(&self, before: u64) -> Result<u64, StoreError> {
+        self.with("pruning events", move |conn| events::prune(conn, before))
+            .await
+    }
+
+    async fn event_notices(&self) -> Result<broadcast::Receiver<String>, StoreError> {
+        Ok(self.notices.subscribe())
     }
 
     async fn release(&self, run_id: &str, worker_id: &str) -> Result<(), StoreError> {

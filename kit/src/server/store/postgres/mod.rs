@@ -1,11 +1,16 @@
 //! The PostgreSQL run store: one queue shared by many worker processes.
 
+mod events;
+
+use std::sync::{Arc, Mutex};
+
 use serde_json::Value;
+use tokio::sync::broadcast;
 use tokio_postgres::Row;
 
 use super::{
-    Finish, NewRun, RUN_COLUMNS, RecoverAction, RunInput, RunRecord, RunStatus, RunStore,
-    StoreError, ThreadRecord, abandoned_message,
+    Finish, NOTICE_CAPACITY, NewEvent, NewRun, RUN_COLUMNS, RecoverAction, RunInput, RunRecord,
+    RunStatus, RunStore, StoreError, StoredEvent, ThreadRecord, abandoned_message,
 };
 use crate::pg::Database;
 
@@ -47,6 +52,19 @@ CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id,
 -- Owners (added after the first release: existing rows belong to the shared identity).
 ALTER TABLE kit_worker_threads ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE kit_worker_runs ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
+-- The thread event log (added with resumable streams).
+ALTER TABLE kit_worker_threads ADD COLUMN IF NOT EXISTS event_seq BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS kit_worker_events (
+    thread_id  TEXT COLLATE \"C\" NOT NULL,
+    seq        BIGINT NOT NULL,
+    run_id     TEXT NOT NULL,
+    method     TEXT NOT NULL,
+    namespace  TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+);
+CREATE INDEX IF NOT EXISTS kit_worker_events_age ON kit_worker_events (created_at);
 ";
 
 /// A [`RunStore`] in PostgreSQL: several worker processes (on several machines) share one
@@ -59,6 +77,14 @@ ALTER TABLE kit_worker_runs ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT
 #[derive(Clone)]
 pub struct PostgresRunStore {
     db: Database,
+    /// The wake-up channel and the task `LISTEN`ing for it, started by the first
+    /// [`event_notices`](RunStore::event_notices).
+    listener: Arc<Mutex<Option<Listener>>>,
+}
+
+struct Listener {
+    notices: broadcast::Sender<String>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for PostgresRunStore {
@@ -173,7 +199,10 @@ impl PostgresRunStore {
                 op: "connecting".into(),
                 message,
             })?;
-        let store = PostgresRunStore { db };
+        let store = PostgresRunStore {
+            db,
+            listener: Arc::new(Mutex::new(None)),
+        };
         store.migrate().await?;
         Ok(store)
     }
@@ -482,10 +511,10 @@ impl RunStore for PostgresRunStore {
         let Some(row) = row else {
             return Ok(false);
         };
+        let thread: String = row
+            .try_get(0)
+            .map_err(|e| StoreError::Corrupt(format!("a run row: {e}")))?;
         if let Some(values) = finish.output.as_ref().and_then(|o| o.get("values")) {
-            let thread: String = row
-                .try_get(0)
-                .map_err(|e| StoreError::Corrupt(format!("a run row: {e}")))?;
             tx.execute(
                 "UPDATE kit_worker_threads SET values_json = $2, updated_at = $3
                  WHERE thread_id = $1",
@@ -494,8 +523,59 @@ impl RunStore for PostgresRunStore {
             .await
             .map_err(|e| sql_error(op, e))?;
         }
+        events::append(&tx, &thread, run_id, &finish.events, unms(now)).await?;
         tx.commit().await.map_err(|e| sql_error(op, e))?;
         Ok(true)
+    }
+
+    async fn append_events(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        events: Vec<NewEvent>,
+    ) -> Result<u64, StoreError> {
+        let op = "appending events";
+        if events.is_empty() {
+            return Ok(0);
+        }
+        let mut client = self.client(op).await?;
+        let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
+        let last =
+            events::append(&tx, thread_id, run_id, &events, crate::ids::now_millis()).await?;
+        tx.commit().await.map_err(|e| sql_error(op, e))?;
+        Ok(last)
+    }
+
+    async fn read_events(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let client = self.client("reading events").await?;
+        events::read(&client, thread_id, after, limit).await
+    }
+
+    async fn prune_events(&self, before: u64) -> Result<u64, StoreError> {
+        let client = self.client("pruning events").await?;
+        events::prune(&client, before).await
+    }
+
+    async fn event_notices(&self) -> Result<broadcast::Receiver<String>, StoreError> {
+        let mut slot = match self.listener.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(listener) = slot.as_ref()
+            && !listener.task.is_finished()
+        {
+            return Ok(listener.notices.subscribe());
+        }
+        let notices = broadcast::channel(NOTICE_CAPACITY).0;
+        let receiver = notices.subscribe();
+        let task = tokio::spawn(events::listen(self.db.config.clone(), notices.clone()));
+        *slot = Some(Listener { notices, task });
+        Ok(receiver)
     }
 
     async fn release(&self, run_id: &str, worker_id: &str) -> Result<(), StoreError> {
