@@ -66,10 +66,26 @@
 //! | `GET /threads/{thread_id}/runs` | the thread's runs, newest first (`limit`, `offset`) |
 //! | `GET /threads/{thread_id}/runs/{run_id}` | one run |
 //! | `POST /threads/{thread_id}/runs/{run_id}/cancel` | cancels it (`wait=1` waits for it to stop) |
+//! | `POST /threads/{thread_id}/stream` | the thread's events as SSE (Agent Protocol streaming v2): `{"channels", "namespaces"?, "depth"?, "since"?}`, resumed after `Last-Event-ID`; `GET` takes the same as query parameters |
+//! | `POST /threads/{thread_id}/commands` | `{"id", "method", "params"}`: `run.start`, `input.respond` |
 //!
 //! Run statuses there follow LangGraph: a cancelled run is `interrupted`, and a run that paused
 //! for human input is `success` with its thread `interrupted` (carrying the `interrupts`).
 
+//! # Streams that survive a reconnect
+//!
+//! Every thread keeps a log of its runs' events in the run store, numbered 1, 2, 3, … per
+//! thread: lifecycle (`running`, `completed`, `interrupted`, `failed`), `updates`, `messages`,
+//! `tools`, `values`, `input.requested`, `checkpoints`, `custom`. `/threads/{id}/stream`
+//! replays it after a cursor and then follows it live; with PostgreSQL any worker serves the
+//! stream of a run executing on any other (`LISTEN`/`NOTIFY` wake-ups). A reader holds one page
+//! of events in memory whatever its speed. Events older than
+//! [`event_retention`](WorkerBuilder::event_retention) are deleted; a reader resuming from
+//! before them is told which it missed. `/threads/{id}/commands` starts runs and answers
+//! interrupts. The client side is [`HttpRunClient::stream_thread`](crate::protocol::HttpRunClient::stream_thread)
+//! and [`wait_for_run`](crate::protocol::HttpRunClient::wait_for_run); async subagents use it
+//! to hear of a task's end without polling.
+//!
 //! # Threads and follow-ups
 //!
 //! Each task is one thread; the runs of a thread execute one at a time, in order, on the
