@@ -14,7 +14,7 @@ use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 
 use super::Endpoint;
-use super::client::{HttpRunClient, RunClientError, task_path_segment};
+use super::client::{HttpRunClient, RunClient, RunClientError, task_path_segment};
 use crate::http::{HttpRequest, Method, Secrets, SseStream};
 
 /// What a stream asks for: channels, namespaces, depth, and where to start.
@@ -269,8 +269,12 @@ pub enum RunOutcome {
 }
 
 /// How many times in a row [`HttpRunClient::wait_for_run`] reopens a broken stream before
-/// it reports the failure.
+/// it reports the failure (a stream that delivered an event resets the count).
 const REOPEN_ATTEMPTS: u32 = 5;
+
+/// The most interrupts [`HttpRunClient::wait_for_run`] keeps for one run; a worker sending
+/// more cannot grow the supervisor's memory.
+const MAX_INTERRUPTS: usize = 256;
 
 impl HttpRunClient {
     /// Opens the event stream of thread `thread_id` on the endpoint's worker
@@ -341,7 +345,14 @@ impl HttpRunClient {
             while let Some(item) = stream.next().await {
                 let event = match item {
                     Ok(StreamItem::Event(event)) => event,
-                    Ok(StreamItem::Missed { .. }) => continue,
+                    // Retention removed events, maybe this run's end: ask for the run once.
+                    Ok(StreamItem::Missed { .. }) => {
+                        let run = RunClient::check(self, endpoint, run_id).await?;
+                        if let Some(outcome) = outcome_of(&run) {
+                            return Ok(outcome);
+                        }
+                        continue;
+                    }
                     Err(_) => break,
                 };
                 failures = 0;
@@ -350,7 +361,9 @@ impl HttpRunClient {
                 }
                 match (event.method.as_str(), event.root_lifecycle()) {
                     ("values", _) => values = Some(event.data.clone()),
-                    ("input.requested", _) => interrupts.push(event.data.clone()),
+                    ("input.requested", _) if interrupts.len() < MAX_INTERRUPTS => {
+                        interrupts.push(event.data.clone());
+                    }
                     (_, Some("completed")) => return Ok(RunOutcome::Completed { values }),
                     (_, Some("interrupted")) => {
                         return Ok(RunOutcome::Waiting { interrupts, values });
@@ -392,9 +405,123 @@ impl HttpRunClient {
     }
 }
 
+/// How a run as the run protocol serves it (`GET /runs/{id}`) ended, if it has.
+fn outcome_of(run: &Value) -> Option<RunOutcome> {
+    let values = run.get("values").cloned();
+    let error = || {
+        run.get("error")
+            .and_then(Value::as_str)
+            .unwrap_or("the run failed")
+            .to_string()
+    };
+    match run.get("status").and_then(Value::as_str)? {
+        "success" => Some(RunOutcome::Completed { values }),
+        "interrupted" => Some(RunOutcome::Waiting {
+            interrupts: run
+                .get("interrupts")
+                .and_then(Value::as_array)
+                .map(|list| {
+                    list.iter()
+                        .take(MAX_INTERRUPTS)
+                        .map(|i| {
+                            json!({"interruptId": i.get("id"), "payload": i.get("value"),
+                                   "node": i.get("node")})
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            values,
+        }),
+        "error" | "timeout" => Some(RunOutcome::Failed {
+            error: error(),
+            cancelled: false,
+        }),
+        "cancelled" => Some(RunOutcome::Failed {
+            error: "the run was cancelled".into(),
+            cancelled: true,
+        }),
+        _ => None,
+    }
+}
+
 fn retryable(e: &RunClientError) -> bool {
     matches!(
         e,
         RunClientError::Transport { .. } | RunClientError::Timeout { .. }
     ) || matches!(e, RunClientError::Status { status, .. } if *status >= 500)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_polled_run_tells_how_it_ended_when_its_events_were_pruned() {
+        let paused = json!({"status": "interrupted",
+                            "interrupts": [{"id": "i1", "value": "approve?", "node": "gate"}]});
+        let Some(RunOutcome::Waiting { interrupts, .. }) = outcome_of(&paused) else {
+            panic!("expected a wait");
+        };
+        assert_eq!(interrupts[0]["interruptId"], "i1");
+        assert_eq!(interrupts[0]["payload"], "approve?");
+        assert_eq!(
+            outcome_of(&json!({"status": "cancelled"})),
+            Some(RunOutcome::Failed {
+                error: "the run was cancelled".into(),
+                cancelled: true
+            })
+        );
+        assert_eq!(
+            outcome_of(&json!({"status": "success", "values": {"n": 1}})),
+            Some(RunOutcome::Completed {
+                values: Some(json!({"n": 1}))
+            })
+        );
+        assert_eq!(outcome_of(&json!({"status": "running"})), None);
+        assert_eq!(outcome_of(&json!({"nothing": true})), None);
+    }
+
+    #[test]
+    fn stream_frames_decode_to_events_and_notices() {
+        let mut stream = ThreadStream {
+            events: SseStream::new(futures::stream::empty().boxed()),
+            url: "http://w".into(),
+            secrets: Secrets::default(),
+            last: None,
+        };
+        let frame = |event: &str, data: &str| crate::http::SseEvent {
+            event: Some(event.into()),
+            data: data.into(),
+            id: None,
+        };
+        let event = stream
+            .decode(frame(
+                "lifecycle",
+                r#"{"type":"event","seq":3,"method":"lifecycle","params":{"namespace":[],"runId":"r","data":{"event":"completed"}}}"#,
+            ))
+            .unwrap()
+            .unwrap();
+        let StreamItem::Event(event) = event else {
+            panic!("an event")
+        };
+        assert_eq!(event.root_lifecycle(), Some("completed"));
+        assert_eq!(stream.last_event_id(), Some(3));
+        assert_eq!(
+            stream
+                .decode(frame("missed", r#"{"from":4,"to":9}"#))
+                .unwrap()
+                .unwrap(),
+            StreamItem::Missed { from: 4, to: 9 }
+        );
+        assert!(stream.decode(frame("x", "not json")).unwrap().is_err());
+        assert!(
+            stream
+                .decode(frame("x", r#"{"type":"event","method":"x"}"#))
+                .unwrap()
+                .is_err(),
+            "an event without seq cannot be resumed"
+        );
+        assert!(stream.decode(frame("x", r#"{"type":"other"}"#)).is_none());
+    }
 }
