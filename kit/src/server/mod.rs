@@ -164,7 +164,9 @@
 //! | [`idle_timeout`](WorkerBuilder::idle_timeout) | 60 s without a byte either way | the connection is shut down (dropped after twice that) |
 //!
 //! so idle or stalled connections free their slot, and `GET /ok` answers again as soon as one
-//! is free. What a reverse proxy (nginx, Envoy, a cloud load balancer) still adds, and what to
+//! is free. A thread stream holds its connection (and slot) for as long as its client keeps it
+//! open (keep-alive comments keep it from counting as idle): size `max_connections` for the
+//! streams you expect. What a reverse proxy (nginx, Envoy, a cloud load balancer) still adds, and what to
 //! put in front of a worker reachable from outside loopback:
 //!
 //! * **TLS.** The server speaks plain HTTP.

@@ -73,7 +73,9 @@ CREATE INDEX IF NOT EXISTS kit_worker_events_age ON kit_worker_events (created_a
 /// (its worker died) is recovered by any live worker.
 ///
 /// Connections are made without TLS: use a local server, a private network or a TLS
-/// terminating proxy.
+/// terminating proxy. Besides its pool, a store that serves thread streams keeps one more
+/// connection, `LISTEN`ing for the events other workers append (opened by the first stream,
+/// closed once no stream is left).
 #[derive(Clone)]
 pub struct PostgresRunStore {
     db: Database,
