@@ -5,14 +5,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kit::middleware::async_subagents::AsyncSpec;
+use kit::graph::{GraphBuilder, NodeContext, NodeError};
+use kit::middleware::async_subagents::{AsyncSpec, AsyncSubagentMiddleware, TaskNotice};
+use kit::protocol::RunOutcome;
 use kit::protocol::{Endpoint, HttpRunClient, RunClient, RunClientError};
 use kit::server::{Worker, WorkerHandle};
 use kit::testing::ScriptedModel;
 use kit::{Agent, Message, RunOptions, ToolCall};
+use kit::{END, START, State};
 use kit_testing::Supervisor;
 use kit_testing::researcher::{self, Gate};
 use kit_testing::worker::spawn_worker;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 async fn start_worker(gate: Gate) -> WorkerHandle {
@@ -606,4 +610,104 @@ async fn task_records_survive_compaction_and_a_restart_from_the_checkpoint() {
         "Report on volcanoes: 3 sources agree about volcanoes"
     );
     worker.shutdown().await.unwrap();
+}
+
+#[derive(State, Clone, Default, Debug, Serialize, Deserialize)]
+struct Form {
+    #[state(reducer = kit::reducers::append)]
+    messages: Vec<Value>,
+    answer: String,
+}
+
+/// A remote graph that asks a human for a name.
+fn form_graph() -> kit::Graph<Form> {
+    GraphBuilder::<Form>::new("form")
+        .node("ask", |_s: Arc<Form>, ctx: NodeContext| async move {
+            let name = ctx.interrupt(json!({"question": "name?"}))?;
+            Ok::<_, NodeError>(FormUpdate::new().answer(format!("hello {name}")))
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .compile()
+        .unwrap()
+}
+
+async fn next_notice(notices: &mut tokio::sync::broadcast::Receiver<TaskNotice>) -> TaskNotice {
+    tokio::time::timeout(Duration::from_secs(30), notices.recv())
+        .await
+        .expect("no notice within 30 s")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_supervisor_hears_of_completion_and_of_a_remote_interrupt_without_polling() {
+    // Completion: heard through the worker's thread stream while nobody calls a tool.
+    let gate = Gate::closed();
+    let worker = start_worker(gate.clone()).await;
+    let middleware = AsyncSubagentMiddleware::new(vec![spec(&worker)]).unwrap();
+    let mut notices = middleware.notices();
+    let sup = Supervisor::with_middleware(middleware).unwrap();
+    let (started, _) = sup
+        .call_json(
+            "start_async_task",
+            json!({"description": "tides", "subagent_name": "researcher"}),
+        )
+        .await
+        .unwrap();
+    let task_id = started["task_id"].as_str().unwrap().to_string();
+    gate.release();
+    let heard = next_notice(&mut notices).await;
+    assert_eq!(heard.task_id, task_id);
+    assert_eq!(heard.status(), "success");
+    assert!(matches!(
+        heard.outcome,
+        RunOutcome::Completed { values: Some(_) }
+    ));
+    // The worker is gone, yet the check answers: from what was heard, with no request.
+    worker.shutdown().await.unwrap();
+    let (checked, state) = sup
+        .call_json("check_async_task", json!({"task_id": task_id}))
+        .await
+        .unwrap();
+    assert_eq!(checked["status"], "success", "{checked}");
+    assert_eq!(
+        checked["result"],
+        "Report on tides: 3 sources agree about tides"
+    );
+    assert!(state.async_tasks[&task_id].last_error.is_none());
+
+    // A remote interrupt: the task is `waiting`, with what the remote graph asks.
+    let forms = spawn_worker(Worker::builder().graph("form", form_graph()))
+        .await
+        .unwrap();
+    let middleware = AsyncSubagentMiddleware::new(vec![
+        AsyncSpec::new("former", "Asks for a name.", "form").url(forms.url()),
+    ])
+    .unwrap();
+    let mut notices = middleware.notices();
+    let sup = Supervisor::with_middleware(middleware).unwrap();
+    let (started, _) = sup
+        .call_json(
+            "start_async_task",
+            json!({"description": "greet someone", "subagent_name": "former"}),
+        )
+        .await
+        .unwrap();
+    let task_id = started["task_id"].as_str().unwrap().to_string();
+    let heard = next_notice(&mut notices).await;
+    assert_eq!(
+        (heard.task_id.as_str(), heard.status()),
+        (task_id.as_str(), "waiting")
+    );
+    let RunOutcome::Waiting { interrupts, .. } = &heard.outcome else {
+        panic!("expected a wait: {heard:?}");
+    };
+    assert_eq!(interrupts[0]["payload"]["question"], "name?");
+    forms.shutdown().await.unwrap();
+    let (checked, _) = sup
+        .call_json("check_async_task", json!({"task_id": task_id}))
+        .await
+        .unwrap();
+    assert_eq!(checked["status"], "waiting", "{checked}");
+    assert_eq!(checked["interrupts"][0]["payload"]["question"], "name?");
 }

@@ -3,8 +3,8 @@
 //! otherwise skips loudly).
 
 use kit::server::store::{
-    Finish, NewRun, PostgresRunStore, RecoverAction, RunInput, RunStatus, RunStore, SqliteRunStore,
-    StoreError,
+    Finish, NewEvent, NewRun, PostgresRunStore, RecoverAction, RunInput, RunStatus, RunStore,
+    SqliteRunStore, StoreError,
 };
 use serde_json::json;
 
@@ -16,6 +16,14 @@ fn new_run(id: &str, thread: &str, graph: &str) -> NewRun {
         input: RunInput::Input(json!({"messages": [{"role": "user", "content": id}]})),
         metadata: json!({"n": id}),
         multitask_strategy: Some("enqueue".into()),
+        owner: String::new(),
+    }
+}
+
+fn owned_run(id: &str, thread: &str, owner: &str) -> NewRun {
+    NewRun {
+        owner: owner.to_string(),
+        ..new_run(id, thread, "g")
     }
 }
 
@@ -63,6 +71,7 @@ async fn contract(store: &dyn RunStore) {
         status: RunStatus::Success,
         output: Some(json!({"values": {"messages": ["hi"]}, "result": "hi"})),
         error: None,
+        events: vec![NewEvent::new("lifecycle", json!({"event": "completed"}))],
     };
     assert!(!store.finish("a", "w2", done.clone()).await.unwrap());
     assert!(store.finish("a", "w1", done.clone()).await.unwrap());
@@ -139,12 +148,111 @@ async fn contract(store: &dyn RunStore) {
     assert!(store.thread_runs("none", 10, 0).await.unwrap().is_empty());
 
     // Threads made on their own, then idempotently.
-    let t = store.create_thread("t9", json!({"k": 1})).await.unwrap();
+    let t = store
+        .create_thread("t9", "", json!({"k": 1}))
+        .await
+        .unwrap();
     assert_eq!(t.graph_id, None);
     assert_eq!(t.metadata, json!({"k": 1}));
-    let again = store.create_thread("t9", json!({"k": 2})).await.unwrap();
+    let again = store
+        .create_thread("t9", "", json!({"k": 2}))
+        .await
+        .unwrap();
     assert_eq!(again.metadata, json!({"k": 1}));
     assert!(store.get_thread("nope").await.unwrap().is_none());
+
+    // Owners: a thread and its runs keep the identity that created them; a run of another
+    // identity on it is refused, and creating it again does not change its owner.
+    let mine = store
+        .create_run(owned_run("m1", "tm", "alice"))
+        .await
+        .unwrap();
+    assert_eq!(mine.owner, "alice");
+    assert_eq!(
+        store.get_thread("tm").await.unwrap().unwrap().owner,
+        "alice"
+    );
+    assert!(matches!(
+        store.create_run(owned_run("m2", "tm", "bob")).await,
+        Err(StoreError::ForeignThread(id)) if id == "tm"
+    ));
+    assert!(matches!(
+        store.create_run(owned_run("m3", "tm", "")).await,
+        Err(StoreError::ForeignThread(_))
+    ));
+    assert!(
+        store.get_run("m2").await.unwrap().is_none(),
+        "nothing was written"
+    );
+    store
+        .create_run(owned_run("m4", "tm", "alice"))
+        .await
+        .unwrap();
+    let taken = store.create_thread("tm", "bob", json!({})).await.unwrap();
+    assert_eq!(taken.owner, "alice", "an existing thread keeps its owner");
+    let bobs = store.create_thread("tb", "bob", json!({})).await.unwrap();
+    assert_eq!(bobs.owner, "bob");
+    assert!(matches!(
+        store.create_run(owned_run("m5", "tb", "alice")).await,
+        Err(StoreError::ForeignThread(_))
+    ));
+    assert_eq!(t.owner, "", "the shared identity is the empty owner");
+
+    // The event log: numbered 1, 2, 3, ... per thread, read from a cursor, finished runs'
+    // events included (a's `completed` above was number 1 of t1), woken listeners.
+    let mut notices = store.event_notices().await.unwrap();
+    let first = store.read_events("t1", 0, 10).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!((first[0].seq, first[0].run_id.as_str()), (1, "a"));
+    assert_eq!(first[0].data, json!({"event": "completed"}));
+    let events = (0..5)
+        .map(|i| NewEvent::new("updates", json!({"i": i})))
+        .collect::<Vec<_>>();
+    assert_eq!(store.append_events("t1", "b", events).await.unwrap(), 6);
+    // A notice names the thread; an empty one (PostgreSQL, when its `LISTEN` connection is
+    // (re)established) means "anything may have changed". Once listening, appends are heard.
+    let mut heard = tokio::time::timeout(std::time::Duration::from_secs(30), notices.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    if heard.is_empty() {
+        // Only now is the listener surely listening: append once more and hear it.
+        store
+            .append_events("t1", "b", vec![NewEvent::new("updates", json!({"i": 5}))])
+            .await
+            .unwrap();
+        while heard.is_empty() {
+            heard = tokio::time::timeout(std::time::Duration::from_secs(30), notices.recv())
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    } else {
+        store
+            .append_events("t1", "b", vec![NewEvent::new("updates", json!({"i": 5}))])
+            .await
+            .unwrap();
+    }
+    assert_eq!(heard, "t1");
+    let page = store.read_events("t1", 2, 2).await.unwrap();
+    assert_eq!(page.iter().map(|e| e.seq).collect::<Vec<_>>(), [3, 4]);
+    assert_eq!(page[0].data, json!({"i": 1}));
+    assert_eq!(page[0].channel(), "updates");
+    assert!(store.read_events("t1", 7, 10).await.unwrap().is_empty());
+    assert!(store.read_events("t2", 0, 10).await.unwrap().is_empty());
+    assert_eq!(store.append_events("t2", "c", vec![]).await.unwrap(), 0);
+    assert!(matches!(
+        store
+            .append_events("no-thread", "x", vec![NewEvent::new("values", json!({}))])
+            .await,
+        Err(StoreError::Corrupt(_))
+    ));
+    // Pruning by age keeps the numbering going.
+    assert_eq!(store.prune_events(u64::MAX / 2).await.unwrap(), 7);
+    assert!(store.read_events("t1", 0, 10).await.unwrap().is_empty());
+    let next = vec![NewEvent::new("values", json!({}))];
+    assert_eq!(store.append_events("t1", "b", next).await.unwrap(), 8);
+    assert_eq!(store.prune_events(0).await.unwrap(), 0);
 }
 
 #[tokio::test]
@@ -159,6 +267,51 @@ async fn sqlite_store_contract() {
         reopened.get_run("a").await.unwrap().unwrap().status,
         RunStatus::Success
     );
+}
+
+/// The layout of a store written before owners were recorded.
+const OLD_SQLITE_LAYOUT: &str = "
+CREATE TABLE kit_worker_threads (
+    thread_id TEXT PRIMARY KEY, graph_id TEXT, metadata TEXT NOT NULL DEFAULT '{}',
+    values_json TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+CREATE TABLE kit_worker_runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE,
+    thread_id TEXT NOT NULL, graph_id TEXT NOT NULL, status TEXT NOT NULL,
+    input_kind TEXT NOT NULL, input TEXT NOT NULL, output TEXT, error TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}', multitask_strategy TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0, cancel_requested INTEGER NOT NULL DEFAULT 0,
+    worker_id TEXT, lease_until INTEGER, created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL, started_at INTEGER, finished_at INTEGER);
+INSERT INTO kit_worker_threads VALUES ('old-t', 'g', '{}', NULL, 1, 1);
+INSERT INTO kit_worker_runs (run_id, thread_id, graph_id, status, input_kind, input,
+    created_at, updated_at) VALUES ('old-r', 'old-t', 'g', 'pending', 'input', '{}', 1, 1);
+";
+
+#[tokio::test]
+async fn a_sqlite_store_from_before_owners_is_migrated_to_the_shared_identity() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.sqlite");
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(OLD_SQLITE_LAYOUT)
+        .unwrap();
+    let store = SqliteRunStore::open(&path).unwrap();
+    let run = store.get_run("old-r").await.unwrap().unwrap();
+    assert_eq!(run.owner, "");
+    assert_eq!(store.get_thread("old-t").await.unwrap().unwrap().owner, "");
+    // The old thread takes runs of the shared identity only.
+    store
+        .create_run(new_run("new-r", "old-t", "g"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.create_run(owned_run("x", "old-t", "alice")).await,
+        Err(StoreError::ForeignThread(_))
+    ));
+    // Opening again changes nothing.
+    drop(store);
+    let again = SqliteRunStore::open(&path).unwrap();
+    assert_eq!(again.thread_runs("old-t", 10, 0).await.unwrap().len(), 2);
 }
 
 #[tokio::test]
@@ -191,6 +344,48 @@ async fn postgres_store_contract() {
     assert!(store.shared());
     contract(&store).await;
     store.drop_schema().await.unwrap();
+
+    // A store from before owners: the columns are added, old rows belong to the shared
+    // identity.
+    let old = format!("kwo_{}", kit::ids::random().replace('-', "_"));
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA {old}; SET search_path TO {old};
+             CREATE TABLE kit_worker_threads (thread_id TEXT COLLATE \"C\" PRIMARY KEY,
+               graph_id TEXT, metadata TEXT NOT NULL DEFAULT '{{}}', values_json TEXT,
+               created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);
+             CREATE TABLE kit_worker_runs (seq BIGSERIAL PRIMARY KEY,
+               run_id TEXT COLLATE \"C\" NOT NULL UNIQUE, thread_id TEXT COLLATE \"C\" NOT NULL,
+               graph_id TEXT NOT NULL, status TEXT NOT NULL, input_kind TEXT NOT NULL,
+               input TEXT NOT NULL, output TEXT, error TEXT, metadata TEXT NOT NULL DEFAULT '{{}}',
+               multitask_strategy TEXT, attempts INTEGER NOT NULL DEFAULT 0,
+               cancel_requested BOOLEAN NOT NULL DEFAULT FALSE, worker_id TEXT,
+               lease_until BIGINT, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL,
+               started_at BIGINT, finished_at BIGINT);
+             INSERT INTO kit_worker_threads VALUES ('old-t', 'g', '{{}}', NULL, 1, 1);
+             INSERT INTO kit_worker_runs (run_id, thread_id, graph_id, status, input_kind,
+               input, created_at, updated_at)
+               VALUES ('old-r', 'old-t', 'g', 'pending', 'input', '{{}}', 1, 1);"
+        ))
+        .await
+        .unwrap();
+    let migrated = PostgresRunStore::connect_in_schema(&url, &old)
+        .await
+        .unwrap();
+    assert_eq!(migrated.get_run("old-r").await.unwrap().unwrap().owner, "");
+    assert!(matches!(
+        migrated.create_run(owned_run("x", "old-t", "alice")).await,
+        Err(StoreError::ForeignThread(_))
+    ));
+    migrated
+        .create_run(new_run("new-r", "old-t", "g"))
+        .await
+        .unwrap();
+    migrated.drop_schema().await.unwrap();
     let err = PostgresRunStore::connect("postgres://kit:wrong@127.0.0.1:1/none")
         .await
         .unwrap_err();

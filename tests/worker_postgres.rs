@@ -155,6 +155,7 @@ async fn a_live_worker_takes_over_the_runs_of_a_dead_one_after_its_lease() {
             input: RunInput::Input(json!({"messages": [{"role": "user", "content": "orphan"}]})),
             metadata: json!({}),
             multitask_strategy: None,
+            owner: String::new(),
         })
         .await
         .unwrap();

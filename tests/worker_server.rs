@@ -644,6 +644,7 @@ async fn orphan_run(db: &std::path::Path, attempts: u32) -> String {
             input: RunInput::Input(json!({"messages": [{"role": "user", "content": "orphan"}]})),
             metadata: json!({}),
             multitask_strategy: None,
+            owner: String::new(),
         })
         .await
         .unwrap();

@@ -52,6 +52,25 @@ impl Supervisor {
         })
     }
 
+    /// A supervisor over an async-subagent middleware built by the caller (who may keep its
+    /// [`notices`](kit::middleware::async_subagents::AsyncSubagentMiddleware::notices)).
+    pub fn with_middleware(
+        middleware: kit::middleware::async_subagents::AsyncSubagentMiddleware,
+    ) -> Result<Self, Error> {
+        let model = ScriptedModel::new(Vec::<ScriptStep>::new());
+        let agent = Agent::builder()
+            .name("supervisor")
+            .model(model.clone())
+            .middleware(middleware)
+            .checkpointer(Arc::new(MemoryCheckpointer::new()))
+            .build()?;
+        Ok(Supervisor {
+            agent,
+            model,
+            thread: format!("supervisor-{}", kit::ids::random()),
+        })
+    }
+
     /// The agent.
     pub fn agent(&self) -> &Agent {
         &self.agent

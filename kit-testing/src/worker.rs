@@ -33,10 +33,27 @@ pub async fn wait_for_status(
     statuses: &[&str],
     timeout: Duration,
 ) -> Result<Value, Error> {
+    wait_for_status_with(base_url, run_id, statuses, timeout, None).await
+}
+
+/// [`wait_for_status`], sending `Authorization: Bearer <token>` when a token is given (a
+/// worker with tenants answers a run only to its owner).
+pub async fn wait_for_status_with(
+    base_url: &str,
+    run_id: &str,
+    statuses: &[&str],
+    timeout: Duration,
+    token: Option<&str>,
+) -> Result<Value, Error> {
     let started = tokio::time::Instant::now();
     let mut last = Value::Null;
+    let http = reqwest::Client::new();
     while started.elapsed() < timeout {
-        let response = reqwest::get(format!("{base_url}/runs/{run_id}")).await?;
+        let mut request = http.get(format!("{base_url}/runs/{run_id}"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await?;
         last = response.json().await.unwrap_or(Value::Null);
         if statuses.contains(&last["status"].as_str().unwrap_or("")) {
             return Ok(last);

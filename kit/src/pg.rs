@@ -14,20 +14,23 @@ pub(crate) struct Database {
     pub(crate) location: String,
     /// The PostgreSQL schema holding the tables, if one was given.
     pub(crate) schema: Option<String>,
+    /// How the pool connects (for a connection of its own, such as a `LISTEN`er).
+    pub(crate) config: tokio_postgres::Config,
 }
 
 impl Database {
-    /// A pool for `url`, with the tables in `schema` when given (see [`open_pool`]).
+    /// A pool for `url`, with the tables in `schema` when given (see `open_parts`).
     pub(crate) fn open(
         url: &str,
         schema: Option<&str>,
         application_name: &str,
     ) -> Result<Self, String> {
-        let (pool, location) = open_pool(url, schema, application_name)?;
+        let (pool, location, config) = open_parts(url, schema, application_name)?;
         Ok(Database {
             pool,
             location,
             schema: schema.map(String::from),
+            config,
         })
     }
 
@@ -104,11 +107,21 @@ pub(crate) const POOL_SIZE: usize = 16;
 
 /// A pool for `url` (`search_path` set to `schema` when given) and the URL without its
 /// password, for messages. The error says what was wrong and how to write it instead.
+#[cfg(test)]
 pub(crate) fn open_pool(
     url: &str,
     schema: Option<&str>,
     application_name: &str,
 ) -> Result<(Pool, String), String> {
+    open_parts(url, schema, application_name).map(|(pool, location, _)| (pool, location))
+}
+
+/// [`open_pool`], with the connection settings.
+fn open_parts(
+    url: &str,
+    schema: Option<&str>,
+    application_name: &str,
+) -> Result<(Pool, String, tokio_postgres::Config), String> {
     if let Some(schema) = schema
         && !valid_schema(schema)
     {
@@ -130,11 +143,11 @@ pub(crate) fn open_pool(
         config.application_name(application_name);
     }
     let location = redact(&config);
-    let pool = Pool::builder(Manager::new(config, NoTls))
+    let pool = Pool::builder(Manager::new(config.clone(), NoTls))
         .max_size(POOL_SIZE)
         .build()
         .map_err(|e| format!("could not create the PostgreSQL pool for {location}: {e}"))?;
-    Ok((pool, location))
+    Ok((pool, location, config))
 }
 
 /// The connection target without the password.

@@ -93,6 +93,19 @@ pub trait RunClient: Send + Sync + 'static {
     ) -> Result<Value, RunClientError>;
     /// Cancels a run.
     async fn cancel(&self, endpoint: &Endpoint, task_id: &str) -> Result<Value, RunClientError>;
+
+    /// Waits, without polling, until run `run_id` of task `task_id` ends or pauses for a
+    /// human, and says how. `None` when this client cannot (the default): the supervisor's
+    /// tools then poll with [`check`](Self::check).
+    async fn follow(
+        &self,
+        endpoint: &Endpoint,
+        task_id: &str,
+        run_id: &str,
+    ) -> Option<Result<super::RunOutcome, RunClientError>> {
+        let _ = (endpoint, task_id, run_id);
+        None
+    }
 }
 
 /// The built-in HTTP client of the run protocol (spec §4.1), on [`kit::http`](crate::http):
@@ -149,6 +162,11 @@ impl HttpRunClient {
     /// (proxies, TLS roots).
     pub fn with_http(http: HttpClient) -> Self {
         HttpRunClient { http }
+    }
+
+    /// The HTTP client underneath.
+    pub(super) fn http(&self) -> &HttpClient {
+        &self.http
     }
 
     fn url(endpoint: &Endpoint, path: &str) -> Result<String, RunClientError> {
@@ -243,7 +261,7 @@ impl RunClientError {
 }
 
 /// The run-protocol error for a failed request.
-fn run_error(url: &str, e: &HttpError) -> RunClientError {
+pub(super) fn run_error(url: &str, e: &HttpError) -> RunClientError {
     let url = url.to_string();
     match (e.kind(), e.status()) {
         (HttpErrorKind::Status, Some(status @ (401 | 403))) => RunClientError::Unauthorized {
@@ -347,5 +365,16 @@ impl RunClient for HttpRunClient {
             Repeat::Safe,
         )
         .await
+    }
+
+    /// Follows the task's thread stream ([`wait_for_run`](HttpRunClient::wait_for_run)); the
+    /// task id of a kit worker is its thread id.
+    async fn follow(
+        &self,
+        endpoint: &Endpoint,
+        task_id: &str,
+        run_id: &str,
+    ) -> Option<Result<super::RunOutcome, RunClientError>> {
+        Some(self.wait_for_run(endpoint, task_id, run_id).await)
     }
 }

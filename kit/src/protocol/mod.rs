@@ -15,12 +15,22 @@
 //! endpoint's credentials; errors show the URL without its password and scrub every
 //! credential the worker echoes back ([`Endpoint::secrets`]).
 //!
+//! # Streams
+//!
+//! A kit worker also serves each thread's events (Agent Protocol streaming v2, SSE):
+//! [`HttpRunClient::stream_thread`] reads them from a cursor, and
+//! [`HttpRunClient::wait_for_run`] follows a run until it ends or pauses for a human, with one
+//! request instead of polling. A broken stream is reopened from the last event it delivered,
+//! so each event arrives once.
+//!
 //! [`RunClient`] is the client side as a trait (implement it to reach workers another way);
 //! [`HttpRunClient`] speaks the protocol over HTTP. The worker side is
 //! `kit::server` (feature `server`).
 
 mod client;
 mod endpoint;
+mod stream;
 
 pub use client::{HttpRunClient, RunClient, RunClientError, task_path_segment};
 pub use endpoint::Endpoint;
+pub use stream::{RunOutcome, StreamItem, StreamRequest, ThreadEvent, ThreadStream};

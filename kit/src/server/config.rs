@@ -54,6 +54,8 @@ pub struct WorkerConfig {
     pub body_read_timeout: Duration,
     /// Longest a connection may move no byte before it is shut down.
     pub idle_timeout: Duration,
+    /// How long a thread's events stay in its log (the window a stream can be resumed in).
+    pub event_retention: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -73,6 +75,7 @@ impl Default for WorkerConfig {
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
+            event_retention: Duration::from_secs(60 * 60),
         }
     }
 }

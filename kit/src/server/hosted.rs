@@ -30,6 +30,9 @@ pub struct HostedRun {
     /// in the queue by a clean shutdown has it false.) Whether the run had started is read
     /// from the thread's checkpoint either way: see [`RUN_ID_METADATA_KEY`].
     pub recovered: bool,
+    /// Where the run sends its events: the worker writes them to the thread's event log
+    /// (served by `/threads/{id}/stream`). `None` when nobody listens.
+    pub events: Option<crate::event::EventSink>,
 }
 
 impl std::fmt::Debug for HostedRun {
@@ -225,10 +228,14 @@ async fn plan<S: State>(
 }
 
 fn options(run: &HostedRun) -> RunOptions {
-    RunOptions::new()
+    let opts = RunOptions::new()
         .thread_id(run.thread_id.clone())
         .checkpointer(run.checkpointer.clone())
-        .metadata(RUN_ID_METADATA_KEY, run.run_id.clone())
+        .metadata(RUN_ID_METADATA_KEY, run.run_id.clone());
+    match &run.events {
+        Some(sink) => opts.events(sink.clone()),
+        None => opts,
+    }
 }
 
 fn output<S: serde::Serialize>(

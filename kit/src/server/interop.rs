@@ -18,19 +18,21 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
+use super::auth::Identity;
 use super::queue::Shared;
 use super::routes::{
-    ApiError, ApiResult, body_object, cancel_run, opt_object, opt_str, paging, run_input, time,
-    unknown_id,
+    ApiError, ApiResult, body_object, cancel_run, mine, opt_object, opt_str, paging, run_input,
+    thread_unavailable, time, unknown_id,
 };
 use super::store::{RunInput, RunRecord, RunStatus, ThreadRecord};
 
 type S = State<Arc<Shared>>;
+type Who = Extension<Identity>;
 type Body = Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>;
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {
@@ -40,6 +42,14 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         .route("/threads/{thread_id}/runs", post(create_run).get(list_runs))
         .route("/threads/{thread_id}/runs/{run_id}", get(get_run))
         .route("/threads/{thread_id}/runs/{run_id}/cancel", post(cancel))
+        .route(
+            "/threads/{thread_id}/stream",
+            post(super::stream::post_stream).get(super::stream::get_stream),
+        )
+        .route(
+            "/threads/{thread_id}/commands",
+            post(super::commands::post_command),
+        )
 }
 
 fn status(run: &RunRecord) -> &'static str {
@@ -107,21 +117,34 @@ fn unknown_thread(id: &str) -> ApiError {
     ))
 }
 
-async fn thread_or_404(shared: &Shared, id: &str) -> ApiResult<ThreadRecord> {
+/// A thread `who` owns; another identity's thread is answered exactly as a missing one.
+pub(crate) async fn thread_or_404(
+    shared: &Shared,
+    id: &str,
+    who: &Identity,
+) -> ApiResult<ThreadRecord> {
     shared
         .store
         .get_thread(id)
         .await?
+        .filter(|t| t.owner == who.as_str())
         .ok_or_else(|| unknown_thread(id))
 }
 
-async fn create_thread(State(shared): S, body: Body) -> ApiResult<Json<Value>> {
+async fn create_thread(
+    State(shared): S,
+    Extension(who): Who,
+    body: Body,
+) -> ApiResult<Json<Value>> {
     let body = body_object(body, shared.config.body_limit)?;
     let metadata = opt_object(&body, "metadata")?;
     let thread_id = opt_str(&body, "thread_id")?;
     if let Some(id) = &thread_id
         && let Some(existing) = shared.store.get_thread(id).await?
     {
+        if existing.owner != who.as_str() {
+            return Err(thread_unavailable(id));
+        }
         return match opt_str(&body, "if_exists")?.as_deref() {
             Some("do_nothing") => {
                 let latest = shared.store.thread_runs(id, 1, 0).await?;
@@ -135,28 +158,48 @@ async fn create_thread(State(shared): S, body: Body) -> ApiResult<Json<Value>> {
         };
     }
     let id = thread_id.unwrap_or_else(crate::ids::random);
-    let thread = shared.store.create_thread(&id, metadata).await?;
+    let thread = shared
+        .store
+        .create_thread(&id, who.as_str(), metadata)
+        .await?;
+    if thread.owner != who.as_str() {
+        // Created by another identity between the look-up and the insert.
+        return Err(thread_unavailable(&id));
+    }
     Ok(Json(thread_json(&thread, None)))
 }
 
-async fn get_thread(State(shared): S, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let thread = thread_or_404(&shared, &id).await?;
+async fn get_thread(
+    State(shared): S,
+    Extension(who): Who,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let thread = thread_or_404(&shared, &id, &who).await?;
     let latest = shared.store.thread_runs(&id, 1, 0).await?;
     Ok(Json(thread_json(&thread, latest.first())))
 }
 
 async fn create_run(
     State(shared): S,
+    Extension(who): Who,
     Path(thread_id): Path<String>,
     body: Body,
 ) -> ApiResult<Json<Value>> {
     let body = body_object(body, shared.config.body_limit)?;
-    if shared.store.get_thread(&thread_id).await?.is_none() {
-        if opt_str(&body, "if_not_exists")?.as_deref() == Some("create") {
-            shared.store.create_thread(&thread_id, json!({})).await?;
-        } else {
-            return Err(unknown_thread(&thread_id));
+    match shared.store.get_thread(&thread_id).await? {
+        Some(thread) if thread.owner == who.as_str() => {}
+        // Another identity's thread is not found, whatever `if_not_exists` says.
+        Some(_) => return Err(unknown_thread(&thread_id)),
+        None if opt_str(&body, "if_not_exists")?.as_deref() == Some("create") => {
+            let thread = shared
+                .store
+                .create_thread(&thread_id, who.as_str(), json!({}))
+                .await?;
+            if thread.owner != who.as_str() {
+                return Err(thread_unavailable(&thread_id));
+            }
         }
+        None => return Err(unknown_thread(&thread_id)),
     }
     let graph_id = opt_str(&body, "assistant_id")?.ok_or_else(|| {
         ApiError::bad_request(format!(
@@ -168,22 +211,33 @@ async fn create_run(
         (None | Some(Value::Null), None | Some(Value::Null)) => RunInput::Resume(Value::Null),
         _ => run_input(&body)?,
     };
-    super::routes::submit_from_body(&shared, Some(thread_id), graph_id, input, &body).await
+    super::routes::submit_from_body(&shared, who, Some(thread_id), graph_id, input, &body).await
 }
 
 async fn list_runs(
     State(shared): S,
+    Extension(who): Who,
     Path(thread_id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
     let (limit, offset) = paging(&query)?;
-    thread_or_404(&shared, &thread_id).await?;
+    thread_or_404(&shared, &thread_id, &who).await?;
     let runs = shared.store.thread_runs(&thread_id, limit, offset).await?;
     Ok(Json(Value::Array(runs.iter().map(run_json).collect())))
 }
 
-async fn run_on_thread(shared: &Shared, thread_id: &str, run_id: &str) -> ApiResult<RunRecord> {
-    match shared.store.get_run(run_id).await? {
+async fn run_on_thread(
+    shared: &Shared,
+    thread_id: &str,
+    run_id: &str,
+    who: &Identity,
+) -> ApiResult<RunRecord> {
+    match shared
+        .store
+        .get_run(run_id)
+        .await?
+        .and_then(|r| mine(r, who))
+    {
         Some(run) if run.thread_id == thread_id => Ok(run),
         _ => Err(unknown_id(run_id)),
     }
@@ -191,18 +245,20 @@ async fn run_on_thread(shared: &Shared, thread_id: &str, run_id: &str) -> ApiRes
 
 async fn get_run(
     State(shared): S,
+    Extension(who): Who,
     Path((thread_id, run_id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let run = run_on_thread(&shared, &thread_id, &run_id).await?;
+    let run = run_on_thread(&shared, &thread_id, &run_id, &who).await?;
     Ok(Json(run_json(&run)))
 }
 
 async fn cancel(
     State(shared): S,
+    Extension(who): Who,
     Path((thread_id, run_id)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
-    let run = run_on_thread(&shared, &thread_id, &run_id).await?;
+    let run = run_on_thread(&shared, &thread_id, &run_id, &who).await?;
     let wait = matches!(query.get("wait").map(String::as_str), Some("1" | "true"));
     let run = cancel_run(&shared, &run, wait).await?;
     Ok(Json(run_json(&run)))

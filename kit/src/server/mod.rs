@@ -37,7 +37,8 @@
 //! | `/threads/...` | the LangGraph threads API subset, see below | |
 //!
 //! A run is `{"run_id", "thread_id", "assistant_id", "status", "created_at", "updated_at",
-//! "attempts", "metadata", "multitask_strategy"}`, plus when it has ended: `values` (the
+//! "attempts", "metadata", "multitask_strategy", "links": {"stream"}}` (`links.stream`: the
+//! path of its thread's event stream), plus when it has ended: `values` (the
 //! thread's state, with `messages` for agents), `result` (an agent's final answer),
 //! `interrupts` (what a paused run waits for), `error` (why it failed).
 //!
@@ -46,7 +47,8 @@
 //!
 //! Errors are JSON `{"error": code, "message": what is wrong and what to do}`: 400 malformed
 //! JSON or fields, 401 missing or wrong bearer token, 404 unknown run, thread, route or
-//! `assistant_id`, 409 a thread of another graph or a busy thread with `reject`, 413 a body
+//! `assistant_id`, 409 a thread of another graph, a busy thread with `reject` or a thread id
+//! another identity owns, 413 a body
 //! over the limit, 422 an input the graph does not accept, 503 a store failure or a worker
 //! shutting down. Responses never carry stack traces, SQL or paths; those go to the log
 //! (`tracing`).
@@ -64,10 +66,26 @@
 //! | `GET /threads/{thread_id}/runs` | the thread's runs, newest first (`limit`, `offset`) |
 //! | `GET /threads/{thread_id}/runs/{run_id}` | one run |
 //! | `POST /threads/{thread_id}/runs/{run_id}/cancel` | cancels it (`wait=1` waits for it to stop) |
+//! | `POST /threads/{thread_id}/stream` | the thread's events as SSE (Agent Protocol streaming v2): `{"channels", "namespaces"?, "depth"?, "since"?}`, resumed after `Last-Event-ID`; `GET` takes the same as query parameters |
+//! | `POST /threads/{thread_id}/commands` | `{"id", "method", "params"}`: `run.start`, `input.respond` |
 //!
 //! Run statuses there follow LangGraph: a cancelled run is `interrupted`, and a run that paused
 //! for human input is `success` with its thread `interrupted` (carrying the `interrupts`).
 
+//! # Streams that survive a reconnect
+//!
+//! Every thread keeps a log of its runs' events in the run store, numbered 1, 2, 3, … per
+//! thread: lifecycle (`running`, `completed`, `interrupted`, `failed`), `updates`, `messages`,
+//! `tools`, `values`, `input.requested`, `checkpoints`, `custom`. `/threads/{id}/stream`
+//! replays it after a cursor and then follows it live; with PostgreSQL any worker serves the
+//! stream of a run executing on any other (`LISTEN`/`NOTIFY` wake-ups). A reader holds one page
+//! of events in memory whatever its speed. Events older than
+//! [`event_retention`](WorkerBuilder::event_retention) are deleted; a reader resuming from
+//! before them is told which it missed. `/threads/{id}/commands` starts runs and answers
+//! interrupts. The client side is [`HttpRunClient::stream_thread`](crate::protocol::HttpRunClient::stream_thread)
+//! and [`wait_for_run`](crate::protocol::HttpRunClient::wait_for_run); async subagents use it
+//! to hear of a task's end without polling.
+//!
 //! # Threads and follow-ups
 //!
 //! Each task is one thread; the runs of a thread execute one at a time, in order, on the
@@ -112,7 +130,27 @@
 //! # Security
 //!
 //! With [`bearer_token`](WorkerBuilder::bearer_token), every route except `GET /ok` needs
-//! `Authorization: Bearer <token>` (compared in constant time; 401 otherwise). Bodies are
+//! `Authorization: Bearer <token>` (compared in constant time; 401 otherwise).
+//!
+//! # Tenants
+//!
+//! An auth hook ([`WorkerBuilder::auth`], any [`Authenticate`]) turns each request into the
+//! [`Identity`] it acts as; [`bearer_token_for`](WorkerBuilder::bearer_token_for) maps tokens
+//! to identities (the built-in hook, [`BearerTokens`]). Every thread and run records the
+//! identity that created it as its owner, and:
+//!
+//! * an identity sees and touches only what it owns: a run or thread id of another identity is
+//!   answered exactly as a missing one (`404`, the same body), on every route that reads,
+//!   follows up, cancels or streams;
+//! * a thread id another identity owns cannot be created or written into: `POST /runs` and
+//!   `POST /threads` answer `409 thread_unavailable` without naming the owner (the store checks
+//!   the owner in the same transaction as the insert, so two tenants racing for one id cannot
+//!   both win);
+//! * tokens given with [`bearer_token`](WorkerBuilder::bearer_token), and every request of a
+//!   worker without auth, act as [`Identity::shared`], which owns everything a store held
+//!   before owners were recorded.
+//!
+//! Bodies are
 //! limited to [`body_limit`](WorkerBuilder::body_limit) bytes (1 MiB by default; 413 above,
 //! and at once — before a byte is read — when `Content-Length` declares more).
 //!
@@ -126,7 +164,9 @@
 //! | [`idle_timeout`](WorkerBuilder::idle_timeout) | 60 s without a byte either way | the connection is shut down (dropped after twice that) |
 //!
 //! so idle or stalled connections free their slot, and `GET /ok` answers again as soon as one
-//! is free. What a reverse proxy (nginx, Envoy, a cloud load balancer) still adds, and what to
+//! is free. A thread stream holds its connection (and slot) for as long as its client keeps it
+//! open (keep-alive comments keep it from counting as idle): size `max_connections` for the
+//! streams you expect. What a reverse proxy (nginx, Envoy, a cloud load balancer) still adds, and what to
 //! put in front of a worker reachable from outside loopback:
 //!
 //! * **TLS.** The server speaks plain HTTP.
@@ -143,14 +183,20 @@
 
 mod auth;
 mod body;
+mod commands;
 mod config;
+mod event_log;
 mod hosted;
 mod interop;
 mod listen;
 mod queue;
 mod routes;
 pub mod store;
+mod stream;
 
+pub use auth::{AuthError, Authenticate, BearerTokens, Identity};
+/// The head of an HTTP request (method, URI, headers), as an [`Authenticate`] hook sees it.
+pub use axum::http::request::Parts as RequestParts;
 pub use config::{FollowUp, Recovery, WorkerConfig};
 pub use hosted::{Hosted, HostedError, HostedOutput, HostedRun, RUN_ID_METADATA_KEY};
 pub(crate) use routes::parse_run_request;
@@ -207,7 +253,9 @@ pub struct WorkerBuilder {
     store: Option<Arc<dyn RunStore>>,
     checkpointer: Option<Arc<dyn Checkpointer>>,
     config: WorkerConfig,
-    tokens: Vec<String>,
+    tokens: BearerTokens,
+    empty_token: bool,
+    hook: Option<Arc<dyn Authenticate>>,
     worker_id: Option<String>,
 }
 
@@ -216,7 +264,7 @@ impl std::fmt::Debug for WorkerBuilder {
         f.debug_struct("WorkerBuilder")
             .field("graphs", &self.graphs.keys().collect::<Vec<_>>())
             .field("config", &self.config)
-            .field("auth", &!self.tokens.is_empty())
+            .field("auth", &(!self.tokens.is_empty() || self.hook.is_some()))
             .finish_non_exhaustive()
     }
 }
@@ -297,9 +345,43 @@ impl WorkerBuilder {
     }
 
     /// Requires `Authorization: Bearer <token>` on every route but `GET /ok`. Call it again
-    /// to accept several tokens (rotation).
-    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
-        self.tokens.push(token.into());
+    /// to accept several tokens (rotation). These tokens all act as one identity,
+    /// [`Identity::shared`]: use [`bearer_token_for`](Self::bearer_token_for) to give tenants
+    /// tokens of their own.
+    pub fn bearer_token(self, token: impl Into<String>) -> Self {
+        self.bearer_token_for(token, Identity::shared())
+    }
+
+    /// Requires `Authorization: Bearer <token>` on every route but `GET /ok`, and makes
+    /// `token` act as `identity`: the owner of the threads and runs its requests create, the
+    /// only identity that can see them. Several tokens may map to one identity.
+    ///
+    /// ```no_run
+    /// # use kit::server::{Identity, Worker};
+    /// # fn agent() -> kit::Agent { unimplemented!() }
+    /// # async fn run() -> Result<(), kit::server::ServerError> {
+    /// let worker = Worker::builder()
+    ///     .agent("assistant", agent())
+    ///     .bearer_token_for("token-of-acme", Identity::new("acme"))
+    ///     .bearer_token_for("token-of-globex", Identity::new("globex"))
+    ///     .build()
+    ///     .await?;
+    /// # let _ = worker; Ok(()) }
+    /// ```
+    pub fn bearer_token_for(mut self, token: impl Into<String>, identity: Identity) -> Self {
+        let token = token.into();
+        if token.trim().is_empty() {
+            self.empty_token = true;
+        }
+        self.tokens = self.tokens.token(token, identity);
+        self
+    }
+
+    /// Authenticates every request but `GET /ok` with `hook`: a function from the request's
+    /// head to the [`Identity`] it acts as (see [`Authenticate`]). Replaces bearer tokens:
+    /// give one or the other.
+    pub fn auth(mut self, hook: impl Authenticate) -> Self {
+        self.hook = Some(Arc::new(hook));
         self
     }
 
@@ -363,6 +445,15 @@ impl WorkerBuilder {
         self
     }
 
+    /// How long a thread's events stay in its event log (default 1 hour): the window in which
+    /// a stream (`/threads/{id}/stream`) can be resumed from its last event id. Older events
+    /// are deleted by every worker sharing the store, about every quarter of this; a stream
+    /// resumed from a pruned point is told which events it missed.
+    pub fn event_retention(mut self, retention: Duration) -> Self {
+        self.config.event_retention = retention;
+        self
+    }
+
     /// This process's worker id (default: a random one per start). Runs it executes carry it.
     pub fn worker_id(mut self, id: impl Into<String>) -> Self {
         self.worker_id = Some(id.into());
@@ -399,11 +490,36 @@ impl WorkerBuilder {
                 "the lease must be at least 150 ms (it is renewed every third of it)".to_string(),
             ));
         }
-        if self.tokens.iter().any(|t| t.trim().is_empty()) {
+        if c.event_retention.is_zero() {
+            return Err(ServerError::Config(
+                "event_retention must be more than zero (streams resume from the event log)"
+                    .to_string(),
+            ));
+        }
+        if self.empty_token {
             return Err(ServerError::Config(
                 "a bearer token is empty; pass a non-empty secret".to_string(),
             ));
         }
+        if self.tokens.conflicting_token() {
+            return Err(ServerError::Config(
+                "one bearer token is given for two different identities; give each identity \
+                 tokens of its own"
+                    .to_string(),
+            ));
+        }
+        if self.hook.is_some() && !self.tokens.is_empty() {
+            return Err(ServerError::Config(
+                "both an auth hook (`.auth(..)`) and bearer tokens are configured; the hook \
+                 decides alone: check tokens inside it, or drop it"
+                    .to_string(),
+            ));
+        }
+        let auth = match self.hook {
+            Some(hook) => auth::Auth(Some(hook)),
+            None if self.tokens.is_empty() => auth::Auth(None),
+            None => auth::Auth(Some(Arc::new(self.tokens))),
+        };
         let store = match self.store {
             Some(store) => store,
             None => default_store()?,
@@ -422,7 +538,7 @@ impl WorkerBuilder {
                 self.config,
                 worker_id,
             )),
-            tokens: auth::Tokens::new(&self.tokens),
+            auth,
         })
     }
 }
@@ -444,7 +560,7 @@ fn default_store() -> Result<Arc<dyn RunStore>, ServerError> {
 /// A configured worker, not yet serving. Start it with [`start`](Self::start).
 pub struct Worker {
     shared: Arc<Shared>,
-    tokens: auth::Tokens,
+    auth: auth::Auth,
 }
 
 impl std::fmt::Debug for Worker {
@@ -498,7 +614,7 @@ impl Worker {
         let shared = self.shared.clone();
         let scheduler = tokio::spawn(queue::schedule(shared.clone()));
         let heartbeat = tokio::spawn(queue::heartbeat(shared.clone()));
-        let app = routes::router(shared.clone(), self.tokens);
+        let app = routes::router(shared.clone(), self.auth);
         let (stop_tx, stop_rx) = watch::channel(false);
         let config = shared.config.clone();
         let server =

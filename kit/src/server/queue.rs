@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, oneshot, watch};
 
+use super::event_log;
 use super::hosted::{Hosted, HostedRun};
 use super::store::{Finish, RecoverAction, RunRecord, RunStatus, RunStore, StoreError};
 use super::{Recovery, WorkerConfig};
 use crate::checkpoint::Checkpointer;
+use crate::event::EventSink;
 
 /// Why an executing run is stopped from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +133,11 @@ impl Shared {
         Ok(changed)
     }
 
+    /// Turns true when the worker shuts down.
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
     pub(crate) fn shutting_down(&self) -> bool {
         *self.shutdown.borrow()
     }
@@ -224,6 +231,9 @@ async fn continue_or_wait(
 pub(crate) async fn heartbeat(shared: Arc<Shared>) {
     let mut shutdown = shared.shutdown.subscribe();
     let period = (shared.config.lease / 3).max(Duration::from_millis(50));
+    let retention = shared.config.event_retention;
+    let prune_every = (retention / 4).max(Duration::from_millis(10));
+    let mut last_prune: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
@@ -243,6 +253,16 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>) {
         }
         if let Err(e) = shared.recover(false).await {
             tracing::error!(error = %e, "could not recover runs of stopped workers");
+        }
+        if last_prune.is_none_or(|at| at.elapsed() >= prune_every) {
+            last_prune = Some(tokio::time::Instant::now());
+            let before = crate::ids::now_millis()
+                .saturating_sub(u64::try_from(retention.as_millis()).unwrap_or(u64::MAX));
+            match shared.store.prune_events(before).await {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(deleted = n, "pruned old thread events"),
+                Err(e) => tracing::error!(error = %e, "could not prune old thread events"),
+            }
         }
     }
 }
@@ -267,22 +287,18 @@ enum Ending {
 
 async fn execute(shared: &Arc<Shared>, run: RunRecord, stop: oneshot::Receiver<Stop>) {
     let ending = if run.cancel_requested {
-        Ending::Finish(Finish {
-            status: RunStatus::Cancelled,
-            output: None,
-            error: None,
-        })
+        Ending::Finish(finish(RunStatus::Cancelled, None, None))
     } else {
         match shared.graphs.get(&run.graph_id) {
-            None => Ending::Finish(Finish {
-                status: RunStatus::Error,
-                output: None,
-                error: Some(format!(
+            None => Ending::Finish(finish(
+                RunStatus::Error,
+                None,
+                Some(format!(
                     "this worker does not host graph `{}`; it hosts: {}",
                     run.graph_id,
                     shared.graph_ids.join(", ")
                 )),
-            }),
+            )),
             Some(hosted) => run_hosted(shared, hosted.clone(), &run, stop).await,
         }
     };
@@ -302,12 +318,30 @@ async fn run_hosted(
     run: &RunRecord,
     stop: oneshot::Receiver<Stop>,
 ) -> Ending {
+    if let Err(e) = event_log::append_retrying(
+        &*shared.store,
+        &run.thread_id,
+        &run.run_id,
+        vec![event_log::running()],
+    )
+    .await
+    {
+        tracing::error!(run_id = %run.run_id, error = %e, "could not write a run's start to the thread's event log");
+    }
+    let (sink, events) = EventSink::channel(event_log::QUEUE);
+    let writer = event_log::spawn_writer(
+        shared.store.clone(),
+        run.thread_id.clone(),
+        run.run_id.clone(),
+        events,
+    );
     let job = HostedRun {
         thread_id: run.thread_id.clone(),
         run_id: run.run_id.clone(),
         input: run.input.clone(),
         checkpointer: shared.checkpointer.clone(),
         recovered: run.attempts > 1,
+        events: Some(sink),
     };
     // A task of its own, so a panic in user code becomes an error result, and a cancel or a
     // timeout can abort it.
@@ -316,23 +350,19 @@ async fn run_hosted(
     let mut joined_already = false;
     let ending = tokio::select! {
         joined = &mut task => { joined_already = true; match joined {
-            Ok(Ok(out)) => Ending::Finish(Finish {
-                status: if out.interrupts.is_empty() { RunStatus::Success } else { RunStatus::Interrupted },
-                output: Some(out.to_json()),
-                error: None,
-            }),
-            Ok(Err(e)) => Ending::Finish(Finish {
-                status: RunStatus::Error,
-                output: None,
-                error: Some(e.message),
-            }),
+            Ok(Ok(out)) => Ending::Finish(finish(
+                if out.interrupts.is_empty() { RunStatus::Success } else { RunStatus::Interrupted },
+                Some(out.to_json()),
+                None,
+            )),
+            Ok(Err(e)) => Ending::Finish(finish(RunStatus::Error, None, Some(e.message))),
             Err(join) => {
                 tracing::error!(run_id = %run.run_id, error = %join, "a hosted run panicked");
-                Ending::Finish(Finish {
-                    status: RunStatus::Error,
-                    output: None,
-                    error: Some("the run failed unexpectedly (the hosted graph panicked); the worker's logs have the details".to_string()),
-                })
+                Ending::Finish(finish(
+                    RunStatus::Error,
+                    None,
+                    Some("the run failed unexpectedly (the hosted graph panicked); the worker's logs have the details".to_string()),
+                ))
             }
         }},
         why = stop => {
@@ -340,27 +370,50 @@ async fn run_hosted(
             match why {
                 Ok(Stop::Shutdown) => Ending::Release,
                 // A cancel request (or the sender gone, which only happens on cancel).
-                _ => Ending::Finish(Finish { status: RunStatus::Cancelled, output: None, error: None }),
+                _ => Ending::Finish(finish(RunStatus::Cancelled, None, None)),
             }
         },
         _ = tokio::time::sleep(timeout) => {
             task.abort();
-            Ending::Finish(Finish {
-                status: RunStatus::Timeout,
-                output: None,
-                error: Some(format!(
+            Ending::Finish(finish(
+                RunStatus::Timeout,
+                None,
+                Some(format!(
                     "the run took longer than the worker's run timeout of {} s and was stopped; \
                      split the task or raise the worker's run_timeout",
                     timeout.as_secs_f64()
                 )),
-            })
+            ))
         }
     };
     if !joined_already {
         // Wait for the aborted task to be gone, so nothing of the run outlives its status.
         let _ = task.await;
     }
+    // The run's events are in the log before its end is: the writer ends once every sink is
+    // gone (a sink kept alive by a task the run left behind is cut off after a grace).
+    let mut writer = writer;
+    if tokio::time::timeout(WRITER_GRACE, &mut writer)
+        .await
+        .is_err()
+    {
+        tracing::warn!(run_id = %run.run_id, "a run left a task emitting events behind; its later events are not logged");
+        writer.abort();
+    }
     ending
+}
+
+/// How long the end of a run waits for its event writer to drain.
+const WRITER_GRACE: Duration = Duration::from_secs(5);
+
+/// A run's end, with the events that announce it.
+fn finish(status: RunStatus, output: Option<serde_json::Value>, error: Option<String>) -> Finish {
+    Finish {
+        events: event_log::ending(status, output.as_ref(), error.as_deref()),
+        status,
+        output,
+        error,
+    }
 }
 
 async fn record_finish(shared: &Shared, run_id: &str, finish: Finish) {

@@ -9,7 +9,7 @@ use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path, State};
 use axum::http::{Method, StatusCode, Uri};
 use axum::middleware::from_fn_with_state;
 use axum::response::{IntoResponse, Response};
@@ -17,7 +17,8 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
 use super::FollowUp;
-use super::auth::{Tokens, require_bearer};
+use super::auth::Identity;
+use super::auth::{Auth, require_identity};
 use super::queue::{Shared, Stop};
 use super::store::{NewRun, RunInput, RunRecord, RunStatus, StoreError};
 
@@ -53,6 +54,11 @@ impl ApiError {
     /// What the answer says is wrong.
     pub(crate) fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The HTTP status.
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
     }
 }
 
@@ -95,6 +101,7 @@ impl From<StoreError> for ApiError {
             StoreError::DuplicateRun(_) => {
                 ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string())
             }
+            StoreError::ForeignThread(id) => thread_unavailable(&id),
             other => {
                 // The details (SQL, paths) go to the log, not to the client.
                 tracing::error!(error = %other, "run store failure while serving a request");
@@ -110,6 +117,19 @@ impl From<StoreError> for ApiError {
 }
 
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
+/// The answer to creating a thread id that another identity owns. It says no more than that
+/// the id cannot be used (the same answer whoever owns it).
+pub(crate) fn thread_unavailable(id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "thread_unavailable",
+        format!(
+            "thread id `{id}` cannot be used; choose another thread id, or omit `thread_id` to \
+             get a fresh one"
+        ),
+    )
+}
 
 /// Parses a request body as a JSON object; an empty body is `{}`.
 pub(crate) fn body_object(
@@ -207,6 +227,7 @@ impl Strategy {
 
 /// A run to submit.
 pub(crate) struct Submit {
+    pub(crate) owner: Identity,
     pub(crate) thread_id: Option<String>,
     pub(crate) graph_id: String,
     pub(crate) input: RunInput,
@@ -243,6 +264,13 @@ pub(crate) async fn submit(shared: &Shared, s: Submit) -> ApiResult<RunRecord> {
         ));
     }
     let thread_id = s.thread_id.unwrap_or_else(crate::ids::random);
+    // Another identity's thread is never looked into (its runs are not interrupted or
+    // rejected on its behalf); the store checks the owner again when it inserts the run.
+    if let Some(thread) = shared.store.get_thread(&thread_id).await?
+        && thread.owner != s.owner.as_str()
+    {
+        return Err(thread_unavailable(&thread_id));
+    }
     let active = active_runs(shared, &thread_id).await?;
     if !active.is_empty() {
         match s.strategy {
@@ -274,6 +302,7 @@ pub(crate) async fn submit(shared: &Shared, s: Submit) -> ApiResult<RunRecord> {
             input: s.input,
             metadata: s.metadata,
             multitask_strategy: Some(s.strategy.as_str().to_string()),
+            owner: s.owner.as_str().to_string(),
         })
         .await?;
     shared.wake();
@@ -339,10 +368,11 @@ pub(crate) fn unknown_id(id: &str) -> ApiError {
     ))
 }
 
-/// A run by run id, or the latest run of a thread by thread id.
-pub(crate) async fn resolve(shared: &Shared, id: &str) -> ApiResult<RunRecord> {
+/// A run of `who` by run id, or the latest run of a thread of `who` by thread id. Runs and
+/// threads of other identities are answered as unknown.
+pub(crate) async fn resolve(shared: &Shared, id: &str, who: &Identity) -> ApiResult<RunRecord> {
     if let Some(run) = shared.store.get_run(id).await? {
-        return Ok(run);
+        return mine(run, who).ok_or_else(|| unknown_id(id));
     }
     shared
         .store
@@ -350,7 +380,13 @@ pub(crate) async fn resolve(shared: &Shared, id: &str) -> ApiResult<RunRecord> {
         .await?
         .into_iter()
         .next()
+        .and_then(|run| mine(run, who))
         .ok_or_else(|| unknown_id(id))
+}
+
+/// The run, when `who` owns it.
+pub(crate) fn mine(run: RunRecord, who: &Identity) -> Option<RunRecord> {
+    (run.owner == who.as_str()).then_some(run)
 }
 
 pub(crate) fn time(ms: u64) -> String {
@@ -369,6 +405,10 @@ pub(crate) fn run_json(run: &RunRecord) -> Value {
         "attempts": run.attempts,
         "metadata": run.metadata,
     });
+    // Where the run's thread streams its events: supervisors follow it instead of polling.
+    if let Ok(segment) = crate::protocol::task_path_segment(&run.thread_id) {
+        out["links"] = json!({"stream": format!("/threads/{segment}/stream")});
+    }
     if let Some(s) = &run.multitask_strategy {
         out["multitask_strategy"] = json!(s);
     }
@@ -393,6 +433,7 @@ pub(crate) fn run_json(run: &RunRecord) -> Value {
 
 type Body = Result<Bytes, BytesRejection>;
 type S = State<Arc<Shared>>;
+type Who = Extension<Identity>;
 
 async fn ok() -> Json<Value> {
     Json(json!({"ok": true}))
@@ -400,7 +441,7 @@ async fn ok() -> Json<Value> {
 
 /// `POST /runs`: `{"assistant_id", "input" | "command": {"resume"}, "thread_id"?,
 /// "metadata"?, "multitask_strategy"?}`.
-async fn create_run(State(shared): S, body: Body) -> ApiResult<Json<Value>> {
+async fn create_run(State(shared): S, Extension(who): Who, body: Body) -> ApiResult<Json<Value>> {
     let body = body_object(body, shared.config.body_limit)?;
     let graph_id = opt_str(&body, "assistant_id")?
         .or(opt_str(&body, "graph_id")?)
@@ -412,13 +453,14 @@ async fn create_run(State(shared): S, body: Body) -> ApiResult<Json<Value>> {
         })?;
     let input = run_input(&body)?;
     let thread_id = opt_str(&body, "thread_id")?;
-    submit_from_body(&shared, thread_id, graph_id, input, &body).await
+    submit_from_body(&shared, who, thread_id, graph_id, input, &body).await
 }
 
 /// Queues a run with the `metadata` and `multitask_strategy` of its request body and answers
 /// with the run.
 pub(crate) async fn submit_from_body(
     shared: &Shared,
+    owner: Identity,
     thread_id: Option<String>,
     graph_id: String,
     input: RunInput,
@@ -427,6 +469,7 @@ pub(crate) async fn submit_from_body(
     let run = submit(
         shared,
         Submit {
+            owner,
             thread_id,
             graph_id,
             input,
@@ -465,8 +508,12 @@ pub(crate) fn run_input(body: &Map<String, Value>) -> ApiResult<RunInput> {
     }
 }
 
-async fn get_run(State(shared): S, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let run = resolve(&shared, &id).await?;
+async fn get_run(
+    State(shared): S,
+    Extension(who): Who,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let run = resolve(&shared, &id, &who).await?;
     Ok(Json(run_json(&run)))
 }
 
@@ -474,11 +521,12 @@ async fn get_run(State(shared): S, Path(id): Path<String>) -> ApiResult<Json<Val
 /// `multitask_strategy`. A new run on the same thread.
 async fn post_input(
     State(shared): S,
+    Extension(who): Who,
     Path(id): Path<String>,
     body: Body,
 ) -> ApiResult<Json<Value>> {
     let body = body_object(body, shared.config.body_limit)?;
-    let current = resolve(&shared, &id).await?;
+    let current = resolve(&shared, &id, &who).await?;
     let input = match (opt_str(&body, "message")?, body.get("input")) {
         (Some(message), _) => {
             let hosted = shared.graphs.get(&current.graph_id).ok_or_else(|| {
@@ -502,6 +550,7 @@ async fn post_input(
     };
     submit_from_body(
         &shared,
+        who,
         Some(current.thread_id),
         current.graph_id,
         input,
@@ -510,8 +559,12 @@ async fn post_input(
     .await
 }
 
-async fn post_cancel(State(shared): S, Path(id): Path<String>) -> ApiResult<Json<Value>> {
-    let run = resolve(&shared, &id).await?;
+async fn post_cancel(
+    State(shared): S,
+    Extension(who): Who,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let run = resolve(&shared, &id, &who).await?;
     let run = cancel_run(&shared, &run, true).await?;
     Ok(Json(run_json(&run)))
 }
@@ -534,7 +587,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 }
 
 /// The worker's whole router.
-pub(crate) fn router(shared: Arc<Shared>, tokens: Tokens) -> Router {
+pub(crate) fn router(shared: Arc<Shared>, auth: Auth) -> Router {
     let limit = shared.config.body_limit;
     let api = Router::new()
         .route("/runs", post(create_run))
@@ -544,7 +597,7 @@ pub(crate) fn router(shared: Arc<Shared>, tokens: Tokens) -> Router {
         .merge(super::interop::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(from_fn_with_state(tokens, require_bearer));
+        .layer(from_fn_with_state(auth, require_identity));
     let body_limits = super::body::BodyLimits {
         max: limit,
         timeout: shared.config.body_read_timeout,

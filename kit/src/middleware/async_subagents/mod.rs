@@ -12,6 +12,10 @@
 //!   `values.messages`;
 //! * terminal statuses: `cancelled`, `success`, `error`, `timeout`, `interrupted`, `complete`,
 //!   `completed` — a terminal task is never polled again;
+//! * a task is followed through its worker's thread stream once started (and after each
+//!   follow-up): its end, or its pause for a human (status `waiting`, with the pending
+//!   `interrupts`), is heard without polling, and the tools answer from it
+//!   ([`AsyncSubagentMiddleware::notices`] tells the application);
 //! * an id that is not tracked checks as status `unknown`;
 //! * a name that matches no spec is an error beginning `Unknown async subagent type`;
 //! * every failure to reach a worker (transport, status code, malformed JSON) becomes an error
@@ -19,8 +23,10 @@
 
 mod spec;
 mod tasks;
+mod watch;
 pub use spec::{AsyncSpec, TERMINAL_STATUSES, is_terminal};
 use tasks::{parse, start_description};
+pub use watch::TaskNotice;
 
 use std::sync::Arc;
 
@@ -38,6 +44,7 @@ pub struct AsyncSubagentMiddleware {
 struct Inner {
     specs: Vec<AsyncSpec>,
     http: Arc<HttpRunClient>,
+    watches: Arc<watch::Watches>,
 }
 
 impl AsyncSubagentMiddleware {
@@ -54,8 +61,34 @@ impl AsyncSubagentMiddleware {
             inner: Arc::new(Inner {
                 specs,
                 http: Arc::new(HttpRunClient::new()),
+                watches: Arc::new(watch::Watches::default()),
             }),
         }
+    }
+
+    /// What the supervisor hears about its tasks, as it happens: a run that ended, failed, was
+    /// cancelled or paused for a human (`waiting`, with the pending interrupts). Each started
+    /// task (and each follow-up) is followed through the worker's thread stream, so nothing
+    /// polls; the tools answer from what was heard. Clients that cannot stream
+    /// ([`RunClient::follow`](crate::protocol::RunClient::follow) answers `None`) send
+    /// nothing here.
+    ///
+    /// ```no_run
+    /// use kit::middleware::async_subagents::{AsyncSpec, AsyncSubagentMiddleware};
+    /// # async fn run() -> Result<(), kit::AgentError> {
+    /// let middleware = AsyncSubagentMiddleware::new(vec![
+    ///     AsyncSpec::new("researcher", "Deep research.", "research").url("http://127.0.0.1:8787"),
+    /// ])?;
+    /// let mut notices = middleware.notices();
+    /// tokio::spawn(async move {
+    ///     while let Ok(notice) = notices.recv().await {
+    ///         println!("task {} is now {}", notice.task_id, notice.status());
+    ///     }
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn notices(&self) -> tokio::sync::broadcast::Receiver<TaskNotice> {
+        self.inner.watches.subscribe()
     }
 
     /// Adds specs; only while the builder still owns the middleware alone.

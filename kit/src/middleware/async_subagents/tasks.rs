@@ -8,7 +8,9 @@ use serde_json::{Map, Value, json};
 use super::{AsyncSpec, Inner, is_terminal, remote};
 use crate::agent::{AgentStateUpdate, AsyncTask};
 use crate::ids;
-use crate::protocol::RunClientError;
+use std::sync::Arc;
+
+use crate::protocol::{RunClient, RunClientError};
 use crate::tool::{ToolContext, ToolError, ToolOutput};
 
 #[derive(Deserialize)]
@@ -158,6 +160,7 @@ impl Inner {
                     .unwrap_or_else(|| format!("async-{}", ids::random()));
                 task.status = "running".to_string();
                 absorb(&mut task, &response);
+                self.follow(spec, client, &task);
                 let out = json!({
                     "task_id": task.task_id,
                     "status": task.status,
@@ -172,11 +175,34 @@ impl Inner {
         }
     }
 
+    /// Follows the task's current run in the background (see [`super::watch`]), when the
+    /// worker said it streams (a kit worker's runs carry `links.stream`).
+    fn follow(&self, spec: &AsyncSpec, client: Arc<dyn RunClient>, task: &AsyncTask) {
+        let streams = task
+            .remote
+            .as_ref()
+            .and_then(|r| r.get("links"))
+            .and_then(|l| l.get("stream"))
+            .is_some();
+        if let (true, Some(run_id)) = (streams, &task.run_id) {
+            self.watches.follow(
+                client,
+                spec.endpoint.clone(),
+                task.task_id.clone(),
+                run_id.clone(),
+            );
+        }
+    }
+
     pub(super) async fn refresh(
         &self,
         mut task: AsyncTask,
     ) -> Result<AsyncTask, (AsyncTask, RunClientError)> {
         if is_terminal(&task.status) {
+            return Ok(task);
+        }
+        // Heard through the stream: no request needed.
+        if self.watches.apply(&mut task) {
             return Ok(task);
         }
         let Some(spec) = self.spec(&task.subagent_name) else {
@@ -209,6 +235,11 @@ impl Inner {
         }
         if let Some(thread) = &task.thread_id {
             out.insert("thread_id".into(), json!(thread));
+        }
+        if task.status == "waiting"
+            && let Some(interrupts) = task.remote.as_ref().and_then(|r| r.get("interrupts"))
+        {
+            out.insert("interrupts".into(), interrupts.clone());
         }
         if task.status == "error" {
             let error = task
@@ -273,6 +304,7 @@ impl Inner {
                 absorb(&mut task, &response);
                 // The task id never changes, whatever ids the worker reports.
                 task.task_id = id;
+                self.follow(spec, client.clone(), &task);
                 let out = json!({
                     "task_id": task.task_id,
                     "status": task.status,

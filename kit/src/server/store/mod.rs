@@ -5,9 +5,16 @@
 //! | `SqliteRunStore` | `sqlite` (on by default) | one worker process; a file survives restarts, `:memory:` does not |
 //! | `PostgresRunStore` | `postgres` | several worker processes on several machines sharing one queue |
 //!
-//! Both keep two tables, `kit_worker_threads` (one row per thread: metadata, latest values) and
-//! `kit_worker_runs` (one row per run: status, input, output, error, lease). They can live in
-//! the same database as a checkpointer; the table names do not collide.
+//! Both keep two tables, `kit_worker_threads` (one row per thread: owner, metadata, latest
+//! values) and `kit_worker_runs` (one row per run: owner, status, input, output, error, lease).
+//! They can live in the same database as a checkpointer; the table names do not collide.
+//!
+//! # Owners
+//!
+//! Every thread and run records the [`Identity`](crate::server::Identity) that created it in
+//! its `owner` column; a run's owner is its thread's. Stores created before owners were
+//! recorded gain the column when opened (`ALTER TABLE .. ADD COLUMN owner .. DEFAULT ''`):
+//! their threads belong to the shared identity, which is what their tokens act as.
 //!
 //! # The queue
 //!
@@ -25,6 +32,7 @@
 //! expired (PostgreSQL) — and either puts them back in the queue (they resume from the thread's
 //! checkpoint) or fails them with an explicit error, per [`Recovery`](super::Recovery).
 
+mod events;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "sqlite")]
@@ -35,12 +43,20 @@ pub use postgres::PostgresRunStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteRunStore;
 
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(unused_imports)
+)]
+pub(crate) use events::{NOTICE_CAPACITY, NOTIFY_CHANNEL, parse_namespace};
+pub use events::{NewEvent, StoredEvent};
+
 use serde_json::Value;
+use tokio::sync::broadcast;
 
 /// The columns of a run row, in the order both SQL stores read them.
 pub(crate) const RUN_COLUMNS: &str = "run_id, thread_id, graph_id, status, input_kind, input, output, error, \
      metadata, multitask_strategy, attempts, cancel_requested, worker_id, created_at, \
-     updated_at, started_at, finished_at";
+     updated_at, started_at, finished_at, owner";
 
 /// The status of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -169,6 +185,9 @@ pub struct RunRecord {
     pub started_at: Option<u64>,
     /// When it reached a terminal status.
     pub finished_at: Option<u64>,
+    /// The identity that created it (the owner of its thread); empty for
+    /// [`Identity::shared`](crate::server::Identity::shared).
+    pub owner: String,
 }
 
 /// A thread as stored.
@@ -186,6 +205,9 @@ pub struct ThreadRecord {
     pub created_at: u64,
     /// Milliseconds since the Unix epoch.
     pub updated_at: u64,
+    /// The identity that created it; only that identity sees it. Empty for
+    /// [`Identity::shared`](crate::server::Identity::shared).
+    pub owner: String,
 }
 
 /// A run to create.
@@ -203,6 +225,9 @@ pub struct NewRun {
     pub metadata: Value,
     /// The follow-up strategy it was created with, if any.
     pub multitask_strategy: Option<String>,
+    /// The identity creating it. A new thread gets this owner; an existing thread must have
+    /// it, or the run is refused with [`StoreError::ForeignThread`].
+    pub owner: String,
 }
 
 /// How a run ended, as the worker reports it.
@@ -214,6 +239,10 @@ pub struct Finish {
     pub output: Option<Value>,
     /// The error text for `error` and `timeout`.
     pub error: Option<String>,
+    /// Events appended to the thread's log in the same transaction (the run's last ones:
+    /// its final values, what it waits for, its lifecycle end), so a reader who sees them
+    /// also sees the run ended.
+    pub events: Vec<NewEvent>,
 }
 
 /// The run store failed.
@@ -236,6 +265,13 @@ pub enum StoreError {
     /// A run with this id already exists.
     #[error("a run with id `{0}` already exists")]
     DuplicateRun(String),
+    /// The thread exists and belongs to another identity. Servers answer it exactly as a
+    /// missing thread, so that ids of other tenants cannot be probed.
+    #[error(
+        "thread `{0}` is owned by another identity; use a thread of your own, or omit the id \
+         for a fresh one"
+    )]
+    ForeignThread(String),
     /// The thread belongs to another graph.
     #[error(
         "thread `{thread_id}` belongs to graph `{existing}`, not `{requested}`; start a new \
@@ -271,18 +307,22 @@ pub trait RunStore: Send + Sync + 'static {
     /// (every `running` run found at start-up was left by a dead worker).
     fn shared(&self) -> bool;
 
-    /// Creates a thread, or returns the existing one with this id.
+    /// Creates a thread owned by `owner`, or returns the existing one with this id (whatever
+    /// its owner: the caller compares).
     async fn create_thread(
         &self,
         thread_id: &str,
+        owner: &str,
         metadata: Value,
     ) -> Result<ThreadRecord, StoreError>;
 
     /// A thread by id.
     async fn get_thread(&self, thread_id: &str) -> Result<Option<ThreadRecord>, StoreError>;
 
-    /// Creates a `pending` run (and its thread when missing). Fails with
-    /// [`StoreError::GraphMismatch`] when the thread already runs another graph.
+    /// Creates a `pending` run (and its thread, owned by the run's owner, when missing). Fails
+    /// with [`StoreError::ForeignThread`] when the thread has another owner, and with
+    /// [`StoreError::GraphMismatch`] when it already runs another graph. The check and the
+    /// insert are one transaction.
     async fn create_run(&self, run: NewRun) -> Result<RunRecord, StoreError>;
 
     /// A run by id.
@@ -329,6 +369,34 @@ pub trait RunStore: Send + Sync + 'static {
     /// `running` one is flagged (its worker stops it and records `cancelled`). Returns the run
     /// as it is afterwards, `None` for an unknown id.
     async fn request_cancel(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError>;
+
+    /// Appends `events` of run `run_id` to the log of `thread_id`, numbered after its last
+    /// one (1, 2, 3, … per thread, no gaps); returns the number of the last (0 when `events`
+    /// is empty), and wakes [`event_notices`](Self::event_notices) listeners.
+    async fn append_events(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        events: Vec<NewEvent>,
+    ) -> Result<u64, StoreError>;
+
+    /// Up to `limit` events of the thread's log numbered above `after`, in order. A first
+    /// event numbered above `after + 1` means the ones between were pruned.
+    async fn read_events(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError>;
+
+    /// Deletes the events appended before `before` (ms since the Unix epoch); returns how
+    /// many.
+    async fn prune_events(&self, before: u64) -> Result<u64, StoreError>;
+
+    /// Thread ids whose log grew: appends in this process, and with a shared store
+    /// (PostgreSQL, through `LISTEN`/`NOTIFY`) in every process. A listener that lags gets
+    /// [`broadcast::error::RecvError::Lagged`] and should re-read the threads it follows.
+    async fn event_notices(&self) -> Result<broadcast::Receiver<String>, StoreError>;
 
     /// Handles runs left `running` by dead workers: with `all_running`, every `running` run not
     /// held by `worker_id`; otherwise those whose lease ended before `now`. A run with a

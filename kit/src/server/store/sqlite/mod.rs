@@ -1,5 +1,6 @@
 //! The SQLite run store: one worker process, runs kept in a file (or in memory).
 
+mod events;
 mod rows;
 use rows::{get_run, get_thread, runs_where};
 
@@ -8,10 +9,11 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use serde_json::Value;
+use tokio::sync::broadcast;
 
 use super::{
-    Finish, NewRun, RecoverAction, RunRecord, RunStatus, RunStore, StoreError, ThreadRecord,
-    abandoned_message,
+    Finish, NOTICE_CAPACITY, NewEvent, NewRun, RecoverAction, RunRecord, RunStatus, RunStore,
+    StoreError, StoredEvent, ThreadRecord, abandoned_message,
 };
 
 const SCHEMA: &str = "
@@ -21,7 +23,9 @@ CREATE TABLE IF NOT EXISTS kit_worker_threads (
     metadata    TEXT NOT NULL DEFAULT '{}',
     values_json TEXT,
     created_at  INTEGER NOT NULL,
-    updated_at  INTEGER NOT NULL
+    updated_at  INTEGER NOT NULL,
+    owner       TEXT NOT NULL DEFAULT '',
+    event_seq   INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS kit_worker_runs (
     seq                INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -42,10 +46,22 @@ CREATE TABLE IF NOT EXISTS kit_worker_runs (
     created_at         INTEGER NOT NULL,
     updated_at         INTEGER NOT NULL,
     started_at         INTEGER,
-    finished_at        INTEGER
+    finished_at        INTEGER,
+    owner              TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, seq);
 CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
+CREATE TABLE IF NOT EXISTS kit_worker_events (
+    thread_id  TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    run_id     TEXT NOT NULL,
+    method     TEXT NOT NULL,
+    namespace  TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS kit_worker_events_age ON kit_worker_events (created_at);
 ";
 
 /// A [`RunStore`] in a SQLite file (or in memory).
@@ -68,6 +84,7 @@ CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id,
 pub struct SqliteRunStore {
     conn: Arc<Mutex<Connection>>,
     path: Option<PathBuf>,
+    notices: broadcast::Sender<String>,
 }
 
 impl std::fmt::Debug for SqliteRunStore {
@@ -100,6 +117,38 @@ fn parse_json(column: &str, text: &str) -> Result<Value, StoreError> {
 
 fn to_json(v: &Value) -> String {
     v.to_string()
+}
+
+/// Brings a store made by an older kit up to date: the `owner` columns (existing threads and
+/// runs belong to the shared identity) and the threads' event counter.
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let added = [
+        ("kit_worker_threads", "owner", "TEXT NOT NULL DEFAULT ''"),
+        ("kit_worker_runs", "owner", "TEXT NOT NULL DEFAULT ''"),
+        (
+            "kit_worker_threads",
+            "event_seq",
+            "INTEGER NOT NULL DEFAULT 0",
+        ),
+    ];
+    for (table, column, layout) in added {
+        if !has_column(conn, table, column)? {
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {layout}"))
+                .map_err(|e| backend("adding a column to an older store", e))?;
+        }
+    }
+    Ok(())
+}
+
+fn has_column(conn: &Connection, table: &str, column: &str) -> Result<bool, StoreError> {
+    let names = conn
+        .prepare(&format!("PRAGMA table_info({table})"))
+        .and_then(|mut s| {
+            s.query_map([], |r| r.get::<_, String>(1))?
+                .collect::<rusqlite::Result<Vec<String>>>()
+        })
+        .map_err(|e| backend("reading the table layout", e))?;
+    Ok(names.iter().any(|n| n == column))
 }
 
 impl SqliteRunStore {
@@ -136,9 +185,11 @@ impl SqliteRunStore {
         }
         conn.execute_batch(SCHEMA)
             .map_err(|e| backend("creating the tables", e))?;
+        migrate(&conn)?;
         Ok(SqliteRunStore {
             conn: Arc::new(Mutex::new(conn)),
             path,
+            notices: broadcast::channel(NOTICE_CAPACITY).0,
         })
     }
 
@@ -172,16 +223,18 @@ impl RunStore for SqliteRunStore {
     async fn create_thread(
         &self,
         thread_id: &str,
+        owner: &str,
         metadata: Value,
     ) -> Result<ThreadRecord, StoreError> {
         let thread_id = thread_id.to_string();
+        let owner = owner.to_string();
         self.with("creating a thread", move |conn| {
             let now = ms(crate::ids::now_millis());
             conn.prepare_cached(
-                "INSERT INTO kit_worker_threads (thread_id, metadata, created_at, updated_at)
-                 VALUES (?1, ?2, ?3, ?3) ON CONFLICT (thread_id) DO NOTHING",
+                "INSERT INTO kit_worker_threads (thread_id, metadata, created_at, updated_at, owner)
+                 VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (thread_id) DO NOTHING",
             )
-            .and_then(|mut s| s.execute(params![thread_id, to_json(&metadata), now]))
+            .and_then(|mut s| s.execute(params![thread_id, to_json(&metadata), now, owner]))
             .map_err(|e| backend("creating a thread", e))?;
             get_thread(conn, &thread_id)?.ok_or_else(|| {
                 StoreError::Corrupt(format!("thread `{thread_id}` vanished after its insert"))
@@ -202,17 +255,27 @@ impl RunStore for SqliteRunStore {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|e| backend("creating a run", e))?;
-            let existing: Option<Option<String>> = tx
-                .prepare_cached("SELECT graph_id FROM kit_worker_threads WHERE thread_id = ?1")
-                .and_then(|mut s| s.query_row(params![run.thread_id], |r| r.get(0)).optional())
+            let existing: Option<(Option<String>, String)> = tx
+                .prepare_cached(
+                    "SELECT graph_id, owner FROM kit_worker_threads WHERE thread_id = ?1",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![run.thread_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
                 .map_err(|e| backend("creating a run", e))?;
-            match existing {
+            if existing.as_ref().is_some_and(|(_, owner)| *owner != run.owner) {
+                return Err(StoreError::ForeignThread(run.thread_id));
+            }
+            match existing.map(|(graph, _)| graph) {
                 None => {
                     tx.prepare_cached(
-                        "INSERT INTO kit_worker_threads (thread_id, graph_id, created_at, updated_at)
-                         VALUES (?1, ?2, ?3, ?3)",
+                        "INSERT INTO kit_worker_threads (thread_id, graph_id, created_at, updated_at, owner)
+                         VALUES (?1, ?2, ?3, ?3, ?4)",
                     )
-                    .and_then(|mut s| s.execute(params![run.thread_id, run.graph_id, now]))
+                    .and_then(|mut s| {
+                        s.execute(params![run.thread_id, run.graph_id, now, run.owner])
+                    })
                     .map_err(|e| backend("creating a thread", e))?;
                 }
                 Some(Some(graph)) if graph != run.graph_id => {
@@ -234,8 +297,8 @@ impl RunStore for SqliteRunStore {
             let inserted = tx
                 .prepare_cached(
                     "INSERT INTO kit_worker_runs (run_id, thread_id, graph_id, status, input_kind,
-                        input, metadata, multitask_strategy, created_at, updated_at)
-                     VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?8)
+                        input, metadata, multitask_strategy, created_at, updated_at, owner)
+                     VALUES (?1, ?2, ?3, 'pending', ?4, ?5, ?6, ?7, ?8, ?8, ?9)
                      ON CONFLICT (run_id) DO NOTHING",
                 )
                 .and_then(|mut s| {
@@ -247,7 +310,8 @@ impl RunStore for SqliteRunStore {
                         to_json(run.input.value()),
                         to_json(&run.metadata),
                         run.multitask_strategy,
-                        now
+                        now,
+                        run.owner
                     ])
                 })
                 .map_err(|e| backend("creating a run", e))?;
@@ -374,44 +438,103 @@ impl RunStore for SqliteRunStore {
     ) -> Result<bool, StoreError> {
         let run_id = run_id.to_string();
         let worker_id = worker_id.to_string();
-        self.with("recording the end of a run", move |conn| {
-            let now = ms(crate::ids::now_millis());
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(|e| backend("recording the end of a run", e))?;
-            let changed = tx
-                .prepare_cached(
-                    "UPDATE kit_worker_runs SET status = ?3, output = ?4, error = ?5,
+        let thread = self
+            .with("recording the end of a run", move |conn| {
+                let now = ms(crate::ids::now_millis());
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(|e| backend("recording the end of a run", e))?;
+                let changed = tx
+                    .prepare_cached(
+                        "UPDATE kit_worker_runs SET status = ?3, output = ?4, error = ?5,
                         finished_at = ?6, updated_at = ?6, lease_until = NULL
                      WHERE run_id = ?1 AND worker_id = ?2 AND status = 'running'",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![
-                        run_id,
-                        worker_id,
-                        finish.status.as_str(),
-                        finish.output.as_ref().map(to_json),
-                        finish.error,
-                        now
-                    ])
-                })
-                .map_err(|e| backend("recording the end of a run", e))?;
-            if changed == 0 {
-                return Ok(false);
+                    )
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            run_id,
+                            worker_id,
+                            finish.status.as_str(),
+                            finish.output.as_ref().map(to_json),
+                            finish.error,
+                            now
+                        ])
+                    })
+                    .map_err(|e| backend("recording the end of a run", e))?;
+                if changed == 0 {
+                    return Ok(None);
+                }
+                let thread_id: String = tx
+                    .prepare_cached("SELECT thread_id FROM kit_worker_runs WHERE run_id = ?1")
+                    .and_then(|mut s| s.query_row(params![run_id], |r| r.get(0)))
+                    .map_err(|e| backend("recording the end of a run", e))?;
+                if let Some(values) = finish.output.as_ref().and_then(|o| o.get("values")) {
+                    tx.prepare_cached(
+                        "UPDATE kit_worker_threads SET values_json = ?2, updated_at = ?3
+                     WHERE thread_id = ?1",
+                    )
+                    .and_then(|mut s| s.execute(params![thread_id, to_json(values), now]))
+                    .map_err(|e| backend("recording the end of a run", e))?;
+                }
+                events::append(&tx, &thread_id, &run_id, &finish.events, unms(now))?;
+                tx.commit()
+                    .map_err(|e| backend("recording the end of a run", e))?;
+                Ok(Some(thread_id))
+            })
+            .await?;
+        match thread {
+            Some(thread_id) => {
+                let _ = self.notices.send(thread_id);
+                Ok(true)
             }
-            if let Some(values) = finish.output.as_ref().and_then(|o| o.get("values")) {
-                tx.prepare_cached(
-                    "UPDATE kit_worker_threads SET values_json = ?2, updated_at = ?3
-                     WHERE thread_id = (SELECT thread_id FROM kit_worker_runs WHERE run_id = ?1)",
-                )
-                .and_then(|mut s| s.execute(params![run_id, to_json(values), now]))
-                .map_err(|e| backend("recording the end of a run", e))?;
-            }
-            tx.commit()
-                .map_err(|e| backend("recording the end of a run", e))?;
-            Ok(true)
+            None => Ok(false),
+        }
+    }
+
+    async fn append_events(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        events: Vec<NewEvent>,
+    ) -> Result<u64, StoreError> {
+        if events.is_empty() {
+            return Ok(0);
+        }
+        let (thread, run) = (thread_id.to_string(), run_id.to_string());
+        let last = self
+            .with("appending events", move |conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(|e| backend("appending events", e))?;
+                let last = events::append(&tx, &thread, &run, &events, crate::ids::now_millis())?;
+                tx.commit().map_err(|e| backend("appending events", e))?;
+                Ok(last)
+            })
+            .await?;
+        let _ = self.notices.send(thread_id.to_string());
+        Ok(last)
+    }
+
+    async fn read_events(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let thread = thread_id.to_string();
+        self.with("reading events", move |conn| {
+            events::read(conn, &thread, after, limit)
         })
         .await
+    }
+
+    async fn prune_events(&self, before: u64) -> Result<u64, StoreError> {
+        self.with("pruning events", move |conn| events::prune(conn, before))
+            .await
+    }
+
+    async fn event_notices(&self) -> Result<broadcast::Receiver<String>, StoreError> {
+        Ok(self.notices.subscribe())
     }
 
     async fn release(&self, run_id: &str, worker_id: &str) -> Result<(), StoreError> {

@@ -24,6 +24,7 @@ pub(super) fn read_run(row: &Row<'_>) -> rusqlite::Result<RawRun> {
         updated_at: row.get(14)?,
         started_at: row.get(15)?,
         finished_at: row.get(16)?,
+        owner: row.get(17)?,
     })
 }
 
@@ -46,6 +47,7 @@ pub(super) struct RawRun {
     pub(super) updated_at: i64,
     pub(super) started_at: Option<i64>,
     pub(super) finished_at: Option<i64>,
+    pub(super) owner: String,
 }
 
 impl RawRun {
@@ -77,6 +79,7 @@ impl RawRun {
             run_id: self.run_id,
             thread_id: self.thread_id,
             graph_id: self.graph_id,
+            owner: self.owner,
         })
     }
 }
@@ -96,7 +99,7 @@ pub(super) fn get_thread(
 ) -> Result<Option<ThreadRecord>, StoreError> {
     let raw = conn
         .prepare_cached(
-            "SELECT thread_id, graph_id, metadata, values_json, created_at, updated_at
+            "SELECT thread_id, graph_id, metadata, values_json, created_at, updated_at, owner
              FROM kit_worker_threads WHERE thread_id = ?1",
         )
         .and_then(|mut s| {
@@ -108,12 +111,13 @@ pub(super) fn get_thread(
                     r.get::<_, Option<String>>(3)?,
                     r.get::<_, i64>(4)?,
                     r.get::<_, i64>(5)?,
+                    r.get::<_, String>(6)?,
                 ))
             })
             .optional()
         })
         .map_err(|e| backend("reading a thread", e))?;
-    let Some((thread_id, graph_id, metadata, values, created_at, updated_at)) = raw else {
+    let Some((thread_id, graph_id, metadata, values, created_at, updated_at, owner)) = raw else {
         return Ok(None);
     };
     Ok(Some(ThreadRecord {
@@ -126,6 +130,7 @@ pub(super) fn get_thread(
             .transpose()?,
         created_at: unms(created_at),
         updated_at: unms(updated_at),
+        owner,
     }))
 }
 

@@ -1,11 +1,16 @@
 //! The PostgreSQL run store: one queue shared by many worker processes.
 
+mod events;
+
+use std::sync::{Arc, Mutex};
+
 use serde_json::Value;
+use tokio::sync::broadcast;
 use tokio_postgres::Row;
 
 use super::{
-    Finish, NewRun, RUN_COLUMNS, RecoverAction, RunInput, RunRecord, RunStatus, RunStore,
-    StoreError, ThreadRecord, abandoned_message,
+    Finish, NOTICE_CAPACITY, NewEvent, NewRun, RUN_COLUMNS, RecoverAction, RunInput, RunRecord,
+    RunStatus, RunStore, StoreError, StoredEvent, ThreadRecord, abandoned_message,
 };
 use crate::pg::Database;
 
@@ -44,6 +49,22 @@ CREATE TABLE IF NOT EXISTS kit_worker_runs (
 );
 CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, seq);
 CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
+-- Owners (added after the first release: existing rows belong to the shared identity).
+ALTER TABLE kit_worker_threads ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE kit_worker_runs ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
+-- The thread event log (added with resumable streams).
+ALTER TABLE kit_worker_threads ADD COLUMN IF NOT EXISTS event_seq BIGINT NOT NULL DEFAULT 0;
+CREATE TABLE IF NOT EXISTS kit_worker_events (
+    thread_id  TEXT COLLATE \"C\" NOT NULL,
+    seq        BIGINT NOT NULL,
+    run_id     TEXT NOT NULL,
+    method     TEXT NOT NULL,
+    namespace  TEXT NOT NULL,
+    data       TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (thread_id, seq)
+);
+CREATE INDEX IF NOT EXISTS kit_worker_events_age ON kit_worker_events (created_at);
 ";
 
 /// A [`RunStore`] in PostgreSQL: several worker processes (on several machines) share one
@@ -52,10 +73,20 @@ CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id,
 /// (its worker died) is recovered by any live worker.
 ///
 /// Connections are made without TLS: use a local server, a private network or a TLS
-/// terminating proxy.
+/// terminating proxy. Besides its pool, a store that serves thread streams keeps one more
+/// connection, `LISTEN`ing for the events other workers append (opened by the first stream,
+/// closed once no stream is left).
 #[derive(Clone)]
 pub struct PostgresRunStore {
     db: Database,
+    /// The wake-up channel and the task `LISTEN`ing for it, started by the first
+    /// [`event_notices`](RunStore::event_notices).
+    listener: Arc<Mutex<Option<Listener>>>,
+}
+
+struct Listener {
+    notices: broadcast::Sender<String>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for PostgresRunStore {
@@ -125,6 +156,7 @@ fn run_from_row(row: &Row) -> Result<RunRecord, StoreError> {
         updated_at: unms(row.try_get(14).map_err(get)?),
         started_at: row.try_get::<_, Option<i64>>(15).map_err(get)?.map(unms),
         finished_at: row.try_get::<_, Option<i64>>(16).map_err(get)?.map(unms),
+        owner: row.try_get(17).map_err(get)?,
         run_id,
     })
 }
@@ -143,10 +175,12 @@ fn thread_from_row(row: &Row) -> Result<ThreadRecord, StoreError> {
             .transpose()?,
         created_at: unms(row.try_get(4).map_err(get)?),
         updated_at: unms(row.try_get(5).map_err(get)?),
+        owner: row.try_get(6).map_err(get)?,
     })
 }
 
-const THREAD_COLUMNS: &str = "thread_id, graph_id, metadata, values_json, created_at, updated_at";
+const THREAD_COLUMNS: &str =
+    "thread_id, graph_id, metadata, values_json, created_at, updated_at, owner";
 
 impl PostgresRunStore {
     /// Connects to `url` (`postgres://user:password@host:port/db`) and creates the tables in
@@ -167,7 +201,10 @@ impl PostgresRunStore {
                 op: "connecting".into(),
                 message,
             })?;
-        let store = PostgresRunStore { db };
+        let store = PostgresRunStore {
+            db,
+            listener: Arc::new(Mutex::new(None)),
+        };
         store.migrate().await?;
         Ok(store)
     }
@@ -235,6 +272,7 @@ impl RunStore for PostgresRunStore {
     async fn create_thread(
         &self,
         thread_id: &str,
+        owner: &str,
         metadata: Value,
     ) -> Result<ThreadRecord, StoreError> {
         let op = "creating a thread";
@@ -242,9 +280,9 @@ impl RunStore for PostgresRunStore {
         let now = ms(crate::ids::now_millis());
         client
             .execute(
-                "INSERT INTO kit_worker_threads (thread_id, metadata, created_at, updated_at)
-                 VALUES ($1, $2, $3, $3) ON CONFLICT (thread_id) DO NOTHING",
-                &[&thread_id, &metadata.to_string(), &now],
+                "INSERT INTO kit_worker_threads (thread_id, metadata, created_at, updated_at, owner)
+                 VALUES ($1, $2, $3, $3, $4) ON CONFLICT (thread_id) DO NOTHING",
+                &[&thread_id, &metadata.to_string(), &now, &owner],
             )
             .await
             .map_err(|e| sql_error(op, e))?;
@@ -273,22 +311,25 @@ impl RunStore for PostgresRunStore {
         let now = ms(crate::ids::now_millis());
         let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
         tx.execute(
-            "INSERT INTO kit_worker_threads (thread_id, graph_id, created_at, updated_at)
-             VALUES ($1, $2, $3, $3) ON CONFLICT (thread_id) DO NOTHING",
-            &[&run.thread_id, &run.graph_id, &now],
+            "INSERT INTO kit_worker_threads (thread_id, graph_id, created_at, updated_at, owner)
+             VALUES ($1, $2, $3, $3, $4) ON CONFLICT (thread_id) DO NOTHING",
+            &[&run.thread_id, &run.graph_id, &now, &run.owner],
         )
         .await
         .map_err(|e| sql_error(op, e))?;
         let row = tx
             .query_one(
-                "SELECT graph_id FROM kit_worker_threads WHERE thread_id = $1 FOR UPDATE",
+                "SELECT graph_id, owner FROM kit_worker_threads WHERE thread_id = $1 FOR UPDATE",
                 &[&run.thread_id],
             )
             .await
             .map_err(|e| sql_error(op, e))?;
-        let graph: Option<String> = row
-            .try_get(0)
-            .map_err(|e| StoreError::Corrupt(format!("a thread row: {e}")))?;
+        let corrupt = |e: tokio_postgres::Error| StoreError::Corrupt(format!("a thread row: {e}"));
+        let graph: Option<String> = row.try_get(0).map_err(corrupt)?;
+        let owner: String = row.try_get(1).map_err(corrupt)?;
+        if owner != run.owner {
+            return Err(StoreError::ForeignThread(run.thread_id));
+        }
         match graph {
             Some(g) if g != run.graph_id => {
                 return Err(StoreError::GraphMismatch {
@@ -311,8 +352,8 @@ impl RunStore for PostgresRunStore {
         let inserted = tx
             .execute(
                 "INSERT INTO kit_worker_runs (run_id, thread_id, graph_id, status, input_kind,
-                    input, metadata, multitask_strategy, created_at, updated_at)
-                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $8)
+                    input, metadata, multitask_strategy, created_at, updated_at, owner)
+                 VALUES ($1, $2, $3, 'pending', $4, $5, $6, $7, $8, $8, $9)
                  ON CONFLICT (run_id) DO NOTHING",
                 &[
                     &run.run_id,
@@ -323,6 +364,7 @@ impl RunStore for PostgresRunStore {
                     &run.metadata.to_string(),
                     &run.multitask_strategy,
                     &now,
+                    &run.owner,
                 ],
             )
             .await
@@ -471,10 +513,10 @@ impl RunStore for PostgresRunStore {
         let Some(row) = row else {
             return Ok(false);
         };
+        let thread: String = row
+            .try_get(0)
+            .map_err(|e| StoreError::Corrupt(format!("a run row: {e}")))?;
         if let Some(values) = finish.output.as_ref().and_then(|o| o.get("values")) {
-            let thread: String = row
-                .try_get(0)
-                .map_err(|e| StoreError::Corrupt(format!("a run row: {e}")))?;
             tx.execute(
                 "UPDATE kit_worker_threads SET values_json = $2, updated_at = $3
                  WHERE thread_id = $1",
@@ -483,8 +525,59 @@ impl RunStore for PostgresRunStore {
             .await
             .map_err(|e| sql_error(op, e))?;
         }
+        events::append(&tx, &thread, run_id, &finish.events, unms(now)).await?;
         tx.commit().await.map_err(|e| sql_error(op, e))?;
         Ok(true)
+    }
+
+    async fn append_events(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        events: Vec<NewEvent>,
+    ) -> Result<u64, StoreError> {
+        let op = "appending events";
+        if events.is_empty() {
+            return Ok(0);
+        }
+        let mut client = self.client(op).await?;
+        let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
+        let last =
+            events::append(&tx, thread_id, run_id, &events, crate::ids::now_millis()).await?;
+        tx.commit().await.map_err(|e| sql_error(op, e))?;
+        Ok(last)
+    }
+
+    async fn read_events(
+        &self,
+        thread_id: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let client = self.client("reading events").await?;
+        events::read(&client, thread_id, after, limit).await
+    }
+
+    async fn prune_events(&self, before: u64) -> Result<u64, StoreError> {
+        let client = self.client("pruning events").await?;
+        events::prune(&client, before).await
+    }
+
+    async fn event_notices(&self) -> Result<broadcast::Receiver<String>, StoreError> {
+        let mut slot = match self.listener.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(listener) = slot.as_ref()
+            && !listener.task.is_finished()
+        {
+            return Ok(listener.notices.subscribe());
+        }
+        let notices = broadcast::channel(NOTICE_CAPACITY).0;
+        let receiver = notices.subscribe();
+        let task = tokio::spawn(events::listen(self.db.config.clone(), notices.clone()));
+        *slot = Some(Listener { notices, task });
+        Ok(receiver)
     }
 
     async fn release(&self, run_id: &str, worker_id: &str) -> Result<(), StoreError> {

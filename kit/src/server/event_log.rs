@@ -1,0 +1,368 @@
+//! What a worker writes to a thread's event log while a run executes: kit's [`Event`]s turned
+//! into the Agent Protocol's streaming events, written in batches by a task of their own, and
+//! the run's last events (values, interrupts, lifecycle end) written with its end.
+//!
+//! | kit event | protocol method | `data` |
+//! |---|---|---|
+//! | (the run starts) | `lifecycle` | `{"event": "running"}` |
+//! | `node_end` | `updates` | `{"node", "values": update}` |
+//! | `model_start`, `model_delta` (text), `model_end` | `messages` | `message-start`, `content-block-start` / `-delta` / `-finish`, `message-finish` |
+//! | `tool_start`, `tool_end` | `tools` | `tool-started`, `tool-finished` or `tool-error` |
+//! | `custom` | `custom` | `{"name", "payload"}` |
+//! | `checkpoint` | `checkpoints` | `{"id", "step", "source": "loop"}` |
+//! | `run_start` / `run_end` of a subgraph or subagent | `lifecycle` | `started`, `completed`, `interrupted` (in its namespace) |
+//! | (the run ends) | `values`, then `input.requested` per interrupt, then `lifecycle` | the final state; `{"interruptId", "payload"}`; `completed`, `interrupted` or `failed` (with `error`, and `cancelled: true` for a cancel) |
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::store::{NewEvent, RunStatus, RunStore};
+use crate::event::{Event, EventData, ModelDelta, RunEndStatus};
+
+/// Events a run may have queued for the writer before the run waits (back-pressure, bounded
+/// memory).
+pub(crate) const QUEUE: usize = 256;
+
+/// Events written in one append, at most.
+const BATCH: usize = 64;
+
+/// The first event of a run.
+pub(crate) fn running() -> NewEvent {
+    NewEvent::new("lifecycle", json!({"event": "running"}))
+}
+
+/// The last events of a run that ended with `status`, `output` (`{"values", "interrupts"}`)
+/// and `error`.
+pub(crate) fn ending(
+    status: RunStatus,
+    output: Option<&Value>,
+    error: Option<&str>,
+) -> Vec<NewEvent> {
+    let mut out = Vec::new();
+    if let Some(values) = output.and_then(|o| o.get("values")) {
+        out.push(NewEvent::new("values", values.clone()));
+    }
+    if let Some(list) = output
+        .and_then(|o| o.get("interrupts"))
+        .and_then(Value::as_array)
+    {
+        for interrupt in list {
+            out.push(NewEvent::new(
+                "input.requested",
+                json!({
+                    "interruptId": interrupt.get("id").cloned().unwrap_or(Value::Null),
+                    "payload": interrupt.get("value").cloned().unwrap_or(Value::Null),
+                    "node": interrupt.get("node").cloned().unwrap_or(Value::Null),
+                }),
+            ));
+        }
+    }
+    let lifecycle = match status {
+        RunStatus::Success => json!({"event": "completed"}),
+        RunStatus::Interrupted => json!({"event": "interrupted"}),
+        RunStatus::Cancelled => {
+            json!({"event": "failed", "error": "the run was cancelled", "cancelled": true})
+        }
+        RunStatus::Error | RunStatus::Timeout => json!({
+            "event": "failed",
+            "error": error.unwrap_or("the run failed"),
+            "timeout": status == RunStatus::Timeout,
+        }),
+        // Not an end: nothing to say.
+        RunStatus::Pending | RunStatus::Running => return out,
+    };
+    out.push(NewEvent::new("lifecycle", lifecycle));
+    out
+}
+
+/// Turns kit events into protocol events; keeps what the `messages` lifecycle needs (which
+/// model calls opened a text block).
+#[derive(Default)]
+struct Mapper {
+    /// Model calls (by their run id) whose text block is open.
+    open_text: HashMap<String, bool>,
+}
+
+impl Mapper {
+    fn map(&mut self, event: Event, out: &mut Vec<NewEvent>) {
+        let namespace = event.metadata.namespace.clone();
+        let node = event.metadata.node.clone();
+        let mut push = |method: &str, data: Value| {
+            out.push(NewEvent {
+                method: method.to_string(),
+                namespace: namespace.clone(),
+                data,
+            });
+        };
+        match event.data {
+            EventData::NodeEnd { update, .. } => {
+                push("updates", json!({"node": event.name, "values": update}));
+            }
+            EventData::Custom(payload) => {
+                push("custom", json!({"name": event.name, "payload": payload}));
+            }
+            EventData::Checkpoint {
+                checkpoint_id,
+                step,
+            } => push(
+                "checkpoints",
+                json!({"id": checkpoint_id, "step": step, "source": "loop"}),
+            ),
+            EventData::ModelStart { .. } => {
+                self.open_text.insert(event.run_id.clone(), false);
+                push(
+                    "messages",
+                    json!({"event": "message-start", "role": "ai", "id": event.run_id}),
+                );
+            }
+            EventData::ModelDelta(ModelDelta::Text { text }) => {
+                let open = self.open_text.entry(event.run_id.clone()).or_insert(false);
+                if !*open {
+                    *open = true;
+                    push(
+                        "messages",
+                        json!({"event": "content-block-start", "index": 0,
+                               "content": {"type": "text", "text": ""}}),
+                    );
+                }
+                push(
+                    "messages",
+                    json!({"event": "content-block-delta", "index": 0,
+                           "delta": {"type": "text-delta", "text": text}}),
+                );
+            }
+            EventData::ModelEnd { message, usage } => {
+                let streamed = self.open_text.remove(&event.run_id).unwrap_or(false);
+                let text = message.text();
+                let mut index = 0;
+                if streamed || !text.is_empty() {
+                    if !streamed {
+                        push(
+                            "messages",
+                            json!({"event": "content-block-start", "index": 0,
+                                   "content": {"type": "text", "text": ""}}),
+                        );
+                    }
+                    push(
+                        "messages",
+                        json!({"event": "content-block-finish", "index": 0,
+                               "content": {"type": "text", "text": text}}),
+                    );
+                    index = 1;
+                }
+                for call in &message.tool_calls {
+                    let block = json!({"type": "tool_call", "id": call.id, "name": call.name,
+                                       "args": call.args});
+                    push(
+                        "messages",
+                        json!({"event": "content-block-start", "index": index,
+                               "content": {"type": "tool_call_chunk", "id": call.id,
+                                           "name": call.name}}),
+                    );
+                    push(
+                        "messages",
+                        json!({"event": "content-block-finish", "index": index, "content": block}),
+                    );
+                    index += 1;
+                }
+                let mut finish = json!({"event": "message-finish", "id": event.run_id});
+                if let Some(usage) = usage {
+                    finish["usage"] = json!({"inputTokens": usage.input_tokens,
+                                             "outputTokens": usage.output_tokens});
+                }
+                push("messages", finish);
+            }
+            EventData::ToolStart { args, tool_call_id } => push(
+                "tools",
+                json!({"event": "tool-started", "toolCallId": tool_call_id,
+                       "toolName": event.name, "input": args, "node": node}),
+            ),
+            EventData::ToolEnd {
+                result,
+                status,
+                tool_call_id,
+            } => {
+                if status == Some(crate::message::ToolStatus::Error) {
+                    push(
+                        "tools",
+                        json!({"event": "tool-error", "toolCallId": tool_call_id,
+                               "message": result.text()}),
+                    );
+                } else {
+                    let output = serde_json::to_value(&result).unwrap_or(Value::Null);
+                    push(
+                        "tools",
+                        json!({"event": "tool-finished", "toolCallId": tool_call_id,
+                               "output": output}),
+                    );
+                }
+            }
+            // Subgraphs and subagents: their own lifecycle, in their namespace. The root's is
+            // the worker's (it knows about cancels, timeouts and crashes).
+            EventData::RunStart { .. } if !namespace.is_empty() => {
+                push(
+                    "lifecycle",
+                    json!({"event": "started", "graphName": event.name}),
+                );
+            }
+            EventData::RunEnd { status, .. } if !namespace.is_empty() => {
+                let status = match status {
+                    RunEndStatus::Done => "completed",
+                    RunEndStatus::Interrupted => "interrupted",
+                };
+                push(
+                    "lifecycle",
+                    json!({"event": status, "graphName": event.name}),
+                );
+            }
+            EventData::Error { message, .. } if !namespace.is_empty() => {
+                push(
+                    "lifecycle",
+                    json!({"event": "failed", "graphName": event.name, "error": message}),
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Writes the events of run `run_id` arriving on `rx` to the log of `thread_id`, a batch at a
+/// time, until every sender is gone. A store failure is logged and the batch dropped (a
+/// stream reader then sees fewer events; the run itself is never failed by its log).
+pub(crate) fn spawn_writer(
+    store: Arc<dyn RunStore>,
+    thread_id: String,
+    run_id: String,
+    mut rx: mpsc::Receiver<Event>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut mapper = Mapper::default();
+        let mut batch = Vec::with_capacity(BATCH);
+        while let Some(first) = rx.recv().await {
+            mapper.map(first, &mut batch);
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(event) => mapper.map(event, &mut batch),
+                    Err(_) => break,
+                }
+            }
+            if batch.is_empty() {
+                continue;
+            }
+            let events = std::mem::take(&mut batch);
+            if let Err(e) = append_retrying(&*store, &thread_id, &run_id, events).await {
+                tracing::error!(%thread_id, %run_id, error = %e, "could not write a run's events to the thread's log; they are lost to stream readers");
+            }
+        }
+    })
+}
+
+/// Appends, retrying a failed append twice.
+pub(crate) async fn append_retrying(
+    store: &dyn RunStore,
+    thread_id: &str,
+    run_id: &str,
+    events: Vec<NewEvent>,
+) -> Result<u64, super::store::StoreError> {
+    let mut delay = Duration::from_millis(50);
+    let mut attempt = 0;
+    loop {
+        match store.append_events(thread_id, run_id, events.clone()).await {
+            Ok(seq) => return Ok(seq),
+            Err(e) if attempt >= 2 => return Err(e),
+            Err(_) => {
+                attempt += 1;
+                tokio::time::sleep(delay).await;
+                delay *= 4;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::Message;
+
+    fn event(data: EventData, name: &str, run: &str) -> Event {
+        Event::new(data, name, run)
+    }
+
+    #[test]
+    fn a_model_call_becomes_a_whole_message_lifecycle() {
+        let mut m = Mapper::default();
+        let mut out = Vec::new();
+        m.map(
+            event(
+                EventData::ModelStart {
+                    provider: "p".into(),
+                    model: "m".into(),
+                    messages: 1,
+                    tools: vec![],
+                },
+                "m",
+                "call-1",
+            ),
+            &mut out,
+        );
+        for piece in ["Hel", "lo"] {
+            m.map(
+                event(
+                    EventData::ModelDelta(ModelDelta::Text { text: piece.into() }),
+                    "m",
+                    "call-1",
+                ),
+                &mut out,
+            );
+        }
+        m.map(
+            event(
+                EventData::ModelEnd {
+                    message: Box::new(Message::assistant("Hello")),
+                    usage: None,
+                },
+                "m",
+                "call-1",
+            ),
+            &mut out,
+        );
+        let kinds: Vec<&str> = out
+            .iter()
+            .map(|e| e.data["event"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "message-start",
+                "content-block-start",
+                "content-block-delta",
+                "content-block-delta",
+                "content-block-finish",
+                "message-finish"
+            ]
+        );
+        assert_eq!(out[4].data["content"]["text"], "Hello");
+        assert!(m.open_text.is_empty(), "nothing kept after the call");
+    }
+
+    #[test]
+    fn an_interrupted_run_ends_with_its_values_its_requests_and_its_lifecycle() {
+        let output = json!({"values": {"n": 1},
+                            "interrupts": [{"id": "i1", "value": "approve?", "node": "gate"}]});
+        let events = ending(RunStatus::Interrupted, Some(&output), None);
+        let methods: Vec<&str> = events.iter().map(|e| e.method.as_str()).collect();
+        assert_eq!(methods, ["values", "input.requested", "lifecycle"]);
+        assert_eq!(events[1].data["interruptId"], "i1");
+        assert_eq!(events[2].data["event"], "interrupted");
+        let failed = ending(RunStatus::Timeout, None, Some("too slow"));
+        assert_eq!(failed[0].data["event"], "failed");
+        assert_eq!(failed[0].data["error"], "too slow");
+        assert!(ending(RunStatus::Running, None, None).is_empty());
+    }
+}
