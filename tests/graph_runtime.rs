@@ -425,6 +425,74 @@ async fn a_panicking_node_becomes_an_error() {
     assert!(err.to_string().contains("kaboom"), "{err}");
 }
 
+/// Nodes of one step run concurrently even when most finish at once: `waits` is pending until
+/// `signals` (declared after it) has run, and a panic among many sync nodes is that node's error.
+#[tokio::test]
+async fn nodes_of_a_wide_step_still_run_concurrently_and_a_panic_among_them_is_an_error() {
+    let signal = Arc::new(tokio::sync::Notify::new());
+    let waiter = signal.clone();
+    let mut b = GraphBuilder::<S>::new("wide")
+        .node("waits", move |_s: Arc<S>, _ctx: NodeContext| {
+            let signal = waiter.clone();
+            async move {
+                signal.notified().await;
+                SUpdate::new().items(item("waited"))
+            }
+        })
+        .edge(START, "waits")
+        .edge("waits", END);
+    for i in 0..40 {
+        let name = format!("sync{i}");
+        b = b
+            .sync_node(name.clone(), move |_: &S, _: &NodeContext| {
+                SUpdate::new().items(vec![name.clone()])
+            })
+            .edge(START, format!("sync{i}"))
+            .edge(format!("sync{i}"), END);
+    }
+    let notifier = signal.clone();
+    let graph = b
+        .sync_node("signals", move |_: &S, _: &NodeContext| {
+            notifier.notify_one();
+            SUpdate::new().items(item("signalled"))
+        })
+        .edge(START, "signals")
+        .edge("signals", END)
+        .compile()
+        .unwrap();
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        graph.invoke(SUpdate::new()),
+    )
+    .await
+    .expect("a node waiting on a sibling of its step must not hang the step")
+    .unwrap();
+    let items = &out.state().items;
+    assert_eq!(items.len(), 42);
+    assert_eq!(items[0], "waited", "updates apply in declaration order");
+    assert_eq!(items[41], "signalled");
+
+    let mut b = GraphBuilder::<S>::new("wide-panic");
+    for i in 0..40 {
+        b = b
+            .sync_node(format!("n{i}"), move |_: &S, _: &NodeContext| -> SUpdate {
+                if i == 17 {
+                    panic!("node 17 broke")
+                }
+                SUpdate::new().items(item("ok"))
+            })
+            .edge(START, format!("n{i}"))
+            .edge(format!("n{i}"), END);
+    }
+    let err = b
+        .compile()
+        .unwrap()
+        .invoke(SUpdate::new())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("node 17 broke"), "{err}");
+}
+
 fn chain(n: usize) -> kit::Graph<S> {
     let mut b = GraphBuilder::<S>::new("chain");
     for i in 0..n {

@@ -99,14 +99,24 @@ impl<S: State> Exec<S> {
                 ),
                 _ => fut,
             };
-            futures.push((i, guarded(fut, node.name.clone())));
+            futures.push((i, fut, node.name.clone()));
         }
         if futures.len() == 1 {
-            if let Some((i, fut)) = futures.pop() {
-                results[i] = Some(fut.await);
+            if let Some((i, fut, name)) = futures.pop() {
+                results[i] = Some(guarded(fut, name).await);
             }
         } else if !futures.is_empty() {
-            let (indices, futs): (Vec<usize>, Vec<_>) = futures.into_iter().unzip();
+            // Most nodes of a wide step finish at their first poll (sync nodes, cache hits):
+            // those are polled here in task order, and only the rest get the machinery of
+            // running concurrently (a task each in `join_all`).
+            let mut waiting = Vec::new();
+            for (i, mut fut, name) in futures {
+                match first_poll(&mut fut, &name) {
+                    Some(result) => results[i] = Some(result),
+                    None => waiting.push((i, guarded(fut, name))),
+                }
+            }
+            let (indices, futs): (Vec<usize>, Vec<_>) = waiting.into_iter().unzip();
             for (i, r) in indices
                 .into_iter()
                 .zip(futures::future::join_all(futs).await)
@@ -260,6 +270,21 @@ pub(super) fn traced_node<S: State>(
         }
         result
     })
+}
+
+/// Polls a node future once (without a waker to wake: a future not done re-registers when it is
+/// polled again); its result if it finished, with a panic turned into a node error.
+fn first_poll<S: State>(
+    fut: &mut crate::graph::node::NodeFuture<S>,
+    name: &str,
+) -> Option<Result<NodeOutput<S>, NodeError>> {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| fut.now_or_never())) {
+        Ok(done) => done,
+        Err(panic) => Some(Err(NodeError::msg(format!(
+            "node `{name}` panicked: {}",
+            crate::text::panic_text(panic.as_ref()).unwrap_or("unknown panic payload")
+        )))),
+    }
 }
 
 /// Runs a node future, turning a panic into a node error.
