@@ -10,8 +10,8 @@
 //! PostgreSQL: without `KIT_TEST_POSTGRES_URL` the PostgreSQL cases fail when `CI` is set, and
 //! otherwise print a loud `SKIPPED` line and pass. `.ci/run` starts a server and sets both.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use kit::checkpoint::sqlite::{SqliteOptions, SqliteSynchronous};
 use kit::checkpoint::{
@@ -27,7 +27,7 @@ use serde_json::json;
 #[macro_use]
 #[path = "support/storages.rs"]
 mod storages;
-use storages::{Cp, Storage, postgres_url, sqlite_storage, unique_schema};
+use storages::{Counting, Cp, Storage, postgres_url, sqlite_storage, unique_schema};
 
 suite!(
     round_trip_with_full_blobs_and_delta_chains,
@@ -1090,74 +1090,6 @@ async fn todos_and_files_survive_a_restart(s: &Storage) {
 // ---------------------------------------------------------------------------------------------
 // growth: appending a message writes O(1) bytes
 
-/// Delegates to a checkpointer and records the bytes of every checkpoint written.
-struct Counting {
-    inner: Cp,
-    puts: Mutex<Vec<usize>>,
-}
-
-fn write_bytes(w: &CheckpointWrite) -> usize {
-    w.blob_bytes()
-        + w.blobs.len() * 64 // the blob rows' keys, roughly
-        + w.body.len()
-        + serde_json::to_vec(&w.channel_versions).map(|b| b.len()).unwrap_or(0)
-        + serde_json::to_vec(&w.meta).map(|b| b.len()).unwrap_or(0)
-}
-
-#[kit::async_trait]
-impl Checkpointer for Counting {
-    async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError> {
-        self.puts.lock().unwrap().push(write_bytes(&write));
-        self.inner.put(write).await
-    }
-    async fn put_writes(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        checkpoint_id: &str,
-        writes: Vec<PendingWrite>,
-    ) -> Result<(), CheckpointError> {
-        self.inner
-            .put_writes(thread_id, ns, checkpoint_id, writes)
-            .await
-    }
-    async fn load(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        checkpoint_id: Option<&str>,
-    ) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
-        self.inner.load(thread_id, ns, checkpoint_id).await
-    }
-    async fn history(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        limit: Option<usize>,
-    ) -> Result<Vec<CheckpointMeta>, CheckpointError> {
-        self.inner.history(thread_id, ns, limit).await
-    }
-    async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
-        self.inner.delete_thread(thread_id).await
-    }
-    async fn prune(
-        &self,
-        thread_id: &str,
-        strategy: PruneStrategy,
-    ) -> Result<PruneReport, CheckpointError> {
-        self.inner.prune(thread_id, strategy).await
-    }
-    async fn delete_threads_before(
-        &self,
-        cutoff: std::time::SystemTime,
-    ) -> Result<Vec<String>, CheckpointError> {
-        self.inner.delete_threads_before(cutoff).await
-    }
-    async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError> {
-        self.inner.threads().await
-    }
-}
-
 #[derive(State, Clone, Default, Debug, Serialize, Deserialize)]
 struct Chat {
     #[state(reducer = kit::reducers::append)]
@@ -1214,12 +1146,9 @@ fn median(mut v: Vec<usize>) -> usize {
 
 async fn appending_a_message_writes_constant_bytes(s: &Storage) {
     const STEPS: usize = 3000;
-    let counting = Arc::new(Counting {
-        inner: s.reopen().await,
-        puts: Mutex::new(Vec::new()),
-    });
+    let counting = Arc::new(Counting::new(s.reopen().await));
     chat_until(counting.clone(), "grow", STEPS as i64).await;
-    let puts = counting.puts.lock().unwrap().clone();
+    let puts = counting.puts();
     // The input checkpoint, then one per message.
     assert_eq!(puts.len(), STEPS + 1, "{}", s.name);
     let per_step = &puts[1..];

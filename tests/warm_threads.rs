@@ -4,12 +4,7 @@
 //! fork) is seen: a warm thread is never staler than a loaded one.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kit::checkpoint::{
-    CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LoadedCheckpoint, PendingWrite,
-    PruneReport, PruneStrategy, ThreadInfo,
-};
 use kit::graph::{GraphBuilder, NodeContext};
 use kit::{END, Graph, Outcome, Resume, RunOptions, START, State};
 use serde::{Deserialize, Serialize};
@@ -17,7 +12,7 @@ use serde::{Deserialize, Serialize};
 #[macro_use]
 #[path = "support/storages.rs"]
 mod storages;
-use storages::{Cp, Storage};
+use storages::{Counting, Cp, Storage};
 
 suite!(
     head_is_the_checkpoint_a_load_reads,
@@ -113,7 +108,7 @@ async fn a_warm_thread_goes_on_exactly_as_a_loaded_one(s: &Storage) {
 }
 
 async fn a_warm_invoke_reads_the_head_instead_of_the_thread(s: &Storage) {
-    let counting = Arc::new(CountingLoads::new(s.reopen().await));
+    let counting = Arc::new(Counting::new(s.reopen().await));
     let graph = counter(counting.clone(), 8);
     run(&graph, "t1", "first").await;
     assert_eq!(counting.loads(), 1, "a new thread is looked up once");
@@ -124,7 +119,7 @@ async fn a_warm_invoke_reads_the_head_instead_of_the_thread(s: &Storage) {
     assert_eq!(counting.heads(), 5, "each warm invoke checks the head once");
 
     // Turned off, every invoke loads and none asks for the head.
-    let counting = Arc::new(CountingLoads::new(s.reopen().await));
+    let counting = Arc::new(Counting::new(s.reopen().await));
     let graph = counter(counting.clone(), 0);
     for i in 0..4 {
         run(&graph, "t2", &format!("in {i}")).await;
@@ -203,7 +198,7 @@ async fn running_from_an_older_checkpoint_ignores_the_warm_state(s: &Storage) {
 }
 
 async fn a_paused_run_leaves_nothing_warm_and_resumes_from_storage(s: &Storage) {
-    let counting = Arc::new(CountingLoads::new(s.reopen().await));
+    let counting = Arc::new(Counting::new(s.reopen().await));
     let graph = GraphBuilder::<Log>::new("asks")
         .node("ask", |s: Arc<Log>, ctx: NodeContext| async move {
             let answer = ctx.interrupt(format!("line {}?", s.n + 1))?;
@@ -233,85 +228,4 @@ async fn a_paused_run_leaves_nothing_warm_and_resumes_from_storage(s: &Storage) 
         "a resume reads the pause from storage"
     );
     assert_eq!(lines(&out.into_state()), ["yes"]);
-}
-
-/// Delegates to a checkpointer and counts its loads and head reads.
-struct CountingLoads {
-    inner: Cp,
-    loads: AtomicUsize,
-    heads: AtomicUsize,
-}
-
-impl CountingLoads {
-    fn new(inner: Cp) -> Self {
-        CountingLoads {
-            inner,
-            loads: AtomicUsize::new(0),
-            heads: AtomicUsize::new(0),
-        }
-    }
-    fn loads(&self) -> usize {
-        self.loads.load(Ordering::SeqCst)
-    }
-    fn heads(&self) -> usize {
-        self.heads.load(Ordering::SeqCst)
-    }
-}
-
-#[kit::async_trait]
-impl Checkpointer for CountingLoads {
-    async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError> {
-        self.inner.put(write).await
-    }
-    async fn put_writes(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        checkpoint_id: &str,
-        writes: Vec<PendingWrite>,
-    ) -> Result<(), CheckpointError> {
-        self.inner
-            .put_writes(thread_id, ns, checkpoint_id, writes)
-            .await
-    }
-    async fn load(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        checkpoint_id: Option<&str>,
-    ) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
-        self.loads.fetch_add(1, Ordering::SeqCst);
-        self.inner.load(thread_id, ns, checkpoint_id).await
-    }
-    async fn head(&self, thread_id: &str, ns: &str) -> Result<Option<String>, CheckpointError> {
-        self.heads.fetch_add(1, Ordering::SeqCst);
-        self.inner.head(thread_id, ns).await
-    }
-    async fn history(
-        &self,
-        thread_id: &str,
-        ns: &str,
-        limit: Option<usize>,
-    ) -> Result<Vec<CheckpointMeta>, CheckpointError> {
-        self.inner.history(thread_id, ns, limit).await
-    }
-    async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
-        self.inner.delete_thread(thread_id).await
-    }
-    async fn prune(
-        &self,
-        thread_id: &str,
-        strategy: PruneStrategy,
-    ) -> Result<PruneReport, CheckpointError> {
-        self.inner.prune(thread_id, strategy).await
-    }
-    async fn delete_threads_before(
-        &self,
-        cutoff: std::time::SystemTime,
-    ) -> Result<Vec<String>, CheckpointError> {
-        self.inner.delete_threads_before(cutoff).await
-    }
-    async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError> {
-        self.inner.threads().await
-    }
 }

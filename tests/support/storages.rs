@@ -8,11 +8,15 @@
 // Each test crate that includes this module uses part of it.
 #![allow(dead_code)]
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
-use kit::checkpoint::{Checkpointer, MemoryCheckpointer, PostgresCheckpointer, SqliteCheckpointer};
+use kit::checkpoint::{
+    CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LoadedCheckpoint,
+    MemoryCheckpointer, PendingWrite, PostgresCheckpointer, PruneReport, PruneStrategy,
+    SqliteCheckpointer, ThreadInfo,
+};
 
 pub type Cp = Arc<dyn Checkpointer>;
 
@@ -233,4 +237,101 @@ macro_rules! suite {
             )*
         }
     };
+}
+
+/// Delegates to a checkpointer and counts what is asked of it: loads, head reads, and the
+/// bytes of every checkpoint written (blobs, body, versions and metadata).
+pub struct Counting {
+    inner: Cp,
+    loads: AtomicUsize,
+    heads: AtomicUsize,
+    puts: Mutex<Vec<usize>>,
+}
+
+impl Counting {
+    pub fn new(inner: Cp) -> Self {
+        Counting {
+            inner,
+            loads: AtomicUsize::new(0),
+            heads: AtomicUsize::new(0),
+            puts: Mutex::new(Vec::new()),
+        }
+    }
+    pub fn loads(&self) -> usize {
+        self.loads.load(Ordering::SeqCst)
+    }
+    pub fn heads(&self) -> usize {
+        self.heads.load(Ordering::SeqCst)
+    }
+    /// The bytes of each checkpoint written, in order.
+    pub fn puts(&self) -> Vec<usize> {
+        self.puts.lock().unwrap().clone()
+    }
+}
+
+fn write_bytes(w: &CheckpointWrite) -> usize {
+    w.blob_bytes()
+        + w.blobs.len() * 64 // the blob rows' keys, roughly
+        + w.body.len()
+        + serde_json::to_vec(&w.channel_versions).map(|b| b.len()).unwrap_or(0)
+        + serde_json::to_vec(&w.meta).map(|b| b.len()).unwrap_or(0)
+}
+
+#[kit::async_trait]
+impl Checkpointer for Counting {
+    async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError> {
+        self.puts.lock().unwrap().push(write_bytes(&write));
+        self.inner.put(write).await
+    }
+    async fn put_writes(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        writes: Vec<PendingWrite>,
+    ) -> Result<(), CheckpointError> {
+        self.inner
+            .put_writes(thread_id, ns, checkpoint_id, writes)
+            .await
+    }
+    async fn load(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: Option<&str>,
+    ) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.load(thread_id, ns, checkpoint_id).await
+    }
+    async fn head(&self, thread_id: &str, ns: &str) -> Result<Option<String>, CheckpointError> {
+        self.heads.fetch_add(1, Ordering::SeqCst);
+        self.inner.head(thread_id, ns).await
+    }
+    async fn history(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<CheckpointMeta>, CheckpointError> {
+        self.inner.history(thread_id, ns, limit).await
+    }
+    async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
+        self.inner.delete_thread(thread_id).await
+    }
+    async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: PruneStrategy,
+    ) -> Result<PruneReport, CheckpointError> {
+        self.inner.prune(thread_id, strategy).await
+    }
+    async fn delete_threads_before(
+        &self,
+        cutoff: std::time::SystemTime,
+    ) -> Result<Vec<String>, CheckpointError> {
+        self.inner.delete_threads_before(cutoff).await
+    }
+    async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError> {
+        self.inner.threads().await
+    }
 }
