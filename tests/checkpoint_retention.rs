@@ -796,6 +796,9 @@ async fn retention_sweeps_on_a_schedule_until_stopped(s: &Storage) {
     let now = SystemTime::now();
     thread_at(cp.as_ref(), "stale", now - Duration::from_secs(7200)).await;
     five_checkpoints(cp.as_ref(), "live").await;
+    // Timestamps have millisecond resolution, and a thread written in the millisecond a sweep
+    // starts counts as written since it: the first sweep starts in a later one.
+    tokio::time::sleep(Duration::from_millis(5)).await;
 
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let task = Retention::new()
