@@ -23,6 +23,7 @@ suite!(
     a_deleted_thread_starts_afresh,
     running_from_an_older_checkpoint_ignores_the_warm_state,
     a_paused_run_leaves_nothing_warm_and_resumes_from_storage,
+    an_update_that_was_not_saved_is_not_kept_warm,
 );
 
 #[derive(State, Clone, Default, Debug, PartialEq, Serialize, Deserialize)]
@@ -228,4 +229,33 @@ async fn a_paused_run_leaves_nothing_warm_and_resumes_from_storage(s: &Storage) 
         "a resume reads the pause from storage"
     );
     assert_eq!(lines(&out.into_state()), ["yes"]);
+}
+
+/// A resume with an update on a finished thread runs no step, so the update is not in the head
+/// checkpoint: the next invoke must see what loading the head gives, warm or not.
+async fn an_update_that_was_not_saved_is_not_kept_warm(s: &Storage) {
+    let cp = s.reopen().await;
+    let warm = counter(cp.clone(), 8);
+    let cold = counter(cp.clone(), 0);
+    let mut states = Vec::new();
+    for (graph, thread) in [(&warm, "warm"), (&cold, "cold")] {
+        run(graph, thread, "first").await;
+        // Whatever the resume does with nothing paused, it must not leave a state behind that
+        // the stored thread does not hold.
+        let _ = graph
+            .resume_with(
+                Resume::value("late"),
+                LogUpdate::new().lines(vec!["unsaved".into()]),
+            )
+            .options(&on(thread))
+            .await;
+        states.push(run(graph, thread, "second").await);
+    }
+    assert_eq!(states[0], states[1], "warm and cold runs agree");
+    let reread = counter(s.reopen().await, 0);
+    let stored = reread.get_state(&on("warm")).await.unwrap().unwrap();
+    assert_eq!(
+        stored.values, states[0],
+        "what the warm run returned is what is stored"
+    );
 }

@@ -330,7 +330,9 @@ impl<S: State> GraphBuilder<S> {
     /// loading the thread, after checking with the checkpointer (one small read) that nothing
     /// moved the thread since. That makes an invoke on a long thread cost the same as on a
     /// short one. Each warm thread holds its state in memory: lower this for graphs whose
-    /// states are large, raise it for a process serving many threads at once.
+    /// states are large, raise it for a process serving many threads at once. A state whose
+    /// serialisation loses something (a `#[serde(skip)]` field) keeps it on a warm thread and
+    /// loses it on a loaded one: turn warm threads off for such a state, or make it round-trip.
     ///
     /// ```
     /// use kit::graph::GraphBuilder;

@@ -191,7 +191,13 @@ impl<S: State> Exec<S> {
     /// every checkpoint is durable, and only when the thread's head holds exactly this state.
     fn keep_warm(&mut self, state: &S) {
         let warm = &self.graph.inner.warm;
-        if !warm.enabled() || !self.next.is_empty() || !self.pending.is_empty() {
+        // Changes not written (an update applied by a resume with no step after it) are not in
+        // the head checkpoint: the state is not what loading it gives.
+        if !warm.enabled()
+            || !self.next.is_empty()
+            || !self.pending.is_empty()
+            || !self.changes.is_empty()
+        {
             return;
         }
         let (Some((_, thread)), Some(head)) = (&self.persist, &self.head) else {
