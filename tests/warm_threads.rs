@@ -67,7 +67,15 @@ fn lines(log: &Log) -> Vec<&str> {
 }
 
 async fn head_is_the_checkpoint_a_load_reads(s: &Storage) {
-    let cp = s.reopen().await;
+    // The back-end's own head, and the default a back-end without one gets.
+    head_matches_loads(s.reopen().await).await;
+    head_matches_loads(Arc::new(
+        Counting::new(s.reopen().await).with_default_head(),
+    ))
+    .await;
+}
+
+async fn head_matches_loads(cp: Cp) {
     assert_eq!(cp.head("nobody", "").await.unwrap(), None);
     let graph = counter(cp.clone(), 0);
     for i in 0..3 {

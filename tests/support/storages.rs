@@ -243,6 +243,9 @@ macro_rules! suite {
 /// bytes of every checkpoint written (blobs, body, versions and metadata).
 pub struct Counting {
     inner: Cp,
+    /// Whether `head` is the inner back-end's own, or the trait's history-based default (what a
+    /// back-end without a direct read of its head gets).
+    own_head: bool,
     loads: AtomicUsize,
     heads: AtomicUsize,
     puts: Mutex<Vec<usize>>,
@@ -252,10 +255,16 @@ impl Counting {
     pub fn new(inner: Cp) -> Self {
         Counting {
             inner,
+            own_head: true,
             loads: AtomicUsize::new(0),
             heads: AtomicUsize::new(0),
             puts: Mutex::new(Vec::new()),
         }
+    }
+    /// Answers `head` with the trait's default (from `history`) instead of the back-end's.
+    pub fn with_default_head(mut self) -> Self {
+        self.own_head = false;
+        self
     }
     pub fn loads(&self) -> usize {
         self.loads.load(Ordering::SeqCst)
@@ -305,7 +314,11 @@ impl Checkpointer for Counting {
     }
     async fn head(&self, thread_id: &str, ns: &str) -> Result<Option<String>, CheckpointError> {
         self.heads.fetch_add(1, Ordering::SeqCst);
-        self.inner.head(thread_id, ns).await
+        if self.own_head {
+            self.inner.head(thread_id, ns).await
+        } else {
+            kit::checkpoint::head_from_history(self, thread_id, ns).await
+        }
     }
     async fn history(
         &self,

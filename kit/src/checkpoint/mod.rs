@@ -320,12 +320,7 @@ pub trait Checkpointer: Send + Sync + 'static {
     /// from the state it holds instead of loading it again). The default reads the newest entry
     /// of [`history`](Self::history); back-ends override it with a direct read of the head.
     async fn head(&self, thread_id: &str, ns: &str) -> Result<Option<String>, CheckpointError> {
-        Ok(self
-            .history(thread_id, ns, Some(1))
-            .await?
-            .into_iter()
-            .next()
-            .map(|meta| meta.id))
+        head_from_history(self, thread_id, ns).await
     }
 
     /// The checkpoints of (thread, ns), newest first, at most `limit`.
@@ -360,6 +355,21 @@ pub trait Checkpointer: Send + Sync + 'static {
 
     /// All threads with their last update time, most recently updated first.
     async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError>;
+}
+
+/// The head of (thread, ns) read from the newest entry of its history: what
+/// [`Checkpointer::head`] does unless a back-end reads its head directly.
+pub async fn head_from_history<C: Checkpointer + ?Sized>(
+    checkpointer: &C,
+    thread_id: &str,
+    ns: &str,
+) -> Result<Option<String>, CheckpointError> {
+    Ok(checkpointer
+        .history(thread_id, ns, Some(1))
+        .await?
+        .into_iter()
+        .next()
+        .map(|meta| meta.id))
 }
 
 /// Resolves the chain of each channel from a lookup of blobs by (channel, version).

@@ -483,7 +483,11 @@ mod tests {
         }
         m.push(calls(&["last"]));
         let kept = m.inner.open_calls.get().map(|open| open.len());
-        assert_eq!(kept, Some(1), "the set was kept up to date by 20,001 appends");
+        assert_eq!(
+            kept,
+            Some(1),
+            "the set was kept up to date by 20,001 appends"
+        );
         assert!(m.has_open_tool_calls());
     }
 }
