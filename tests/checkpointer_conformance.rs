@@ -1265,7 +1265,7 @@ fn sqlite_file_from_a_newer_kit_is_refused_untouched() {
             err,
             CheckpointError::SchemaTooNew {
                 found: 999,
-                supported: 1
+                supported: kit::checkpoint::sqlite::SQLITE_SCHEMA_VERSION
             }
         ),
         "{err}"
@@ -1373,7 +1373,7 @@ async fn postgres_schema_from_a_newer_kit_is_refused_untouched() {
             err,
             CheckpointError::SchemaTooNew {
                 found: 999,
-                supported: 1
+                supported: kit::checkpoint::postgres::POSTGRES_SCHEMA_VERSION
             }
         ),
         "{err}"

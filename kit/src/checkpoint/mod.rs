@@ -25,6 +25,7 @@
 //! Writes are optimistic: a [`CheckpointWrite`] names the head it expects the thread to have, and
 //! the back-end refuses it with [`CheckpointError::Conflict`] when another writer got there first.
 
+pub mod lease;
 mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -34,6 +35,7 @@ mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+pub use lease::{LeaseOp, LeaseOptions, LeaseState, MultitaskStrategy, ThreadActivity};
 pub use memory::MemoryCheckpointer;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresCheckpointer;
@@ -42,7 +44,7 @@ pub use retention::{PruneReport, PruneStrategy, Retention, RetentionTask, SweepR
 pub use sqlite::SqliteCheckpointer;
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -282,6 +284,15 @@ pub enum CheckpointError {
     /// The storage back-end failed (I/O, connection, SQL).
     #[error("checkpoint storage failed: {0}")]
     Backend(String),
+    /// The checkpointer does not implement an optional operation.
+    #[error(
+        "this checkpointer does not support {operation}; use MemoryCheckpointer, \
+         SqliteCheckpointer or PostgresCheckpointer, or implement it in your Checkpointer"
+    )]
+    Unsupported {
+        /// What was asked, e.g. `thread leases (Checkpointer::lease)`.
+        operation: &'static str,
+    },
 }
 
 /// Durable (or in-memory) storage of checkpoints, keyed by thread id and namespace.
@@ -355,6 +366,46 @@ pub trait Checkpointer: Send + Sync + 'static {
 
     /// All threads with their last update time, most recently updated first.
     async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError>;
+
+    /// Applies a run's lease operation to its thread (see [`lease`]): atomically, across every
+    /// process sharing the storage, by reading the thread's rows, calling [`lease::decide`] and
+    /// writing back its [`lease::changes`] in one transaction. Used by runs given a
+    /// [`MultitaskStrategy`]; the default refuses with [`CheckpointError::Unsupported`].
+    async fn lease(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        op: LeaseOp,
+        ttl: Duration,
+    ) -> Result<LeaseState, CheckpointError> {
+        let _ = (thread_id, run_id, op, ttl);
+        Err(CheckpointError::Unsupported {
+            operation: "thread leases (Checkpointer::lease)",
+        })
+    }
+
+    /// Who holds the thread's lease and how many runs wait for it; `None` when it is idle.
+    async fn thread_activity(
+        &self,
+        thread_id: &str,
+    ) -> Result<Option<ThreadActivity>, CheckpointError> {
+        let _ = thread_id;
+        Err(CheckpointError::Unsupported {
+            operation: "thread leases (Checkpointer::thread_activity)",
+        })
+    }
+
+    /// Deletes every checkpoint of the thread (in every namespace) whose id sorts after
+    /// `marker`, with the blobs they wrote and the pending writes recorded against them, and
+    /// moves each namespace's head back to its newest remaining checkpoint: what a
+    /// [`MultitaskStrategy::Rollback`] does to the run it stopped. Returns how many checkpoints
+    /// were deleted.
+    async fn rollback_after(&self, thread_id: &str, marker: &str) -> Result<u64, CheckpointError> {
+        let _ = (thread_id, marker);
+        Err(CheckpointError::Unsupported {
+            operation: "rollbacks (Checkpointer::rollback_after)",
+        })
+    }
 }
 
 /// The head of (thread, ns) read from the newest entry of its history: what

@@ -1,6 +1,6 @@
 //! Errors of building and running graphs.
 
-use crate::checkpoint::CheckpointError;
+use crate::checkpoint::{CheckpointError, MultitaskStrategy};
 use crate::state::StateError;
 
 /// A boxed error from user code.
@@ -97,6 +97,49 @@ pub enum GraphError {
     /// The run was cancelled.
     #[error("the run was cancelled")]
     Cancelled,
+    /// [`MultitaskStrategy::Reject`]: another run holds the thread.
+    #[error(
+        "thread `{thread_id}` is busy with run `{holder}` and this run's multitask strategy is \
+         `reject`; wait until it is idle (`thread_activity` tells), or run with the strategy \
+         `enqueue`, `interrupt` or `rollback`"
+    )]
+    ThreadBusy {
+        /// The thread.
+        thread_id: String,
+        /// The lease id of the run holding it.
+        holder: String,
+    },
+    /// A newer run on the same thread stopped this one ([`MultitaskStrategy::Interrupt`] or
+    /// [`MultitaskStrategy::Rollback`]).
+    #[error(
+        "the run on thread `{thread_id}` was stopped by a newer run on the thread (multitask \
+         strategy `{strategy}`); {}",
+        if *strategy == MultitaskStrategy::Rollback {
+            "everything it wrote was rolled back"
+        } else {
+            "the steps it completed are kept"
+        }
+    )]
+    Preempted {
+        /// The thread.
+        thread_id: String,
+        /// How it was stopped.
+        strategy: MultitaskStrategy,
+    },
+    /// The run could not renew its lease on the thread in time, so another run may hold it
+    /// now: the run stopped rather than write beside it.
+    #[error(
+        "the run lost its lease on thread `{thread_id}`: it was not renewed within its time to \
+         live ({ttl:?}) and another run may have taken the thread, so the run stopped; the \
+         steps it completed are kept. Raise `LeaseOptions::ttl` if the process or the \
+         checkpointer stalls for that long"
+    )]
+    LeaseLost {
+        /// The thread.
+        thread_id: String,
+        /// The lease's time to live.
+        ttl: std::time::Duration,
+    },
 }
 
 impl GraphError {
@@ -107,6 +150,11 @@ impl GraphError {
             self,
             GraphError::Checkpoint(CheckpointError::Conflict { .. })
         )
+    }
+
+    /// True when the run was refused because its thread is busy ([`GraphError::ThreadBusy`]).
+    pub fn is_thread_busy(&self) -> bool {
+        matches!(self, GraphError::ThreadBusy { .. })
     }
 
     /// True when the run was cancelled ([`CancelToken`](super::CancelToken)).
@@ -137,6 +185,9 @@ impl GraphError {
             GraphError::MissingCheckpointer(_) => "missing_checkpointer",
             GraphError::Checkpoint(_) => "checkpoint",
             GraphError::Cancelled => "cancelled",
+            GraphError::ThreadBusy { .. } => "thread_busy",
+            GraphError::Preempted { .. } => "preempted",
+            GraphError::LeaseLost { .. } => "lease_lost",
         }
     }
 }

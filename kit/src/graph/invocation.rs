@@ -177,6 +177,13 @@ impl<'a, R: Runnable + ?Sized, O> Invocation<'a, R, O> {
         self
     }
 
+    /// What the run does when another run is on its thread (see
+    /// [`RunOptions::multitask_strategy`]).
+    pub fn multitask_strategy(mut self, strategy: crate::checkpoint::MultitaskStrategy) -> Self {
+        self.opts = self.opts.multitask_strategy(strategy);
+        self
+    }
+
     /// Starts the run and streams its events instead of waiting for its outcome. The stream
     /// ends after `run_end` (or `error`); dropping it cancels the run.
     pub fn stream(self) -> EventStream

@@ -67,7 +67,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use builder::{Condition, Router};
-use run::{Exec, RunInput};
+use run::RunInput;
 
 use crate::checkpoint::{CheckpointMeta, Checkpointer};
 use crate::event::{EventFilter, EventSink, EventStream};
@@ -348,13 +348,8 @@ impl<S: State> Graph<S> {
         let graph = self.clone();
         // Boxed so the spawned task stays small (the executor's future is ~11 KB).
         let handle = tokio::spawn(async move {
-            match Box::pin(Exec::start(&graph, &opts)).await {
-                Ok(exec) => {
-                    // The run reports its own outcome (run_end or error) on the stream.
-                    let _ = Box::pin(exec.run(input)).await;
-                }
-                Err(e) => run::emit_failure(&graph.inner.name, &opts, &e).await,
-            }
+            // The run reports its outcome (run_end or error) on the stream.
+            let _ = Box::pin(run::run_leased(&graph, opts, input)).await;
         });
         crate::event::stream_from(rx, handle)
     }
@@ -392,6 +387,47 @@ impl<S: State> Graph<S> {
     /// tasks. Later runs continue from the fork. Returns the new checkpoint id.
     pub async fn fork(&self, opts: &RunOptions) -> Result<String, GraphError> {
         run::fork(self, opts).await
+    }
+
+    /// Who holds the thread's lease and how many runs wait for it (`None`: idle). Only runs
+    /// given a [`multitask_strategy`](RunOptions::multitask_strategy) take the lease.
+    ///
+    /// ```
+    /// use kit::checkpoint::{MemoryCheckpointer, MultitaskStrategy};
+    /// use kit::graph::{GraphBuilder, NodeError};
+    /// use kit::{END, RunOptions, START};
+    /// use std::sync::Arc;
+    ///
+    /// #[derive(kit::State, Clone, Default, serde::Serialize, serde::Deserialize)]
+    /// struct S { n: u64 }
+    ///
+    /// async fn add(s: &S) -> Result<SUpdate, NodeError> {
+    ///     Ok(SUpdate::new().n(s.n + 1))
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), kit::GraphError> {
+    /// let graph = GraphBuilder::<S>::new("counter")
+    ///     .node("add", |s, _ctx| async move { add(&s).await })
+    ///     .edge(START, "add")
+    ///     .edge("add", END)
+    ///     .compile()?
+    ///     .with_checkpointer(Arc::new(MemoryCheckpointer::new()));
+    /// let opts = RunOptions::new().thread_id("t1");
+    /// let out = graph
+    ///     .invoke(SUpdate::new())
+    ///     .options(&opts)
+    ///     .multitask_strategy(MultitaskStrategy::Reject)
+    ///     .await?;
+    /// assert_eq!(out.state().n, 1);
+    /// assert!(graph.thread_activity(&opts).await?.is_none()); // the run left the thread
+    /// # Ok(()) }
+    /// ```
+    pub async fn thread_activity(
+        &self,
+        opts: &RunOptions,
+    ) -> Result<Option<crate::checkpoint::ThreadActivity>, GraphError> {
+        let (cp, thread) = self.thread_store(opts, "thread_activity")?;
+        Ok(cp.thread_activity(thread).await?)
     }
 
     /// Deletes a thread from the checkpointer, with everything stored for it.
@@ -448,10 +484,7 @@ impl<S: State> Runnable for Graph<S> {
     ) -> BoxFuture<'_, Result<Outcome<S>, GraphError>> {
         // One box for the whole run: a caller holding many runs (a spawned task per run, say)
         // holds a pointer to the executor's large state machine, not a copy of it.
-        Box::pin(async move {
-            let exec = Exec::start(self, &opts).await?;
-            exec.run(request.into()).await
-        })
+        Box::pin(run::run_leased(self, opts, request.into()))
     }
 
     fn run_streamed(&self, request: RunRequest<S::Update>, opts: RunOptions) -> EventStream {

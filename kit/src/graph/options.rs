@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::CancelToken;
-use crate::checkpoint::Checkpointer;
+use crate::checkpoint::{Checkpointer, LeaseOptions, MultitaskStrategy};
 use crate::event::EventSink;
 use crate::store::{IntoStore, Store};
 use crate::trace::TraceOptions;
@@ -73,6 +73,10 @@ pub struct RunOptions {
     /// The store of the enclosing run (a subgraph's, a subagent's): used when neither the run
     /// nor the graph names one.
     pub(crate) parent_store: Option<Arc<dyn Store>>,
+    /// What the run does when its thread is busy; `None`: no lease is taken.
+    pub(crate) multitask: Option<MultitaskStrategy>,
+    /// How the run holds its thread's lease.
+    pub(crate) lease: LeaseOptions,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -196,6 +200,42 @@ impl RunOptions {
     pub fn tracer(mut self, tracer: crate::trace::Tracer) -> Self {
         self.tracer = Some(tracer);
         self
+    }
+
+    /// What this run does when another run is on its thread ("double texting"; LangGraph's
+    /// `multitask_strategy`): [`Reject`](MultitaskStrategy::Reject) it,
+    /// [`Enqueue`](MultitaskStrategy::Enqueue) behind it,
+    /// [`Interrupt`](MultitaskStrategy::Interrupt) it or [`Rollback`](MultitaskStrategy::Rollback)
+    /// it. The run then holds a lease on the thread in the checkpointer while it runs, so the
+    /// strategy holds across processes sharing the checkpointer (see
+    /// [`lease`](crate::checkpoint::lease)). Without a strategy no lease is taken, and two
+    /// runs at once on one thread end with one of them failing with a conflict.
+    ///
+    /// ```
+    /// use kit::RunOptions;
+    /// use kit::checkpoint::MultitaskStrategy;
+    /// let opts = RunOptions::new()
+    ///     .thread_id("support-42")
+    ///     .multitask_strategy(MultitaskStrategy::Enqueue);
+    /// assert_eq!(opts.get_multitask_strategy(), Some(MultitaskStrategy::Enqueue));
+    /// ```
+    #[must_use]
+    pub fn multitask_strategy(mut self, strategy: MultitaskStrategy) -> Self {
+        self.multitask = Some(strategy);
+        self
+    }
+
+    /// How the run holds its thread's lease (time to live, renewal interval); only used with
+    /// a [`multitask_strategy`](Self::multitask_strategy).
+    #[must_use]
+    pub fn lease(mut self, lease: LeaseOptions) -> Self {
+        self.lease = lease;
+        self
+    }
+
+    /// The strategy set with [`multitask_strategy`](Self::multitask_strategy).
+    pub fn get_multitask_strategy(&self) -> Option<MultitaskStrategy> {
+        self.multitask
     }
 
     /// Sends the run's events to `sink` (what `stream_events` does for you).

@@ -3,14 +3,16 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use super::retention::timestamp;
 use super::{
-    ChannelBlob, CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LoadedCheckpoint,
-    PendingWrite, PruneReport, PruneStrategy, ThreadInfo, resolve_channels, upsert_writes,
+    ChannelBlob, CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LeaseOp,
+    LeaseState, LoadedCheckpoint, PendingWrite, PruneReport, PruneStrategy, ThreadActivity,
+    ThreadInfo, resolve_channels, upsert_writes,
 };
 
+mod lease;
 mod packed;
 mod retention;
 
@@ -30,6 +32,8 @@ use packed::{BlobFields, Fields, Id, Unpacked};
 #[derive(Default)]
 pub struct MemoryCheckpointer {
     threads: RwLock<HashMap<String, Arc<Mutex<ThreadData>>>>,
+    /// Thread leases (see [`crate::checkpoint::lease`]): the rows of each busy thread.
+    leases: Mutex<HashMap<String, Vec<crate::checkpoint::lease::LeaseRow>>>,
 }
 
 #[derive(Default)]
@@ -419,6 +423,27 @@ impl Checkpointer for MemoryCheckpointer {
     async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
         self.remove_threads(|id, _| id == thread_id);
         Ok(())
+    }
+
+    async fn lease(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        op: LeaseOp,
+        ttl: Duration,
+    ) -> Result<LeaseState, CheckpointError> {
+        Ok(self.lease_locked(thread_id, run_id, op, ttl))
+    }
+
+    async fn thread_activity(
+        &self,
+        thread_id: &str,
+    ) -> Result<Option<ThreadActivity>, CheckpointError> {
+        Ok(self.activity(thread_id))
+    }
+
+    async fn rollback_after(&self, thread_id: &str, marker: &str) -> Result<u64, CheckpointError> {
+        self.rollback_locked(thread_id, marker)
     }
 
     async fn prune(

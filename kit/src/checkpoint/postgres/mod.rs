@@ -8,10 +8,12 @@
 //! can share a database; [`PostgresCheckpointer::connect_in_schema`] puts the tables in a
 //! PostgreSQL schema of their own (tests use one schema each).
 //!
-//! # Schema (version 1)
+//! # Schema (version 2)
 //!
 //! The same tables as the SQLite back-end (see [`super::sqlite`]): `kit_schema_version`,
-//! `kit_threads`, `kit_checkpoints`, `kit_blobs`, `kit_writes`. Ids are `TEXT COLLATE "C"` so
+//! `kit_threads`, `kit_checkpoints`, `kit_blobs`, `kit_writes`, and (version 2)
+//! `kit_thread_leases`, whose every change is one transaction holding a transaction-scoped
+//! advisory lock on its thread (see [`lease`](crate::checkpoint::lease)). Ids are `TEXT COLLATE "C"` so
 //! they sort byte-wise, as UUIDv7 strings must for history order; channel data is `bytea`;
 //! the executor's body (opaque bytes) is `bytea` too; next nodes, metadata, channel versions
 //! and pending writes are `jsonb`.
@@ -51,11 +53,12 @@
 use super::retention::timestamp;
 use super::sql;
 use super::{
-    CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LoadedCheckpoint, PendingWrite,
-    PruneReport, PruneStrategy, ThreadInfo,
+    CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LeaseOp, LeaseState,
+    LoadedCheckpoint, PendingWrite, PruneReport, PruneStrategy, ThreadActivity, ThreadInfo,
 };
 use crate::pg::{Database, describe};
 
+mod lease;
 mod queries;
 mod retention;
 mod schema;
@@ -214,6 +217,38 @@ impl Checkpointer for PostgresCheckpointer {
         self.delete_inner(thread_id)
             .await
             .map_err(|e| self.error("deleting a thread", e))
+    }
+
+    async fn lease(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        op: LeaseOp,
+        ttl: std::time::Duration,
+    ) -> Result<LeaseState, CheckpointError> {
+        self.lease_inner(thread_id, run_id, op, ttl)
+            .await
+            .map_err(|e| self.error("updating a thread lease", e))
+    }
+
+    async fn thread_activity(
+        &self,
+        thread_id: &str,
+    ) -> Result<Option<ThreadActivity>, CheckpointError> {
+        let rows = self
+            .activity_inner(thread_id)
+            .await
+            .map_err(|e| self.error("reading a thread lease", e))?;
+        Ok(ThreadActivity::of(
+            &rows,
+            crate::checkpoint::lease::now_ms(),
+        ))
+    }
+
+    async fn rollback_after(&self, thread_id: &str, marker: &str) -> Result<u64, CheckpointError> {
+        self.rollback_inner(thread_id, marker)
+            .await
+            .map_err(|e| self.error("rolling back a run", e))
     }
 
     async fn prune(

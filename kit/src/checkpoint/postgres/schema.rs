@@ -4,7 +4,7 @@ use super::{Fail, PostgresCheckpointer, R};
 use crate::checkpoint::CheckpointError;
 
 /// The newest schema version this build knows.
-pub const POSTGRES_SCHEMA_VERSION: i64 = 1;
+pub const POSTGRES_SCHEMA_VERSION: i64 = 2;
 
 /// Key of the advisory lock held while migrating (any constant unlikely to collide).
 pub(super) const MIGRATION_LOCK: i64 = 0x6b69_745f_6d69_6772; // "kit_migr"
@@ -53,6 +53,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
         idx INTEGER NOT NULL,
         value JSONB NOT NULL,
         PRIMARY KEY (thread_id, ns, checkpoint_id, task_id, channel)
+    );"#,
+    // 1 -> 2: thread leases (multitask strategies)
+    r#"CREATE TABLE kit_thread_leases (
+        thread_id TEXT COLLATE "C" NOT NULL,
+        run_id TEXT COLLATE "C" NOT NULL,
+        ticket BIGINT NOT NULL,
+        running BOOLEAN NOT NULL,
+        expires_ms BIGINT NOT NULL,
+        stop TEXT,
+        marker TEXT COLLATE "C",
+        rollback_from TEXT COLLATE "C",
+        PRIMARY KEY (thread_id, run_id)
     );"#,
 ];
 

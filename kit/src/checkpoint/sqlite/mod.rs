@@ -32,7 +32,7 @@
 //!   bound; with it the WAL file stays around 20 MB under a constant stream of writes). Other
 //!   processes opening the file keep SQLite's automatic checkpoint.
 
-//! # Schema (version 1)
+//! # Schema (version 2)
 //!
 //! ```text
 //! kit_schema_version(version)                         one row: the schema version
@@ -43,7 +43,13 @@
 //!                                                      PK (thread_id, ns, channel, version)
 //! kit_writes(thread_id, ns, checkpoint_id, task_id, channel, idx, value)
 //!                                   PK (thread_id, ns, checkpoint_id, task_id, channel)
+//! kit_thread_leases(thread_id, run_id, ticket, running, expires_ms, stop, marker,
+//!                   rollback_from)                       PK (thread_id, run_id)
 //! ```
+//!
+//! `kit_thread_leases` (version 2) holds the runs that hold or wait for a thread (see
+//! [`lease`](crate::checkpoint::lease)); a lease operation is one `BEGIN IMMEDIATE`
+//! transaction.
 //!
 //! All tables are `WITHOUT ROWID`, clustered on their primary key, so a thread's rows sit
 //! together and a checkpoint id range scan is an index walk. JSON columns are text; channel
@@ -92,11 +98,12 @@ use rusqlite::{Connection, ErrorCode, params};
 use super::retention::timestamp;
 use super::sql;
 use super::{
-    CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LoadedCheckpoint, PendingWrite,
-    PruneReport, PruneStrategy, ThreadInfo,
+    CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LeaseOp, LeaseState,
+    LoadedCheckpoint, PendingWrite, PruneReport, PruneStrategy, ThreadActivity, ThreadInfo,
 };
 
 mod conn;
+mod lease;
 mod queries;
 mod retention;
 mod schema;
@@ -404,6 +411,45 @@ impl Checkpointer for SqliteCheckpointer {
 
     async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
         self.write("deleting a thread", thread_id.to_string(), 0, delete_tx)
+            .await
+    }
+
+    async fn lease(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        op: LeaseOp,
+        ttl: Duration,
+    ) -> Result<LeaseState, CheckpointError> {
+        let args = lease::LeaseArgs {
+            thread_id: thread_id.to_string(),
+            run_id: run_id.to_string(),
+            op,
+            ttl,
+            now_ms: crate::checkpoint::lease::now_ms(),
+        };
+        self.write("updating a thread lease", args, 0, lease::lease_tx)
+            .await
+    }
+
+    async fn thread_activity(
+        &self,
+        thread_id: &str,
+    ) -> Result<Option<ThreadActivity>, CheckpointError> {
+        let thread_id = thread_id.to_string();
+        let now = crate::checkpoint::lease::now_ms();
+        self.read("reading a thread lease", move |conn| {
+            Ok(ThreadActivity::of(
+                &lease::lease_rows(conn, &thread_id)?,
+                now,
+            ))
+        })
+        .await
+    }
+
+    async fn rollback_after(&self, thread_id: &str, marker: &str) -> Result<u64, CheckpointError> {
+        let args = (thread_id.to_string(), marker.to_string());
+        self.write_blocking("rolling back a run", args, 0, lease::rollback_tx)
             .await
     }
 

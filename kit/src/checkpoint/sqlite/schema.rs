@@ -6,7 +6,7 @@ use super::{Fail, R, SqliteOptions, sql_error};
 use crate::checkpoint::CheckpointError;
 
 /// The newest schema version this build knows.
-pub const SQLITE_SCHEMA_VERSION: i64 = 1;
+pub const SQLITE_SCHEMA_VERSION: i64 = 2;
 
 /// Forward migrations; entry `i` takes the schema from version `i` to `i + 1`.
 pub(super) const MIGRATIONS: &[&str] = &[
@@ -52,6 +52,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
         idx INTEGER NOT NULL,
         value TEXT NOT NULL,
         PRIMARY KEY (thread_id, ns, checkpoint_id, task_id, channel)
+    ) WITHOUT ROWID;",
+    // 1 -> 2: thread leases (multitask strategies)
+    "CREATE TABLE kit_thread_leases (
+        thread_id TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        ticket INTEGER NOT NULL,
+        running INTEGER NOT NULL,
+        expires_ms INTEGER NOT NULL,
+        stop TEXT,
+        marker TEXT,
+        rollback_from TEXT,
+        PRIMARY KEY (thread_id, run_id)
     ) WITHOUT ROWID;",
 ];
 

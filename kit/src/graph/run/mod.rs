@@ -1,6 +1,7 @@
 //! The superstep executor: the step loop of one run.
 
 mod codec;
+mod lease;
 mod persist;
 mod resume;
 mod route;
@@ -10,6 +11,7 @@ mod thread;
 mod warm;
 
 use codec::{Body, BodyOut, TaskRecord};
+pub(crate) use lease::run as run_leased;
 use persist::ChannelStats;
 use route::merge_tasks;
 pub(crate) use thread::{
@@ -109,6 +111,8 @@ impl<S: State> Exec<S> {
         let ns = opts.namespace.clone();
         // Nodes see the checkpointer actually in use, so subgraphs they run inherit it.
         let mut node_options = opts.clone();
+        // The run holds its thread's lease; what it runs inside must not wait for it.
+        node_options.multitask = None;
         if let Some((cp, _)) = &persist {
             node_options.checkpointer = Some(cp.clone());
         }

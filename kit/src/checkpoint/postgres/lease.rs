@@ -1,0 +1,152 @@
+//! Thread leases and rollbacks in PostgreSQL: each lease operation is one transaction holding a
+//! transaction-scoped advisory lock on the thread, so two processes (or machines) never decide
+//! on one thread at once. Transaction-scoped locks work behind a pooler in transaction mode.
+
+use std::time::Duration;
+
+use deadpool_postgres::GenericClient;
+
+use super::{PostgresCheckpointer, R};
+use crate::checkpoint::lease::{self, LeaseOp, LeaseRow, LeaseState, MultitaskStrategy};
+use crate::checkpoint::sql::corrupt;
+
+/// Locks the thread's lease rows until the transaction ends (a row lock cannot: an idle thread
+/// has no rows to lock).
+const LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended('kit_thread_lease:' || $1, 0))";
+
+impl PostgresCheckpointer {
+    pub(super) async fn lease_inner(
+        &self,
+        thread_id: &str,
+        run_id: &str,
+        op: LeaseOp,
+        ttl: Duration,
+    ) -> R<LeaseState> {
+        let mut client = self.client("updating a thread lease").await?;
+        let tx = client.transaction().await?;
+        tx.execute(LOCK, &[&thread_id]).await?;
+        let before = lease_rows(&tx, thread_id).await?;
+        let mut rows = before.clone();
+        let state = lease::decide(
+            &mut rows,
+            run_id,
+            op,
+            lease::now_ms(),
+            ttl,
+            crate::ids::time_ordered,
+        );
+        let (deleted, upserts) = lease::changes(&before, &rows);
+        for run_id in deleted {
+            let stmt = tx
+                .prepare_cached(
+                    "DELETE FROM kit_thread_leases WHERE thread_id = $1 AND run_id = $2",
+                )
+                .await?;
+            tx.execute(&stmt, &[&thread_id, &run_id]).await?;
+        }
+        for row in upserts {
+            let stmt = tx
+                .prepare_cached(
+                    "INSERT INTO kit_thread_leases
+                        (thread_id, run_id, ticket, running, expires_ms, stop, marker,
+                         rollback_from)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                     ON CONFLICT (thread_id, run_id) DO UPDATE SET
+                        ticket = excluded.ticket, running = excluded.running,
+                        expires_ms = excluded.expires_ms, stop = excluded.stop,
+                        marker = excluded.marker, rollback_from = excluded.rollback_from",
+                )
+                .await?;
+            tx.execute(
+                &stmt,
+                &[
+                    &thread_id,
+                    &row.run_id,
+                    &row.ticket,
+                    &row.running,
+                    &row.expires_ms,
+                    &row.stop.map(MultitaskStrategy::as_str),
+                    &row.marker,
+                    &row.rollback_from,
+                ],
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(state)
+    }
+
+    pub(super) async fn activity_inner(&self, thread_id: &str) -> R<Vec<LeaseRow>> {
+        let client = self.client("reading a thread lease").await?;
+        lease_rows(&client, thread_id).await
+    }
+
+    pub(super) async fn rollback_inner(&self, thread_id: &str, marker: &str) -> R<u64> {
+        let mut client = self.client("rolling back a run").await?;
+        let tx = client.transaction().await?;
+        let deleted = tx
+            .execute(
+                "DELETE FROM kit_checkpoints WHERE thread_id = $1 AND checkpoint_id > $2",
+                &[&thread_id, &marker],
+            )
+            .await?;
+        tx.execute(
+            "DELETE FROM kit_blobs WHERE thread_id = $1 AND version > $2",
+            &[&thread_id, &marker],
+        )
+        .await?;
+        tx.execute(
+            "DELETE FROM kit_writes WHERE thread_id = $1 AND checkpoint_id > $2",
+            &[&thread_id, &marker],
+        )
+        .await?;
+        tx.execute(
+            "UPDATE kit_threads t SET
+                head = (SELECT MAX(c.checkpoint_id) FROM kit_checkpoints c
+                         WHERE c.thread_id = t.thread_id AND c.ns = t.ns),
+                checkpoints = (SELECT COUNT(*) FROM kit_checkpoints c
+                         WHERE c.thread_id = t.thread_id AND c.ns = t.ns)
+              WHERE t.thread_id = $1",
+            &[&thread_id],
+        )
+        .await?;
+        tx.execute(
+            "DELETE FROM kit_threads WHERE thread_id = $1 AND checkpoints = 0",
+            &[&thread_id],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(deleted)
+    }
+}
+
+async fn lease_rows(client: &impl GenericClient, thread_id: &str) -> R<Vec<LeaseRow>> {
+    let stmt = client
+        .prepare_cached(
+            "SELECT run_id, ticket, running, expires_ms, stop, marker, rollback_from
+               FROM kit_thread_leases WHERE thread_id = $1 ORDER BY ticket",
+        )
+        .await?;
+    let mut out = Vec::new();
+    for row in client.query(&stmt, &[&thread_id]).await? {
+        let stop: Option<String> = row.try_get(4)?;
+        let stop = match stop {
+            None => None,
+            Some(s) => Some(MultitaskStrategy::parse(&s).ok_or_else(|| {
+                corrupt(format_args!(
+                    "thread `{thread_id}`: unknown stop request `{s}` in kit_thread_leases"
+                ))
+            })?),
+        };
+        out.push(LeaseRow {
+            run_id: row.try_get(0)?,
+            ticket: row.try_get(1)?,
+            running: row.try_get(2)?,
+            expires_ms: row.try_get(3)?,
+            stop,
+            marker: row.try_get(5)?,
+            rollback_from: row.try_get(6)?,
+        });
+    }
+    Ok(out)
+}

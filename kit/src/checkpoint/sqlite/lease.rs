@@ -1,0 +1,115 @@
+//! Thread leases and rollbacks in the SQLite file: each lease operation is one `BEGIN
+//! IMMEDIATE` transaction, so SQLite's write lock makes it atomic across every process sharing
+//! the file.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, params};
+
+use super::R;
+use crate::checkpoint::lease::{self, LeaseOp, LeaseRow, LeaseState, MultitaskStrategy};
+use crate::checkpoint::sql::corrupt;
+
+/// A lease operation to run in a write transaction.
+pub(super) struct LeaseArgs {
+    pub(super) thread_id: String,
+    pub(super) run_id: String,
+    pub(super) op: LeaseOp,
+    pub(super) ttl: Duration,
+    pub(super) now_ms: i64,
+}
+
+pub(super) fn lease_tx(tx: &rusqlite::Transaction<'_>, args: &LeaseArgs) -> R<LeaseState> {
+    let before = lease_rows(tx, &args.thread_id)?;
+    let mut rows = before.clone();
+    let state = lease::decide(
+        &mut rows,
+        &args.run_id,
+        args.op,
+        args.now_ms,
+        args.ttl,
+        crate::ids::time_ordered,
+    );
+    let (deleted, upserts) = lease::changes(&before, &rows);
+    for run_id in deleted {
+        tx.prepare_cached("DELETE FROM kit_thread_leases WHERE thread_id = ?1 AND run_id = ?2")?
+            .execute(params![args.thread_id, run_id])?;
+    }
+    for row in upserts {
+        tx.prepare_cached(
+            "INSERT INTO kit_thread_leases
+                    (thread_id, run_id, ticket, running, expires_ms, stop, marker, rollback_from)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT (thread_id, run_id) DO UPDATE SET
+                    ticket = excluded.ticket, running = excluded.running,
+                    expires_ms = excluded.expires_ms, stop = excluded.stop,
+                    marker = excluded.marker, rollback_from = excluded.rollback_from",
+        )?
+        .execute(params![
+            args.thread_id,
+            row.run_id,
+            row.ticket,
+            row.running,
+            row.expires_ms,
+            row.stop.map(MultitaskStrategy::as_str),
+            row.marker,
+            row.rollback_from,
+        ])?;
+    }
+    Ok(state)
+}
+
+/// The lease rows of a thread (expired ones included: [`lease::decide`] drops them).
+pub(super) fn lease_rows(conn: &Connection, thread_id: &str) -> R<Vec<LeaseRow>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT run_id, ticket, running, expires_ms, stop, marker, rollback_from
+           FROM kit_thread_leases WHERE thread_id = ?1 ORDER BY ticket",
+    )?;
+    let mut rows = stmt.query([thread_id])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let stop: Option<String> = row.get(4)?;
+        let stop = match stop {
+            None => None,
+            Some(s) => Some(MultitaskStrategy::parse(&s).ok_or_else(|| {
+                corrupt(format_args!(
+                    "thread `{thread_id}`: unknown stop request `{s}` in kit_thread_leases"
+                ))
+            })?),
+        };
+        out.push(LeaseRow {
+            run_id: row.get(0)?,
+            ticket: row.get(1)?,
+            running: row.get(2)?,
+            expires_ms: row.get(3)?,
+            stop,
+            marker: row.get(5)?,
+            rollback_from: row.get(6)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Deletes what a thread got after `marker` and moves each namespace's head back.
+pub(super) fn rollback_tx(tx: &rusqlite::Transaction<'_>, args: &(String, String)) -> R<u64> {
+    let (thread_id, marker) = args;
+    let deleted = tx
+        .prepare_cached("DELETE FROM kit_checkpoints WHERE thread_id = ?1 AND checkpoint_id > ?2")?
+        .execute(params![thread_id, marker])?;
+    tx.prepare_cached("DELETE FROM kit_blobs WHERE thread_id = ?1 AND version > ?2")?
+        .execute(params![thread_id, marker])?;
+    tx.prepare_cached("DELETE FROM kit_writes WHERE thread_id = ?1 AND checkpoint_id > ?2")?
+        .execute(params![thread_id, marker])?;
+    tx.prepare_cached(
+        "UPDATE kit_threads SET
+                head = (SELECT MAX(c.checkpoint_id) FROM kit_checkpoints c
+                         WHERE c.thread_id = kit_threads.thread_id AND c.ns = kit_threads.ns),
+                checkpoints = (SELECT COUNT(*) FROM kit_checkpoints c
+                         WHERE c.thread_id = kit_threads.thread_id AND c.ns = kit_threads.ns)
+          WHERE thread_id = ?1",
+    )?
+    .execute([thread_id])?;
+    tx.prepare_cached("DELETE FROM kit_threads WHERE thread_id = ?1 AND checkpoints = 0")?
+        .execute([thread_id])?;
+    Ok(deleted as u64)
+}
