@@ -800,3 +800,71 @@ async fn a_version_1_postgres_schema_migrates_to_leases() {
     assert_eq!(version, kit::checkpoint::postgres::POSTGRES_SCHEMA_VERSION);
     cp.drop_schema().await.unwrap();
 }
+
+/// Runs in one process hand the thread over at once, not at the next poll: with a poll of 10 s,
+/// an enqueued run starts as soon as the holder leaves, and an interrupt stops the holder at
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_in_one_process_are_woken_without_waiting_for_the_poll() {
+    for storage in ["memory", "sqlite"] {
+        let dir = tempfile::tempdir().unwrap();
+        let cp: Arc<dyn Checkpointer> = match storage {
+            "memory" => Arc::new(MemoryCheckpointer::new()),
+            _ => Arc::new(SqliteCheckpointer::open(dir.path().join("t.sqlite")).unwrap()),
+        };
+        let graph = graph(dir.path()).with_checkpointer(cp);
+        let slow_poll = LeaseOptions {
+            ttl: Duration::from_secs(30),
+            poll: Duration::from_secs(10),
+        };
+        let opts = |strategy| options("t", strategy).lease(slow_poll);
+        let start = |tag: &'static str, strategy| {
+            let graph = graph.clone();
+            let opts = opts(strategy);
+            tokio::spawn(async move { graph.invoke(input(tag)).options(&opts).await })
+        };
+        let holder = start("holder", MultitaskStrategy::Enqueue);
+        let busy = RunOptions::new().thread_id("t");
+        wait_until("the holder runs", || async {
+            graph.thread_activity(&busy).await.unwrap().is_some()
+        })
+        .await;
+        release(dir.path(), "second");
+        let second = start("second", MultitaskStrategy::Enqueue);
+        wait_until("the second run is queued", || async {
+            graph
+                .thread_activity(&busy)
+                .await
+                .unwrap()
+                .is_some_and(|a| a.queued == 1)
+        })
+        .await;
+        let released = Instant::now();
+        release(dir.path(), "holder");
+        holder.await.unwrap().unwrap();
+        second.await.unwrap().unwrap();
+        assert!(
+            released.elapsed() < Duration::from_secs(3),
+            "{storage}: the queued run waited for its poll: {:?}",
+            released.elapsed()
+        );
+
+        // An interrupt reaches a holder in this process at once.
+        let holder = start("third", MultitaskStrategy::Reject);
+        wait_until("the third run is inside node b", || async {
+            log_of(&graph, "t").await.contains(&"third:a".to_string())
+        })
+        .await;
+        let asked = Instant::now();
+        release(dir.path(), "fourth");
+        let fourth = start("fourth", MultitaskStrategy::Interrupt);
+        let err = holder.await.unwrap().unwrap_err();
+        assert!(matches!(err, GraphError::Preempted { .. }), "{err}");
+        fourth.await.unwrap().unwrap();
+        assert!(
+            asked.elapsed() < Duration::from_secs(3),
+            "{storage}: the holder heard of the interrupt only at its poll: {:?}",
+            asked.elapsed()
+        );
+    }
+}

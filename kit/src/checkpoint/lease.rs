@@ -16,7 +16,8 @@
 //!
 //! A holder renews its row while it runs and learns there that it was asked to stop. A row
 //! not renewed within its time to live (the process died) expires, and the next run takes the
-//! thread. Rows are identified by run id; ids in [`LeaseRow::marker`] are time-ordered like
+//! thread. Expiry is judged by the clock of the process deciding (by the database's clock on
+//! PostgreSQL). Rows are identified by run id; ids in [`LeaseRow::marker`] are time-ordered like
 //! checkpoint ids, which is how a rollback finds what the stopped run wrote.
 
 use std::time::Duration;
@@ -296,7 +297,9 @@ pub struct LeaseOptions {
     /// How long a row lives without renewal: a process that dies frees its threads after this.
     pub ttl: Duration,
     /// How often a run renews its row (and so how soon it hears that it was asked to stop),
-    /// and how often a queued run asks whether its turn came.
+    /// and how often a queued run asks whether its turn came. Runs in one process wake each
+    /// other at once when a thread is left or a stop is asked; the poll is how soon runs in
+    /// other processes notice.
     pub poll: Duration,
 }
 

@@ -1,6 +1,8 @@
 //! Thread leases and rollbacks in PostgreSQL: each lease operation is one transaction holding a
 //! transaction-scoped advisory lock on the thread, so two processes (or machines) never decide
 //! on one thread at once. Transaction-scoped locks work behind a pooler in transaction mode.
+//! Expiry is judged by the database's clock, so machines whose clocks drift apart still agree
+//! on when a lease ran out.
 
 use std::time::Duration;
 
@@ -14,6 +16,9 @@ use crate::checkpoint::sql::corrupt;
 /// has no rows to lock).
 const LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended('kit_thread_lease:' || $1, 0))";
 
+/// The database's clock in milliseconds since the Unix epoch.
+const NOW_MS: &str = "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
 impl PostgresCheckpointer {
     pub(super) async fn lease_inner(
         &self,
@@ -25,16 +30,10 @@ impl PostgresCheckpointer {
         let mut client = self.client("updating a thread lease").await?;
         let tx = client.transaction().await?;
         tx.execute(LOCK, &[&thread_id]).await?;
+        let now_ms: i64 = tx.query_one(NOW_MS, &[]).await?.try_get(0)?;
         let before = lease_rows(&tx, thread_id).await?;
         let mut rows = before.clone();
-        let state = lease::decide(
-            &mut rows,
-            run_id,
-            op,
-            lease::now_ms(),
-            ttl,
-            crate::ids::time_ordered,
-        );
+        let state = lease::decide(&mut rows, run_id, op, now_ms, ttl, crate::ids::time_ordered);
         let (deleted, upserts) = lease::changes(&before, &rows);
         for run_id in deleted {
             let stmt = tx
@@ -76,9 +75,12 @@ impl PostgresCheckpointer {
         Ok(state)
     }
 
-    pub(super) async fn activity_inner(&self, thread_id: &str) -> R<Vec<LeaseRow>> {
+    /// The thread's lease rows, with the database's clock.
+    pub(super) async fn activity_inner(&self, thread_id: &str) -> R<(Vec<LeaseRow>, i64)> {
         let client = self.client("reading a thread lease").await?;
-        lease_rows(&client, thread_id).await
+        let rows = lease_rows(&client, thread_id).await?;
+        let now_ms: i64 = client.query_one(NOW_MS, &[]).await?.try_get(0)?;
+        Ok((rows, now_ms))
     }
 
     pub(super) async fn rollback_inner(&self, thread_id: &str, marker: &str) -> R<u64> {

@@ -235,14 +235,11 @@ impl Checkpointer for PostgresCheckpointer {
         &self,
         thread_id: &str,
     ) -> Result<Option<ThreadActivity>, CheckpointError> {
-        let rows = self
+        let (rows, now_ms) = self
             .activity_inner(thread_id)
             .await
             .map_err(|e| self.error("reading a thread lease", e))?;
-        Ok(ThreadActivity::of(
-            &rows,
-            crate::checkpoint::lease::now_ms(),
-        ))
+        Ok(ThreadActivity::of(&rows, now_ms))
     }
 
     async fn rollback_after(&self, thread_id: &str, marker: &str) -> Result<u64, CheckpointError> {

@@ -7,8 +7,10 @@
 //! durable) and ends with [`GraphError::Preempted`]. It leaves the lease when it ends, also when
 //! its future is dropped.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
+
+use tokio::sync::Notify;
 
 use futures::future::{Either, select};
 
@@ -76,11 +78,45 @@ async fn start_and_run<S: State>(
     opts: &RunOptions,
     input: RunInput<S>,
 ) -> Result<Outcome<S>, GraphError> {
-    match Box::pin(Exec::start(graph, opts)).await {
-        Ok(exec) => Box::pin(exec.run(input)).await,
+    // Not boxed here: callers box the whole run once.
+    match Exec::start(graph, opts).await {
+        Ok(exec) => exec.run(input).await,
         Err(e) => {
             emit_failure(&graph.inner.name, opts, &e).await;
             Err(e)
+        }
+    }
+}
+
+/// Wake-ups between runs of this process: a run that leaves a thread, or asks its holder to
+/// stop, wakes the runs of this process waiting on it at once instead of at their next poll.
+/// Threads share a fixed set of slots (a wake-up meant for another thread only costs a lease
+/// check); runs in other processes notice at their next poll.
+static WAKE: LazyLock<Vec<Notify>> = LazyLock::new(|| (0..64).map(|_| Notify::new()).collect());
+
+fn wake_slot(thread: &str) -> &'static Notify {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(thread);
+    &WAKE[(hash % WAKE.len() as u64) as usize]
+}
+
+/// Sleeps for `poll`, or less when woken for the thread or cancelled; true when cancelled.
+async fn pause(thread: &str, poll: std::time::Duration, cancel: Option<&CancelToken>) -> bool {
+    let woken = wake_slot(thread).notified();
+    let wait = async {
+        tokio::select! {
+            () = tokio::time::sleep(poll) => {}
+            () = woken => {}
+        }
+    };
+    match cancel {
+        Some(token) => tokio::select! {
+            () = wait => false,
+            () = token.cancelled() => true,
+        },
+        None => {
+            wait.await;
+            false
         }
     }
 }
@@ -126,6 +162,7 @@ impl Lease {
             released: false,
         };
         let mut op = LeaseOp::Join(strategy);
+        let mut first_wait = true;
         loop {
             let state = match lease.op(op).await {
                 Ok(state) => state,
@@ -149,18 +186,16 @@ impl Lease {
                     return Ok(lease);
                 }
                 LeaseState::Waiting { .. } => {
-                    let wait = tokio::time::sleep(lease.options.poll);
-                    let cancelled = match &opts.cancel {
-                        Some(token) => tokio::select! {
-                            () = wait => false,
-                            () = token.cancelled() => true,
-                        },
-                        None => {
-                            wait.await;
-                            false
-                        }
-                    };
-                    if cancelled {
+                    let stops = matches!(
+                        strategy,
+                        MultitaskStrategy::Interrupt | MultitaskStrategy::Rollback
+                    );
+                    if first_wait && stops {
+                        // Tell a holder in this process that it was asked to stop.
+                        wake_slot(&lease.thread).notify_waiters();
+                    }
+                    first_wait = false;
+                    if pause(&lease.thread, lease.options.poll, opts.cancel.as_ref()).await {
                         lease.release().await;
                         return Err(GraphError::Cancelled);
                     }
@@ -201,13 +236,8 @@ impl Lease {
     async fn watch(&self, caller: Option<&CancelToken>) -> Stop {
         let mut renewed = Instant::now();
         loop {
-            let wait = tokio::time::sleep(self.options.poll);
-            match caller {
-                Some(token) => tokio::select! {
-                    () = wait => {}
-                    () = token.cancelled() => return Stop::Cancelled,
-                },
-                None => wait.await,
+            if pause(&self.thread, self.options.poll, caller).await {
+                return Stop::Cancelled;
             }
             match self.op(LeaseOp::Renew).await {
                 Ok(LeaseState::Running { .. }) => renewed = Instant::now(),
@@ -223,6 +253,7 @@ impl Lease {
         self.released = true;
         // A failed release only delays the next run by the lease's time to live.
         let _ = self.op(LeaseOp::Release).await;
+        wake_slot(&self.thread).notify_waiters();
     }
 }
 
