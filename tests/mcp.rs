@@ -760,3 +760,114 @@ async fn connecting_to_nothing_is_a_clear_error() {
         .unwrap_err();
     assert!(err.to_string().contains("`nobody`"), "{err}");
 }
+
+/// Kit's MCP HTTP server holds against slow and greedy clients: a body trickled byte by byte
+/// is cut at the body read timeout, a head that never ends at the header read timeout, and a
+/// connection over the limit is answered 503 at once; a well-behaved client is served after.
+#[tokio::test]
+async fn the_http_server_cuts_slow_clients_and_refuses_connections_over_its_limit() {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut config = McpHttpConfig::default();
+    config.header_read_timeout = Duration::from_millis(400);
+    config.body_read_timeout = Duration::from_millis(400);
+    config.idle_timeout = Duration::from_secs(5);
+    config.max_connections = 2;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = McpServer::new("limits")
+        .tool(Add)
+        .serve_http(listener, config)
+        .unwrap();
+
+    /// Reads until the server closes the connection; what it sent, and when it closed.
+    async fn until_closed(
+        stream: &mut (impl tokio::io::AsyncRead + Unpin),
+        started: Instant,
+    ) -> (String, Duration) {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        let closed = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "the server kept a slow connection open");
+        (
+            String::from_utf8_lossy(&seen).into_owned(),
+            started.elapsed(),
+        )
+    }
+
+    // A body trickled a byte every 100 ms (so the connection is never idle) is cut.
+    let slow_body = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut reader, mut writer) = slow_body.into_split();
+    let started = Instant::now();
+    writer
+        .write_all(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{",
+        )
+        .await
+        .unwrap();
+    let trickle = async {
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if writer.write_all(b" ").await.is_err() {
+                break;
+            }
+        }
+    };
+    let ((_, took), ()) = tokio::join!(until_closed(&mut reader, started), trickle);
+    assert!(
+        took >= Duration::from_millis(400),
+        "cut before the timeout: {took:?}"
+    );
+    assert!(took < Duration::from_secs(5), "cut only after {took:?}");
+
+    // A head that never ends is cut at the header read timeout.
+    let mut slow_head = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let started = Instant::now();
+    slow_head
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    let (_, took) = until_closed(&mut slow_head, started).await;
+    assert!(
+        took < Duration::from_secs(5),
+        "a slow head held on for {took:?}"
+    );
+
+    // Two connections held open (the limit); a third is answered 503 at once.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"POST /mcp HTTP/1.1\r\n").await.unwrap();
+        held.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut third = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (answer, took) = until_closed(&mut third, Instant::now()).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("maximum number of connections"), "{answer}");
+    assert!(
+        took < Duration::from_millis(300),
+        "refused only after {took:?}"
+    );
+    drop(held);
+
+    // The server still serves a well-behaved client.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let client = McpClient::http("limits", server.url())
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(client.tools().await.unwrap().len(), 1);
+    client.close().await;
+    server.shutdown().await;
+}

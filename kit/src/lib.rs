@@ -150,6 +150,8 @@ pub mod fuzz;
 pub mod graph;
 pub mod http;
 pub mod ids;
+#[cfg(any(feature = "server", feature = "mcp"))]
+mod listen;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod message;

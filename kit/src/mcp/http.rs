@@ -2,10 +2,12 @@
 //!
 //! * **Stateless.** Each POST is answered on its own (JSON when it can be); no session is kept
 //!   between requests, so a flood of clients costs no memory once they are answered.
-//! * **Connection limit.** At most [`McpHttpConfig::max_connections`] connections are served at
-//!   once; one more is closed at once.
-//! * **Header read timeout.** A request's head must arrive within
-//!   [`McpHttpConfig::header_read_timeout`] (slow-header attacks).
+//! * **Served by kit's listener**, the worker server's too: at most
+//!   [`McpHttpConfig::max_connections`] connections at once (one more is answered `503` and
+//!   closed); a request's head must arrive within [`McpHttpConfig::header_read_timeout`]
+//!   (slow-header attacks) and its body within [`McpHttpConfig::body_read_timeout`] (a client
+//!   trickling bytes); a connection on which nothing moves for
+//!   [`McpHttpConfig::idle_timeout`] is closed.
 //! * **Body limit.** A POST body over [`McpHttpConfig::max_body_bytes`] is answered `413`.
 //! * **Hosts.** Only `Host` headers in [`McpHttpConfig::allowed_hosts`] are served (loopback by
 //!   default), against DNS rebinding; list your public hostname to serve beyond loopback.
@@ -14,16 +16,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
-use tokio::task::JoinSet;
+use tokio::sync::watch;
 
 use super::{McpError, McpServer};
+use crate::listen::{Limits, WithBodyDeadline, serve};
 
 /// The limits of [`McpServer::serve_http`]. Start from the defaults and change what you need:
 ///
@@ -40,6 +41,10 @@ pub struct McpHttpConfig {
     pub max_connections: usize,
     /// How long a request's head may take to arrive (default 10 s).
     pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive, from its head (default 30 s).
+    pub body_read_timeout: Duration,
+    /// How long a connection may move no byte either way before it is closed (default 60 s).
+    pub idle_timeout: Duration,
     /// The largest request body, in bytes (default 4 MiB).
     pub max_body_bytes: usize,
     /// The `Host` values served (default: `localhost`, `127.0.0.1`, `::1`).
@@ -51,6 +56,8 @@ impl Default for McpHttpConfig {
         McpHttpConfig {
             max_connections: 256,
             header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
             max_body_bytes: 4 * 1024 * 1024,
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
         }
@@ -137,9 +144,22 @@ impl McpServer {
         let addr = listener
             .local_addr()
             .map_err(|e| McpError::Serve(format!("the listener has no address: {e}")))?;
-        let service = self.http_service(&config);
+        let service = WithBodyDeadline {
+            inner: TowerToHyperService::new(self.http_service(&config)),
+            timeout: config.body_read_timeout,
+        };
+        let limits = Limits {
+            max_connections: config.max_connections,
+            header_read_timeout: config.header_read_timeout,
+            idle_timeout: config.idle_timeout,
+            overloaded: "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32000,\"message\":\
+                         \"the MCP server serves its maximum number of connections; retry \
+                         shortly\"}}",
+        };
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(accept_loop(listener, service, config, stopped));
+        // Open connections get 6 seconds to finish once the server stops.
+        let drain = Some(Duration::from_secs(6));
+        let task = tokio::spawn(serve(listener, service, limits, stopped, drain));
         Ok(McpHttpServer {
             addr,
             url: format!("http://{addr}/mcp"),
@@ -147,67 +167,4 @@ impl McpServer {
             task: Some(task),
         })
     }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    service: StreamableHttpService<super::McpHandler, LocalSessionManager>,
-    config: McpHttpConfig,
-    mut stop: watch::Receiver<bool>,
-) {
-    let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            changed = stop.changed() => {
-                if changed.is_err() || *stop.borrow_and_update() {
-                    break;
-                }
-            }
-            accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "the MCP server could not accept a connection");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let Ok(permit) = permits.clone().try_acquire_owned() else {
-                    tracing::debug!("MCP connection refused: max_connections reached");
-                    drop(stream);
-                    continue;
-                };
-                let service = service.clone();
-                let header_timeout = config.header_read_timeout;
-                let mut stop = stop.clone();
-                connections.spawn(async move {
-                    let _permit = permit;
-                    let _ = stream.set_nodelay(true);
-                    let mut builder = hyper::server::conn::http1::Builder::new();
-                    builder.timer(TokioTimer::new()).header_read_timeout(header_timeout);
-                    let conn = builder.serve_connection(
-                        TokioIo::new(stream),
-                        TowerToHyperService::new(service),
-                    );
-                    tokio::pin!(conn);
-                    tokio::select! {
-                        result = conn.as_mut() => {
-                            if let Err(e) = result {
-                                tracing::trace!(error = %e, "MCP connection ended with an error");
-                            }
-                        }
-                        _ = async { let _ = stop.wait_for(|s| *s).await; } => {
-                            conn.as_mut().graceful_shutdown();
-                            let _ = tokio::time::timeout(Duration::from_secs(5), conn).await;
-                        }
-                    }
-                });
-                while connections.try_join_next().is_some() {}
-            }
-        }
-    }
-    let drained = async { while connections.join_next().await.is_some() {} };
-    let _ = tokio::time::timeout(Duration::from_secs(6), drained).await;
-    connections.abort_all();
 }

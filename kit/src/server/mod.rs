@@ -188,7 +188,6 @@ mod config;
 mod event_log;
 mod hosted;
 mod interop;
-mod listen;
 mod queue;
 mod routes;
 pub mod store;
@@ -617,8 +616,19 @@ impl Worker {
         let app = routes::router(shared.clone(), self.auth);
         let (stop_tx, stop_rx) = watch::channel(false);
         let config = shared.config.clone();
-        let server =
-            tokio::spawn(async move { listen::serve(listener, app, &config, stop_rx).await });
+        let limits = crate::listen::Limits {
+            max_connections: config.max_connections,
+            header_read_timeout: config.header_read_timeout,
+            idle_timeout: config.idle_timeout,
+            overloaded: "{\"error\":\"overloaded\",\"message\":\"the worker serves its maximum \
+                         number of connections; retry shortly, or raise the worker's \
+                         max_connections\"}",
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app);
+        let server = tokio::spawn(async move {
+            crate::listen::serve(listener, service, limits, stop_rx, None).await;
+            Ok(())
+        });
         tracing::info!(%addr, worker_id = %shared.worker_id, graphs = ?shared.graph_ids, "kit worker serving");
         Ok(WorkerHandle {
             addr,

@@ -1,20 +1,25 @@
-//! The worker's listener: connections accepted within a limit, and closed when they stall or
-//! idle.
+//! kit's HTTP listener, shared by the worker server and the MCP server: connections accepted
+//! within a limit, and closed when they stall or idle.
 //!
-//! * **Connection limit.** At most [`WorkerConfig::max_connections`] connections are served at
+//! * **Connection limit.** At most [`Limits::max_connections`] connections are served at
 //!   once; one more is answered `503` with `Connection: close` at once and closed, so a flood
-//!   of idle sockets costs the worker bounded memory and file descriptors and clients get an
-//!   answer instead of a hang.
+//!   of idle sockets costs bounded memory and file descriptors and clients get an answer
+//!   instead of a hang.
 //! * **Header read timeout.** A request's head must arrive within
-//!   [`WorkerConfig::header_read_timeout`] of the connection being ready for it — after it
-//!   opens, or after the previous response on a kept-alive connection — else the connection
-//!   is closed (slow-header attacks, and the idle time between requests).
+//!   [`Limits::header_read_timeout`] of the connection being ready for it — after it opens, or
+//!   after the previous response on a kept-alive connection — else the connection is closed
+//!   (slow-header attacks, and the idle time between requests).
 //! * **Idle timeout.** A connection on which no byte moves either way for
-//!   [`WorkerConfig::idle_timeout`] is shut down gracefully (a request in progress still gets
-//!   its answer); one still stuck after twice that (a client that never reads its answer) is
+//!   [`Limits::idle_timeout`] is shut down gracefully (a request in progress still gets its
+//!   answer); one still stuck after twice that (a client that never reads its answer) is
 //!   dropped.
-//! * The body read timeout and the early refusal of an oversize `Content-Length` are request
-//!   middleware (see `body.rs`).
+//! * **Body read timeout.** With [`Limits::body_read_timeout`], a request body must arrive
+//!   whole within it (see [`body`]): a client trickling a byte now and then cannot hold a
+//!   connection. The worker reads bodies in its own middleware instead (`server/body.rs`,
+//!   which also refuses an oversize `Content-Length` unread).
+
+#[cfg(feature = "mcp")]
+mod body;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,20 +27,32 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::Router;
+use hyper::body::Incoming;
+use hyper::service::HttpService;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
-use super::{ServerError, WorkerConfig};
+#[cfg(feature = "mcp")]
+pub(crate) use body::WithBodyDeadline;
+
+/// What a listener allows its peers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Connections served at once.
+    pub(crate) max_connections: usize,
+    /// How long a request's head may take to arrive.
+    pub(crate) header_read_timeout: Duration,
+    /// How long a connection may move no byte either way.
+    pub(crate) idle_timeout: Duration,
+    /// The JSON body of the `503` answered to a connection over the limit.
+    pub(crate) overloaded: &'static str,
+}
 
 /// The answer to a connection over the limit.
-fn overloaded() -> Vec<u8> {
-    let body = "{\"error\":\"overloaded\",\"message\":\"the worker serves its maximum number of \
-                connections; retry shortly, or raise the worker's max_connections\"}";
+fn overloaded(body: &str) -> Vec<u8> {
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: \
          close\r\nretry-after: 1\r\ncontent-length: {}\r\n\r\n{body}",
@@ -44,20 +61,24 @@ fn overloaded() -> Vec<u8> {
     .into_bytes()
 }
 
-/// Serves `app` on `listener` until `stop` turns true, then lets the connections finish.
-pub(super) async fn serve(
+/// Serves `service` on `listener` until `stop` turns true, then lets the open connections
+/// finish (within `drain`, when given; the rest are dropped).
+pub(crate) async fn serve<S>(
     listener: TcpListener,
-    app: Router,
-    config: &WorkerConfig,
+    service: S,
+    limits: Limits,
     mut stop: watch::Receiver<bool>,
-) -> Result<(), ServerError> {
-    let permits = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    drain: Option<Duration>,
+) where
+    S: HttpService<Incoming> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::ResBody: Send + 'static,
+    <S::ResBody as hyper::body::Body>::Data: Send,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let (close_tx, close_rx) = watch::channel(false);
     let mut connections = JoinSet::new();
-    let timeouts = Timeouts {
-        header: config.header_read_timeout,
-        idle: config.idle_timeout,
-    };
     loop {
         tokio::select! {
             changed = stop.changed() => {
@@ -72,7 +93,7 @@ pub(super) async fn serve(
                     Err(e) => {
                         // Out of file descriptors, or a connection reset before it was
                         // accepted: wait a little rather than spin.
-                        tracing::warn!(error = %e, "the worker could not accept a connection");
+                        tracing::warn!(error = %e, "kit's listener could not accept a connection");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
@@ -81,15 +102,15 @@ pub(super) async fn serve(
                     Ok(permit) => {
                         connections.spawn(connection(
                             stream,
-                            app.clone(),
-                            timeouts,
+                            service.clone(),
+                            limits,
                             close_rx.clone(),
                             permit,
                         ));
                     }
                     Err(_) => {
                         tracing::debug!("connection refused: max_connections reached");
-                        connections.spawn(refuse(stream));
+                        connections.spawn(refuse(stream, limits.overloaded));
                     }
                 }
                 while connections.try_join_next().is_some() {}
@@ -97,33 +118,38 @@ pub(super) async fn serve(
         }
     }
     let _ = close_tx.send(true);
-    while connections.join_next().await.is_some() {}
-    Ok(())
-}
-
-#[derive(Clone, Copy)]
-struct Timeouts {
-    header: Duration,
-    idle: Duration,
+    let drained = async { while connections.join_next().await.is_some() {} };
+    match drain {
+        None => drained.await,
+        Some(limit) => {
+            let _ = tokio::time::timeout(limit, drained).await;
+            connections.abort_all();
+        }
+    }
 }
 
 /// Answers 503 and closes (bounded: a client that does not read is dropped after a second).
-async fn refuse(mut stream: TcpStream) {
+async fn refuse(mut stream: TcpStream, body: &str) {
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let _ = stream.write_all(&overloaded()).await;
+        let _ = stream.write_all(&overloaded(body)).await;
         let _ = stream.shutdown().await;
     })
     .await;
 }
 
 /// Serves one connection with the header read and idle timeouts.
-async fn connection(
+async fn connection<S>(
     stream: TcpStream,
-    app: Router,
-    timeouts: Timeouts,
+    service: S,
+    limits: Limits,
     mut close: watch::Receiver<bool>,
     _permit: OwnedSemaphorePermit,
-) {
+) where
+    S: HttpService<Incoming>,
+    S::ResBody: Send + 'static,
+    <S::ResBody as hyper::body::Body>::Data: Send,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let _ = stream.set_nodelay(true);
     let started = Instant::now();
     let activity = Arc::new(AtomicU64::new(0));
@@ -135,18 +161,18 @@ async fn connection(
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(timeouts.header)
+        .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
-    let conn = builder.serve_connection(io, TowerToHyperService::new(app));
+    let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
-    let idle = timeouts.idle.max(Duration::from_millis(10));
+    let idle = limits.idle_timeout.max(Duration::from_millis(10));
     let mut tick = tokio::time::interval((idle / 4).max(Duration::from_millis(10)));
     let mut shutting_down = false;
     loop {
         tokio::select! {
             result = conn.as_mut() => {
                 if let Err(e) = result {
-                    tracing::trace!(error = %e, "worker connection ended with an error");
+                    tracing::trace!(error = %e, "a connection ended with an error");
                 }
                 break;
             }
@@ -161,7 +187,7 @@ async fn connection(
                 let last = Duration::from_millis(activity.load(Ordering::Relaxed));
                 let quiet = started.elapsed().saturating_sub(last);
                 if quiet >= idle.saturating_mul(2) {
-                    tracing::debug!(?quiet, "dropping a stuck worker connection (idle_timeout)");
+                    tracing::debug!(?quiet, "dropping a stuck connection (idle_timeout)");
                     break;
                 }
                 if quiet >= idle && !shutting_down {
