@@ -264,6 +264,7 @@ const SEED: [&str; 3] = ["seed:start", "seed:a", "seed:b"];
 const HOLDER_DONE: [&str; 3] = ["holder:start", "holder:a", "holder:b"];
 const HOLDER_PART: [&str; 2] = ["holder:start", "holder:a"];
 const SECOND: [&str; 3] = ["second:start", "second:a", "second:b"];
+const OTHER: [&str; 3] = ["other:start", "other:a", "other:b"];
 
 /// Seeds a thread, starts the holder run inside node `b`, then starts a second run with
 /// `strategy` and checks both outcomes and the thread's log.
@@ -278,6 +279,8 @@ async fn double_text(store: Store, strategy: MultitaskStrategy, in_process: bool
         .thread_id(&thread)
         .await
         .unwrap();
+    // A thread written after the holder starts (below), which no rollback may touch.
+    let other = format!("other-{}", kit::ids::random());
 
     let holder = Holder::start(&store, dir, &thread, in_process).await;
     wait_until("the holder run is inside node b", || async {
@@ -292,6 +295,12 @@ async fn double_text(store: Store, strategy: MultitaskStrategy, in_process: bool
     })
     .await;
 
+    release(dir, "other");
+    graph
+        .invoke(input("other"))
+        .thread_id(&other)
+        .await
+        .unwrap();
     let opts = options(&thread, strategy);
     release(dir, "second");
     let expected: Vec<&str> = match strategy {
@@ -349,6 +358,8 @@ async fn double_text(store: Store, strategy: MultitaskStrategy, in_process: bool
     };
     assert_eq!(log_of(&graph, &thread).await, strings(&expected));
     if strategy == MultitaskStrategy::Rollback {
+        // Another thread on the same storage is untouched.
+        assert_eq!(log_of(&graph, &other).await, strings(&OTHER));
         // Nothing the stopped run wrote is left in the history either.
         let history = graph
             .state_history(&RunOptions::new().thread_id(&thread), None)
@@ -867,4 +878,284 @@ async fn runs_in_one_process_are_woken_without_waiting_for_the_poll() {
             asked.elapsed()
         );
     }
+}
+
+/// Joins raced from two checkpointer instances (two connections, as two processes have) on
+/// one storage: exactly one run is granted the thread.
+async fn racing_joins_grant_the_thread_once(a: Arc<dyn Checkpointer>, b: Arc<dyn Checkpointer>) {
+    for round in 0..10 {
+        let thread = format!("race-{round}");
+        let mut joins = Vec::new();
+        for i in 0..16 {
+            let cp = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let thread = thread.clone();
+            joins.push(tokio::spawn(async move {
+                cp.lease(
+                    &thread,
+                    &format!("run-{i}"),
+                    kit::checkpoint::LeaseOp::Join(MultitaskStrategy::Reject),
+                    Duration::from_secs(30),
+                )
+                .await
+                .unwrap()
+            }));
+        }
+        let mut granted = 0;
+        for join in joins {
+            match join.await.unwrap() {
+                kit::checkpoint::LeaseState::Running { .. } => granted += 1,
+                kit::checkpoint::LeaseState::Busy { .. } => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(
+            granted, 1,
+            "round {round}: the thread was granted {granted} times"
+        );
+        let activity = a.thread_activity(&thread).await.unwrap().unwrap();
+        assert!(activity.running.is_some());
+        assert_eq!(activity.queued, 0, "rejected runs leave no row");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_joins_grant_the_thread_once_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("race.sqlite");
+    let a = Arc::new(SqliteCheckpointer::open(&path).unwrap());
+    let b = Arc::new(SqliteCheckpointer::open(&path).unwrap());
+    racing_joins_grant_the_thread_once(a, b).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_joins_grant_the_thread_once_postgres() {
+    let Some(Store::Postgres { url, schema }) = postgres_store().await else {
+        return;
+    };
+    let a = Arc::new(
+        PostgresCheckpointer::connect_in_schema(&url, &schema)
+            .await
+            .unwrap(),
+    );
+    let b = Arc::new(
+        PostgresCheckpointer::connect_in_schema(&url, &schema)
+            .await
+            .unwrap(),
+    );
+    racing_joins_grant_the_thread_once(a.clone(), b).await;
+    a.drop_schema().await.unwrap();
+}
+
+/// A checkpointer whose lease renewals fail once `failing` is set (a store that went away).
+struct FailingRenewals {
+    inner: Arc<MemoryCheckpointer>,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+#[kit::async_trait]
+impl Checkpointer for FailingRenewals {
+    async fn put(&self, w: kit::checkpoint::CheckpointWrite) -> Result<(), CheckpointError> {
+        self.inner.put(w).await
+    }
+    async fn put_writes(
+        &self,
+        t: &str,
+        ns: &str,
+        id: &str,
+        w: Vec<kit::checkpoint::PendingWrite>,
+    ) -> Result<(), CheckpointError> {
+        self.inner.put_writes(t, ns, id, w).await
+    }
+    async fn load(
+        &self,
+        t: &str,
+        ns: &str,
+        id: Option<&str>,
+    ) -> Result<Option<kit::checkpoint::LoadedCheckpoint>, CheckpointError> {
+        self.inner.load(t, ns, id).await
+    }
+    async fn history(
+        &self,
+        t: &str,
+        ns: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<kit::checkpoint::CheckpointMeta>, CheckpointError> {
+        self.inner.history(t, ns, limit).await
+    }
+    async fn delete_thread(&self, t: &str) -> Result<(), CheckpointError> {
+        self.inner.delete_thread(t).await
+    }
+    async fn prune(
+        &self,
+        t: &str,
+        s: kit::checkpoint::PruneStrategy,
+    ) -> Result<kit::checkpoint::PruneReport, CheckpointError> {
+        self.inner.prune(t, s).await
+    }
+    async fn delete_threads_before(
+        &self,
+        cutoff: std::time::SystemTime,
+    ) -> Result<Vec<String>, CheckpointError> {
+        self.inner.delete_threads_before(cutoff).await
+    }
+    async fn threads(&self) -> Result<Vec<kit::checkpoint::ThreadInfo>, CheckpointError> {
+        self.inner.threads().await
+    }
+    async fn lease(
+        &self,
+        t: &str,
+        run: &str,
+        op: kit::checkpoint::LeaseOp,
+        ttl: Duration,
+    ) -> Result<kit::checkpoint::LeaseState, CheckpointError> {
+        if op == kit::checkpoint::LeaseOp::Renew
+            && self.failing.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(CheckpointError::Backend("the store went away".into()));
+        }
+        self.inner.lease(t, run, op, ttl).await
+    }
+    async fn thread_activity(
+        &self,
+        t: &str,
+    ) -> Result<Option<kit::checkpoint::ThreadActivity>, CheckpointError> {
+        self.inner.thread_activity(t).await
+    }
+}
+
+/// A run that cannot renew its lease stops at half its time to live, while its row still
+/// stands (so no other run can have taken the thread yet), and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_cannot_renew_stops_before_its_lease_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FailingRenewals {
+        inner: Arc::new(MemoryCheckpointer::new()),
+        failing: std::sync::atomic::AtomicBool::new(false),
+    });
+    let graph = graph(dir.path()).with_checkpointer(store.clone());
+    let ttl = Duration::from_millis(1200);
+    let opts = RunOptions::new()
+        .thread_id("t")
+        .multitask_strategy(MultitaskStrategy::Reject)
+        .lease(LeaseOptions {
+            ttl,
+            poll: Duration::from_millis(50),
+        });
+    let run = {
+        let graph = graph.clone();
+        let opts = opts.clone();
+        tokio::spawn(async move { graph.invoke(input("holder")).options(&opts).await })
+    };
+    wait_until("the run is inside node b", || async {
+        log_of(&graph, "t").await.contains(&"holder:a".to_string())
+    })
+    .await;
+    let failing_since = Instant::now();
+    store
+        .failing
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let err = run.await.unwrap().unwrap_err();
+    let took = failing_since.elapsed();
+    assert!(matches!(err, GraphError::LeaseLost { .. }), "{err}");
+    assert!(err.to_string().contains("LeaseOptions::ttl"), "{err}");
+    assert!(took < ttl, "it stopped only after {took:?}, past the ttl");
+    // What it completed is kept.
+    assert_eq!(log_of(&graph, "t").await, strings(&HOLDER_PART));
+}
+
+/// A streamed run leaves its thread before it reports `run_end`, so a client that starts the
+/// next run on seeing it is not refused; a run stopped by a newer one says why on its stream.
+async fn a_streamed_run_frees_the_thread_before_run_end_and_a_stopped_one_says_why(
+    cp: Arc<dyn Checkpointer>,
+) {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let graph = graph(dir.path()).with_checkpointer(cp);
+    let opts = options("t", MultitaskStrategy::Reject);
+    release(dir.path(), "first");
+    let mut stream = graph.stream_events(input("first"), &opts);
+    while let Some(event) = stream.next().await {
+        if event.kind() == kit::EventKind::RunEnd {
+            break;
+        }
+    }
+    // The stream is still open: the next run starts the moment `run_end` is in hand.
+    release(dir.path(), "next");
+    graph.invoke(input("next")).options(&opts).await.unwrap();
+    drop(stream);
+
+    let mut stream = graph.stream_events(input("held"), &opts);
+    wait_until("the held run is inside node b", || async {
+        log_of(&graph, "t").await.contains(&"held:a".to_string())
+    })
+    .await;
+    release(dir.path(), "newer");
+    graph
+        .invoke(input("newer"))
+        .options(&options("t", MultitaskStrategy::Interrupt))
+        .await
+        .unwrap();
+    let mut reason = None;
+    while let Some(event) = stream.next().await {
+        if let kit::event::EventData::Cancelled { reason: r } = &event.data {
+            reason = Some(r.clone());
+        }
+    }
+    let reason = reason.expect("the stopped run's stream ends with a cancelled event");
+    assert!(
+        reason.contains("newer run") && reason.contains("interrupt"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn lease_options_that_cannot_work_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = graph(dir.path()).with_checkpointer(Arc::new(MemoryCheckpointer::new()));
+    for (ttl, poll, says) in [
+        (Duration::from_secs(1), Duration::ZERO, "poll is zero"),
+        (
+            Duration::from_millis(500),
+            Duration::from_millis(200),
+            "3 x poll",
+        ),
+    ] {
+        let err = graph
+            .invoke(input("x"))
+            .options(&options("t", MultitaskStrategy::Enqueue).lease(LeaseOptions { ttl, poll }))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, GraphError::InvalidOptions(_)), "{err}");
+        assert!(err.to_string().contains(says), "{err}");
+    }
+    assert_eq!(
+        graph
+            .thread_activity(&RunOptions::new().thread_id("t"))
+            .await
+            .unwrap(),
+        None,
+        "a refused run never joined"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_run_frees_the_thread_before_run_end_memory() {
+    let cp = Arc::new(MemoryCheckpointer::new());
+    a_streamed_run_frees_the_thread_before_run_end_and_a_stopped_one_says_why(cp).await;
+}
+
+/// On PostgreSQL leaving the lease is real I/O, so a run that left only after `run_end` would
+/// be caught by the client's next run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_run_frees_the_thread_before_run_end_postgres() {
+    let Some(Store::Postgres { url, schema }) = postgres_store().await else {
+        return;
+    };
+    let cp = Arc::new(
+        PostgresCheckpointer::connect_in_schema(&url, &schema)
+            .await
+            .unwrap(),
+    );
+    a_streamed_run_frees_the_thread_before_run_end_and_a_stopped_one_says_why(cp.clone()).await;
+    cp.drop_schema().await.unwrap();
 }

@@ -4,21 +4,27 @@
 //! A run given a [`MultitaskStrategy`] joins its thread's lease before it reads the thread.
 //! The back-end keeps one row per run that holds or waits for the thread, and decides every
 //! change with [`decide`] inside one transaction (SQLite's write lock, a PostgreSQL
-//! transaction-scoped advisory lock on the thread, or a mutex in memory), so two processes can
-//! never both hold a thread:
+//! transaction-scoped advisory lock on the thread, or a mutex in memory), so two processes are
+//! never granted one thread at once. A holder that cannot renew its row gives up well before
+//! the row expires (at half its time to live), so it has stopped writing before another run
+//! can take the thread; the lease is not a fencing token, though (a process frozen for longer
+//! than the time to live may still write once it wakes; the optimistic head check of
+//! [`Checkpointer::put`](super::Checkpointer::put) then refuses it).
 //!
 //! | strategy | the thread is busy, so the new run ... |
 //! |---|---|
 //! | [`Reject`](MultitaskStrategy::Reject) | fails at once; the running run goes on |
 //! | [`Enqueue`](MultitaskStrategy::Enqueue) | waits its turn (first come, first served) and then runs on the state the earlier runs left |
 //! | [`Interrupt`](MultitaskStrategy::Interrupt) | stops the runs before it (running and queued) and runs once they have stopped; what the stopped run completed is kept |
-//! | [`Rollback`](MultitaskStrategy::Rollback) | as `Interrupt`, and deletes every checkpoint the stopped run wrote, as if it had never run |
+//! | [`Rollback`](MultitaskStrategy::Rollback) | as `Interrupt`, and deletes the checkpoints the stopped run wrote (pending writes it recorded against the checkpoint it started from stay) |
 //!
 //! A holder renews its row while it runs and learns there that it was asked to stop. A row
 //! not renewed within its time to live (the process died) expires, and the next run takes the
 //! thread. Expiry is judged by the clock of the process deciding (by the database's clock on
 //! PostgreSQL). Rows are identified by run id; ids in [`LeaseRow::marker`] are time-ordered like
-//! checkpoint ids, which is how a rollback finds what the stopped run wrote.
+//! checkpoint ids and never before the thread's head ([`marker_after`]), which is how a
+//! rollback finds what the stopped run wrote. Hosts sharing a database need clocks in step
+//! (as the history's order of checkpoint ids already does).
 
 use std::time::Duration;
 
@@ -86,10 +92,12 @@ pub enum LeaseOp {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum LeaseState {
-    /// The run holds the thread. `rollback_from` is set once, when a `Rollback` run takes the
-    /// thread: delete the checkpoints after it ([`Checkpointer::rollback_after`](super::Checkpointer::rollback_after)).
+    /// The run holds the thread. `rollback_from` is set once, when a run that stopped a run to
+    /// be rolled back takes the thread: the back-end has then already deleted the checkpoints
+    /// after it ([`Checkpointer::rollback_after`](super::Checkpointer::rollback_after)), in
+    /// the same transaction.
     Running {
-        /// The marker of the stopped run to roll back.
+        /// The marker of the stopped run that was rolled back.
         rollback_from: Option<String>,
     },
     /// The run waits for the thread: `ahead` runs come first.
@@ -136,6 +144,7 @@ pub struct LeaseRow {
 
 /// Who holds a thread and how many runs wait for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ThreadActivity {
     /// The run holding the thread, if one does (a thread with only queued runs is handed to
     /// the first of them at its next renewal).
@@ -186,10 +195,12 @@ pub fn decide(
         (LeaseOp::Renew, None) => return LeaseState::Lost,
         (LeaseOp::Renew | LeaseOp::Join(_), Some(i)) => i,
         (LeaseOp::Join(strategy), None) => {
-            if !rows.is_empty() {
+            // A queued run that was asked to stop no longer counts: it leaves at its next check.
+            let active = rows.iter().find(|r| r.running || r.stop.is_none());
+            if let Some(active) = active {
                 match strategy {
                     MultitaskStrategy::Reject => {
-                        let holder = rows.iter().find(|r| r.running).unwrap_or(&rows[0]);
+                        let holder = rows.iter().find(|r| r.running).unwrap_or(active);
                         return LeaseState::Busy {
                             holder: holder.run_id.clone(),
                         };
@@ -200,8 +211,9 @@ pub fn decide(
                     }
                 }
             }
+            // A run that stops others takes over any rollback owed to them.
             let rollback_from = match strategy {
-                MultitaskStrategy::Rollback => earliest_rollback(rows),
+                MultitaskStrategy::Interrupt | MultitaskStrategy::Rollback => owed_rollback(rows),
                 _ => None,
             };
             let ticket = rows.iter().map(|r| r.ticket).max().map_or(0, |t| t + 1);
@@ -252,25 +264,42 @@ pub fn decide(
     }
 }
 
-/// Asks every run on the thread to stop (the first request's strategy stands).
+/// Asks every run on the thread to stop. A rollback asked once stays asked: a later interrupt
+/// does not undo it.
 fn stop_all(rows: &mut [LeaseRow], strategy: MultitaskStrategy) {
     for row in rows {
-        row.stop.get_or_insert(strategy);
+        if row.stop != Some(MultitaskStrategy::Rollback) {
+            row.stop = Some(strategy);
+        }
     }
 }
 
-/// Where a rollback starts: the holder's marker, or a rollback a stopped queued run still owed.
-fn earliest_rollback(rows: &[LeaseRow]) -> Option<String> {
+/// The earliest rollback owed on the thread: the holder's marker when it was asked to roll
+/// back, or one a stopped queued run still owed.
+fn owed_rollback(rows: &[LeaseRow]) -> Option<String> {
     rows.iter()
         .filter_map(|r| {
             if r.running {
-                r.marker.as_ref()
+                (r.stop == Some(MultitaskStrategy::Rollback))
+                    .then_some(r.marker.as_ref())
+                    .flatten()
             } else {
                 r.rollback_from.as_ref()
             }
         })
         .min()
         .cloned()
+}
+
+/// The marker of a run taking a thread whose head is `head`: a fresh time-ordered id, but never
+/// before the head, so a rollback never deletes what runs before it wrote, even when another
+/// process wrote the head in the same millisecond (or with a clock a little ahead).
+pub fn marker_after(head: Option<&str>) -> String {
+    let fresh = crate::ids::time_ordered();
+    match head {
+        Some(head) if head >= fresh.as_str() => head.to_string(),
+        _ => fresh,
+    }
 }
 
 /// What changed between the rows read and the rows [`decide`] left: run ids to delete, and rows
@@ -456,6 +485,109 @@ mod tests {
                 strategy: MultitaskStrategy::Rollback
             }
         );
+    }
+
+    #[test]
+    fn reject_does_not_count_queued_runs_that_were_asked_to_stop() {
+        let mut rows = Vec::new();
+        op(&mut rows, "a", LeaseOp::Join(MultitaskStrategy::Reject), 0);
+        op(&mut rows, "b", LeaseOp::Join(MultitaskStrategy::Enqueue), 1);
+        op(
+            &mut rows,
+            "c",
+            LeaseOp::Join(MultitaskStrategy::Interrupt),
+            2,
+        );
+        op(&mut rows, "a", LeaseOp::Release, 3);
+        op(&mut rows, "c", LeaseOp::Renew, 4);
+        op(&mut rows, "c", LeaseOp::Release, 5);
+        // b was stopped but has not looked yet: the thread is idle all the same.
+        assert_eq!(ThreadActivity::of(&rows, 6), None);
+        assert_eq!(
+            op(&mut rows, "d", LeaseOp::Join(MultitaskStrategy::Reject), 6),
+            running()
+        );
+        assert_eq!(
+            op(&mut rows, "b", LeaseOp::Renew, 7),
+            LeaseState::Stopped {
+                strategy: MultitaskStrategy::Interrupt
+            }
+        );
+    }
+
+    #[test]
+    fn a_rollback_asked_once_is_not_undone_by_a_later_interrupt() {
+        let mut rows = Vec::new();
+        op(&mut rows, "a", LeaseOp::Join(MultitaskStrategy::Reject), 0);
+        op(
+            &mut rows,
+            "b",
+            LeaseOp::Join(MultitaskStrategy::Rollback),
+            1,
+        );
+        op(
+            &mut rows,
+            "c",
+            LeaseOp::Join(MultitaskStrategy::Interrupt),
+            2,
+        );
+        let rolled_back = LeaseState::Stopped {
+            strategy: MultitaskStrategy::Rollback,
+        };
+        assert_eq!(op(&mut rows, "a", LeaseOp::Renew, 3), rolled_back);
+        op(&mut rows, "a", LeaseOp::Release, 4);
+        op(&mut rows, "b", LeaseOp::Renew, 5);
+        // c only interrupts, but takes over the rollback b owed to a.
+        assert_eq!(
+            op(&mut rows, "c", LeaseOp::Renew, 6),
+            LeaseState::Running {
+                rollback_from: Some("m-a".into())
+            }
+        );
+    }
+
+    #[test]
+    fn an_interrupt_then_a_rollback_rolls_the_holder_back() {
+        let mut rows = Vec::new();
+        op(&mut rows, "a", LeaseOp::Join(MultitaskStrategy::Reject), 0);
+        op(
+            &mut rows,
+            "b",
+            LeaseOp::Join(MultitaskStrategy::Interrupt),
+            1,
+        );
+        op(
+            &mut rows,
+            "c",
+            LeaseOp::Join(MultitaskStrategy::Rollback),
+            2,
+        );
+        assert_eq!(
+            op(&mut rows, "a", LeaseOp::Renew, 3),
+            LeaseState::Stopped {
+                strategy: MultitaskStrategy::Rollback
+            },
+            "the holder hears of the rollback it will get"
+        );
+        op(&mut rows, "a", LeaseOp::Release, 4);
+        assert_eq!(
+            op(&mut rows, "c", LeaseOp::Renew, 5),
+            LeaseState::Running {
+                rollback_from: Some("m-a".into())
+            }
+        );
+    }
+
+    #[test]
+    fn a_marker_never_sorts_before_the_head() {
+        let old = "00000000-0000-7000-8000-000000000000";
+        let fresh = marker_after(Some(old));
+        assert!(fresh.as_str() > old, "a fresh id after an old head");
+        // A head from a clock ahead of this one: the marker is the head itself, so a rollback
+        // (which deletes ids after the marker) keeps it.
+        let ahead = "ffffffff-ffff-7fff-bfff-ffffffffffff";
+        assert_eq!(marker_after(Some(ahead)), ahead);
+        assert!(marker_after(None) > fresh, "markers are time-ordered");
     }
 
     #[test]

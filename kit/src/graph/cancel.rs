@@ -32,6 +32,8 @@ pub struct CancelToken {
 struct Inner {
     cancelled: AtomicBool,
     notify: Notify,
+    /// Why, when kit cancelled the run itself (a newer run on its thread stopped it).
+    reason: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for CancelToken {
@@ -52,6 +54,17 @@ impl CancelToken {
     pub fn cancel(&self) {
         self.inner.cancelled.store(true, Ordering::SeqCst);
         self.inner.notify.notify_waiters();
+    }
+
+    /// Cancels, saying why (shown in the run's `cancelled` event).
+    pub(crate) fn cancel_because(&self, reason: String) {
+        let _ = self.inner.reason.set(reason);
+        self.cancel();
+    }
+
+    /// Why the run was cancelled, when kit said.
+    pub(crate) fn reason(&self) -> Option<&str> {
+        self.inner.reason.get().map(String::as_str)
     }
 
     /// True once [`cancel`](Self::cancel) was called.

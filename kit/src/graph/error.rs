@@ -97,6 +97,9 @@ pub enum GraphError {
     /// The run was cancelled.
     #[error("the run was cancelled")]
     Cancelled,
+    /// A run option is out of range.
+    #[error("invalid run options: {0}")]
+    InvalidOptions(String),
     /// [`MultitaskStrategy::Reject`]: another run holds the thread.
     #[error(
         "thread `{thread_id}` is busy with run `{holder}` and this run's multitask strategy is \
@@ -113,9 +116,10 @@ pub enum GraphError {
     /// [`MultitaskStrategy::Rollback`]).
     #[error(
         "the run on thread `{thread_id}` was stopped by a newer run on the thread (multitask \
-         strategy `{strategy}`); {}",
+         strategy `{strategy}`); {}. Its input was not answered: send it again if it still \
+         matters",
         if *strategy == MultitaskStrategy::Rollback {
-            "everything it wrote was rolled back"
+            "the checkpoints it wrote are deleted by the newer run"
         } else {
             "the steps it completed are kept"
         }
@@ -185,6 +189,7 @@ impl GraphError {
             GraphError::MissingCheckpointer(_) => "missing_checkpointer",
             GraphError::Checkpoint(_) => "checkpoint",
             GraphError::Cancelled => "cancelled",
+            GraphError::InvalidOptions(_) => "invalid_options",
             GraphError::ThreadBusy { .. } => "thread_busy",
             GraphError::Preempted { .. } => "preempted",
             GraphError::LeaseLost { .. } => "lease_lost",

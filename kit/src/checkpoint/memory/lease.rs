@@ -9,21 +9,33 @@ use crate::checkpoint::CheckpointError;
 use crate::checkpoint::lease::{self, LeaseOp, LeaseState, ThreadActivity, now_ms};
 
 impl MemoryCheckpointer {
+    /// One lease operation, under the lease map's lock; a rollback it hands over runs under
+    /// that lock too (lock order: leases, then the thread).
     pub(super) fn lease_locked(
         &self,
         thread_id: &str,
         run_id: &str,
         op: LeaseOp,
         ttl: Duration,
-    ) -> LeaseState {
+    ) -> Result<LeaseState, CheckpointError> {
         let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        let head = self
+            .thread(thread_id)
+            .and_then(|t| lock(&t).namespaces.get("").and_then(|ns| ns.head.clone()));
         let rows = leases.entry(thread_id.to_string()).or_default();
-        let now = now_ms();
-        let state = lease::decide(rows, run_id, op, now, ttl, crate::ids::time_ordered);
+        let state = lease::decide(rows, run_id, op, now_ms(), ttl, || {
+            lease::marker_after(head.as_deref())
+        });
         if rows.is_empty() {
             leases.remove(thread_id);
         }
-        state
+        if let LeaseState::Running {
+            rollback_from: Some(marker),
+        } = &state
+        {
+            self.rollback_locked(thread_id, marker)?;
+        }
+        Ok(state)
     }
 
     pub(super) fn activity(&self, thread_id: &str) -> Option<ThreadActivity> {

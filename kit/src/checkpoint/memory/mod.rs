@@ -432,7 +432,7 @@ impl Checkpointer for MemoryCheckpointer {
         op: LeaseOp,
         ttl: Duration,
     ) -> Result<LeaseState, CheckpointError> {
-        Ok(self.lease_locked(thread_id, run_id, op, ttl))
+        self.lease_locked(thread_id, run_id, op, ttl)
     }
 
     async fn thread_activity(

@@ -28,12 +28,35 @@ impl PostgresCheckpointer {
         ttl: Duration,
     ) -> R<LeaseState> {
         let mut client = self.client("updating a thread lease").await?;
-        let tx = client.transaction().await?;
+        // READ COMMITTED whatever the server's default: each statement must see what the
+        // transaction holding the lock before this one committed.
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
+            .start()
+            .await?;
         tx.execute(LOCK, &[&thread_id]).await?;
         let now_ms: i64 = tx.query_one(NOW_MS, &[]).await?.try_get(0)?;
         let before = lease_rows(&tx, thread_id).await?;
+        let head: Option<String> = tx
+            .query_opt(
+                "SELECT head FROM kit_threads WHERE thread_id = $1 AND ns = ''",
+                &[&thread_id],
+            )
+            .await?
+            .map(|row| row.try_get::<_, Option<String>>(0))
+            .transpose()?
+            .flatten();
         let mut rows = before.clone();
-        let state = lease::decide(&mut rows, run_id, op, now_ms, ttl, crate::ids::time_ordered);
+        let state = lease::decide(&mut rows, run_id, op, now_ms, ttl, || {
+            lease::marker_after(head.as_deref())
+        });
+        if let LeaseState::Running {
+            rollback_from: Some(marker),
+        } = &state
+        {
+            rollback_in(&tx, thread_id, marker).await?;
+        }
         let (deleted, upserts) = lease::changes(&before, &rows);
         for run_id in deleted {
             let stmt = tx
@@ -86,40 +109,50 @@ impl PostgresCheckpointer {
     pub(super) async fn rollback_inner(&self, thread_id: &str, marker: &str) -> R<u64> {
         let mut client = self.client("rolling back a run").await?;
         let tx = client.transaction().await?;
-        let deleted = tx
-            .execute(
-                "DELETE FROM kit_checkpoints WHERE thread_id = $1 AND checkpoint_id > $2",
-                &[&thread_id, &marker],
-            )
-            .await?;
-        tx.execute(
-            "DELETE FROM kit_blobs WHERE thread_id = $1 AND version > $2",
-            &[&thread_id, &marker],
-        )
-        .await?;
-        tx.execute(
-            "DELETE FROM kit_writes WHERE thread_id = $1 AND checkpoint_id > $2",
-            &[&thread_id, &marker],
-        )
-        .await?;
-        tx.execute(
-            "UPDATE kit_threads t SET
-                head = (SELECT MAX(c.checkpoint_id) FROM kit_checkpoints c
-                         WHERE c.thread_id = t.thread_id AND c.ns = t.ns),
-                checkpoints = (SELECT COUNT(*) FROM kit_checkpoints c
-                         WHERE c.thread_id = t.thread_id AND c.ns = t.ns)
-              WHERE t.thread_id = $1",
-            &[&thread_id],
-        )
-        .await?;
-        tx.execute(
-            "DELETE FROM kit_threads WHERE thread_id = $1 AND checkpoints = 0",
-            &[&thread_id],
-        )
-        .await?;
+        let deleted = rollback_in(&tx, thread_id, marker).await?;
         tx.commit().await?;
         Ok(deleted)
     }
+}
+
+/// Deletes what a thread got after `marker` and moves each namespace's head back, inside `tx`.
+async fn rollback_in(
+    tx: &deadpool_postgres::Transaction<'_>,
+    thread_id: &str,
+    marker: &str,
+) -> R<u64> {
+    let deleted = tx
+        .execute(
+            "DELETE FROM kit_checkpoints WHERE thread_id = $1 AND checkpoint_id > $2",
+            &[&thread_id, &marker],
+        )
+        .await?;
+    tx.execute(
+        "DELETE FROM kit_blobs WHERE thread_id = $1 AND version > $2",
+        &[&thread_id, &marker],
+    )
+    .await?;
+    tx.execute(
+        "DELETE FROM kit_writes WHERE thread_id = $1 AND checkpoint_id > $2",
+        &[&thread_id, &marker],
+    )
+    .await?;
+    tx.execute(
+        "UPDATE kit_threads t SET
+            head = (SELECT MAX(c.checkpoint_id) FROM kit_checkpoints c
+                     WHERE c.thread_id = t.thread_id AND c.ns = t.ns),
+            checkpoints = (SELECT COUNT(*) FROM kit_checkpoints c
+                     WHERE c.thread_id = t.thread_id AND c.ns = t.ns)
+          WHERE t.thread_id = $1",
+        &[&thread_id],
+    )
+    .await?;
+    tx.execute(
+        "DELETE FROM kit_threads WHERE thread_id = $1 AND checkpoints = 0",
+        &[&thread_id],
+    )
+    .await?;
+    Ok(deleted)
 }
 
 async fn lease_rows(client: &impl GenericClient, thread_id: &str) -> R<Vec<LeaseRow>> {

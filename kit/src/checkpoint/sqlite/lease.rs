@@ -7,6 +7,7 @@ use std::time::Duration;
 use rusqlite::{Connection, params};
 
 use super::R;
+use super::queries::head_of;
 use crate::checkpoint::lease::{self, LeaseOp, LeaseRow, LeaseState, MultitaskStrategy};
 use crate::checkpoint::sql::corrupt;
 
@@ -16,20 +17,28 @@ pub(super) struct LeaseArgs {
     pub(super) run_id: String,
     pub(super) op: LeaseOp,
     pub(super) ttl: Duration,
-    pub(super) now_ms: i64,
 }
 
+/// One lease operation; a rollback it hands over runs in the same transaction.
 pub(super) fn lease_tx(tx: &rusqlite::Transaction<'_>, args: &LeaseArgs) -> R<LeaseState> {
     let before = lease_rows(tx, &args.thread_id)?;
+    let head = head_of(tx, &args.thread_id, "")?.flatten();
     let mut rows = before.clone();
+    // Read under the write lock: a busy wait for the lock does not age the judgement.
     let state = lease::decide(
         &mut rows,
         &args.run_id,
         args.op,
-        args.now_ms,
+        lease::now_ms(),
         args.ttl,
-        crate::ids::time_ordered,
+        || lease::marker_after(head.as_deref()),
     );
+    if let LeaseState::Running {
+        rollback_from: Some(marker),
+    } = &state
+    {
+        rollback_tx(tx, &(args.thread_id.clone(), marker.clone()))?;
+    }
     let (deleted, upserts) = lease::changes(&before, &rows);
     for run_id in deleted {
         tx.prepare_cached("DELETE FROM kit_thread_leases WHERE thread_id = ?1 AND run_id = ?2")?

@@ -426,7 +426,6 @@ impl Checkpointer for SqliteCheckpointer {
             run_id: run_id.to_string(),
             op,
             ttl,
-            now_ms: crate::checkpoint::lease::now_ms(),
         };
         self.write("updating a thread lease", args, 0, lease::lease_tx)
             .await

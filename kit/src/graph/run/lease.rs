@@ -4,18 +4,24 @@
 //! the checkpointer (see [`crate::checkpoint::lease`]) and waits there while the strategy says
 //! so. While it runs, it renews the lease every `poll` and learns there that a newer run asked
 //! it to stop; it then cancels itself the way a [`CancelToken`] does (its completed steps stay
-//! durable) and ends with [`GraphError::Preempted`]. It leaves the lease when it ends, also when
-//! its future is dropped.
+//! durable), keeps renewing until it has wound down, and ends with [`GraphError::Preempted`].
+//! It leaves the lease once its outcome is durable and before it reports it (so a consumer that
+//! sees `run_end` finds the thread free), and also when its future is dropped.
+//!
+//! A renewal that fails is retried; a run that could not renew for half the time to live gives
+//! up ([`GraphError::LeaseLost`]) while its row still stands, so it has stopped before any
+//! other run can take the thread.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use futures::future::{Either, select};
-
 use super::{Exec, RunInput, emit_failure};
-use crate::checkpoint::{Checkpointer, LeaseOp, LeaseOptions, LeaseState, MultitaskStrategy};
+use crate::checkpoint::{
+    CheckpointError, Checkpointer, LeaseOp, LeaseOptions, LeaseState, MultitaskStrategy,
+};
 use crate::graph::Graph;
 use crate::graph::cancel::CancelToken;
 use crate::graph::error::GraphError;
@@ -24,7 +30,7 @@ use crate::graph::options::RunOptions;
 use crate::state::State;
 
 /// Runs `input` on `graph`, under the thread's lease when the options name a strategy.
-/// Failures before the run starts are reported on the run's event stream (a started run
+/// Failures before a top-level run starts are reported on its event stream (a started run
 /// reports its own outcome).
 pub(crate) async fn run<S: State>(
     graph: &Graph<S>,
@@ -32,10 +38,10 @@ pub(crate) async fn run<S: State>(
     input: RunInput<S>,
 ) -> Result<Outcome<S>, GraphError> {
     let Some(strategy) = opts.multitask else {
-        return start_and_run(graph, &opts, input).await;
+        return start_and_run(graph, &opts, input, None).await;
     };
     let lease = match Lease::join(graph, &opts, strategy).await {
-        Ok(lease) => lease,
+        Ok(lease) => Arc::new(lease),
         Err(e) => {
             emit_failure(&graph.inner.name, &opts, &e).await;
             return Err(e);
@@ -45,14 +51,27 @@ pub(crate) async fn run<S: State>(
     let token = CancelToken::new();
     let mut run_opts = opts.clone();
     run_opts.cancel = Some(token.clone());
+    let settled = {
+        let lease = lease.clone();
+        Box::new(move || -> futures::future::BoxFuture<'static, ()> {
+            Box::pin(async move { lease.release().await })
+        })
+    };
     let result = {
-        let run = std::pin::pin!(start_and_run(graph, &run_opts, input));
-        let watch = std::pin::pin!(lease.watch(opts.cancel.as_ref()));
-        match select(run, watch).await {
-            Either::Left((result, _)) => result,
-            Either::Right((stop, run)) => {
-                token.cancel();
-                let result = run.await;
+        let mut run = std::pin::pin!(start_and_run(graph, &run_opts, input, Some(settled)));
+        let stop = tokio::select! {
+            result = &mut run => Err(result),
+            stop = lease.watch(opts.cancel.as_ref()) => Ok(stop),
+        };
+        match stop {
+            Err(result) => result,
+            Ok(stop) => {
+                token.cancel_because(stop.reason(&lease.thread));
+                // Still the holder while it winds down (flushing, reporting).
+                let result = tokio::select! {
+                    result = &mut run => result,
+                    () = lease.keep_alive() => run.await,
+                };
                 match (result, stop) {
                     (Err(GraphError::Cancelled), Stop::Asked(strategy)) => {
                         Err(GraphError::Preempted {
@@ -77,12 +96,21 @@ async fn start_and_run<S: State>(
     graph: &Graph<S>,
     opts: &RunOptions,
     input: RunInput<S>,
+    settled: Option<super::Settled>,
 ) -> Result<Outcome<S>, GraphError> {
     // Not boxed here: callers box the whole run once.
     match Exec::start(graph, opts).await {
-        Ok(exec) => exec.run(input).await,
+        Ok(mut exec) => {
+            if let Some(settled) = settled {
+                exec.on_settled(settled);
+            }
+            exec.run(input).await
+        }
         Err(e) => {
-            emit_failure(&graph.inner.name, opts, &e).await;
+            // A subgraph's failure is reported by the run around it.
+            if opts.namespace.is_empty() {
+                emit_failure(&graph.inner.name, opts, &e).await;
+            }
             Err(e)
         }
     }
@@ -100,9 +128,248 @@ fn wake_slot(thread: &str) -> &'static Notify {
     &WAKE[(hash % WAKE.len() as u64) as usize]
 }
 
-/// Sleeps for `poll`, or less when woken for the thread or cancelled; true when cancelled.
-async fn pause(thread: &str, poll: std::time::Duration, cancel: Option<&CancelToken>) -> bool {
-    let woken = wake_slot(thread).notified();
+/// Why a running run must stop.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// The caller cancelled it.
+    Cancelled,
+    /// A newer run asked it to.
+    Asked(MultitaskStrategy),
+    /// Its lease could not be renewed in time.
+    Lost,
+}
+
+impl Stop {
+    fn reason(self, thread: &str) -> String {
+        match self {
+            Stop::Cancelled => "the run was cancelled".into(),
+            Stop::Asked(strategy) => format!(
+                "the run was stopped by a newer run on thread `{thread}` (multitask strategy \
+                 `{strategy}`)"
+            ),
+            Stop::Lost => format!(
+                "the run stopped: its lease on thread `{thread}` could not be renewed in time"
+            ),
+        }
+    }
+}
+
+/// A run's place in its thread's lease. Dropped before [`release`](Self::release) completed
+/// (the run's future was dropped), it leaves the lease from a spawned task.
+struct Lease {
+    checkpointer: Arc<dyn Checkpointer>,
+    thread: String,
+    id: String,
+    options: LeaseOptions,
+    released: AtomicBool,
+}
+
+impl Lease {
+    /// Joins the lease and waits until the run holds the thread (a `Rollback` run's back-end
+    /// deletes what the stopped run wrote as it hands the thread over).
+    async fn join<S: State>(
+        graph: &Graph<S>,
+        opts: &RunOptions,
+        strategy: MultitaskStrategy,
+    ) -> Result<Lease, GraphError> {
+        check(&opts.lease)?;
+        let (checkpointer, thread) = super::thread::persistence(
+            graph,
+            opts,
+            "a run with a multitask strategy (the lease lives in the checkpointer)",
+        )?;
+        let lease = Lease {
+            checkpointer,
+            thread,
+            id: crate::ids::time_ordered(),
+            options: opts.lease,
+            released: AtomicBool::new(false),
+        };
+        let joined = lease.wait_turn(strategy, opts.cancel.as_ref()).await;
+        if joined.is_err() {
+            lease.release().await;
+        }
+        joined.map(|()| lease)
+    }
+
+    async fn wait_turn(
+        &self,
+        strategy: MultitaskStrategy,
+        cancel: Option<&CancelToken>,
+    ) -> Result<(), GraphError> {
+        let mut op = LeaseOp::Join(strategy);
+        let mut renewed = Instant::now();
+        let mut first_wait = true;
+        loop {
+            // Listening before asking: a wake-up sent while the lease is read is not lost.
+            let woken = wake_slot(&self.thread).notified();
+            let asked = Instant::now();
+            let state = match self.op_within(op, self.grace_left(renewed)).await {
+                Ok(state) => {
+                    renewed = asked;
+                    state
+                }
+                // Not even joined yet: nothing to wait out.
+                Err(e) if op != LeaseOp::Renew => return Err(e.into()),
+                Err(_) if self.grace_left(renewed).is_zero() => return Err(self.lost()),
+                Err(e) => {
+                    tracing::warn!(thread = %self.thread, error = %e, "a queued run could not check its lease; retrying");
+                    LeaseState::Waiting { ahead: 0 }
+                }
+            };
+            op = LeaseOp::Renew;
+            match state {
+                LeaseState::Running { .. } => return Ok(()),
+                LeaseState::Waiting { .. } => {
+                    let stops = matches!(
+                        strategy,
+                        MultitaskStrategy::Interrupt | MultitaskStrategy::Rollback
+                    );
+                    if first_wait && stops {
+                        // Tell a holder in this process that it was asked to stop.
+                        wake_slot(&self.thread).notify_waiters();
+                    }
+                    first_wait = false;
+                    if pause(woken, self.options.poll, cancel).await {
+                        return Err(GraphError::Cancelled);
+                    }
+                }
+                LeaseState::Busy { holder } => {
+                    return Err(GraphError::ThreadBusy {
+                        thread_id: self.thread.clone(),
+                        holder,
+                    });
+                }
+                LeaseState::Stopped { strategy } => {
+                    return Err(GraphError::Preempted {
+                        thread_id: self.thread.clone(),
+                        strategy,
+                    });
+                }
+                LeaseState::Lost | LeaseState::Released => return Err(self.lost()),
+            }
+        }
+    }
+
+    fn lost(&self) -> GraphError {
+        GraphError::LeaseLost {
+            thread_id: self.thread.clone(),
+            ttl: self.options.ttl,
+        }
+    }
+
+    /// How long, from now, the run may still go without a successful renewal: half the time
+    /// to live after the last one began.
+    fn grace_left(&self, renewed: Instant) -> Duration {
+        (renewed + self.options.ttl / 2).saturating_duration_since(Instant::now())
+    }
+
+    async fn op(&self, op: LeaseOp) -> Result<LeaseState, CheckpointError> {
+        self.checkpointer
+            .lease(&self.thread, &self.id, op, self.options.ttl)
+            .await
+    }
+
+    /// [`op`](Self::op), given up after `limit` (a store that hangs counts as failing).
+    async fn op_within(&self, op: LeaseOp, limit: Duration) -> Result<LeaseState, CheckpointError> {
+        match tokio::time::timeout(limit, self.op(op)).await {
+            Ok(result) => result,
+            Err(_) => Err(CheckpointError::Backend(format!(
+                "the lease of thread `{}` could not be checked within {limit:?}",
+                self.thread
+            ))),
+        }
+    }
+
+    /// Renews the lease every `poll` until the run must stop.
+    async fn watch(&self, caller: Option<&CancelToken>) -> Stop {
+        let mut renewed = Instant::now();
+        loop {
+            let woken = wake_slot(&self.thread).notified();
+            if pause(woken, self.options.poll, caller).await {
+                return Stop::Cancelled;
+            }
+            if self.released.load(Ordering::Acquire) {
+                // Left already (the run is reporting its outcome): nothing to watch.
+                return std::future::pending().await;
+            }
+            let asked = Instant::now();
+            match self
+                .op_within(LeaseOp::Renew, self.grace_left(renewed))
+                .await
+            {
+                Ok(LeaseState::Running { .. }) => renewed = asked,
+                Ok(LeaseState::Stopped { strategy }) => return Stop::Asked(strategy),
+                Ok(_) => return Stop::Lost,
+                Err(_) if self.grace_left(renewed).is_zero() => return Stop::Lost,
+                Err(e) => {
+                    tracing::warn!(thread = %self.thread, error = %e, "a run could not renew its lease; retrying");
+                }
+            }
+        }
+    }
+
+    /// Renews the lease while a stopped run winds down; returns only when it is lost.
+    async fn keep_alive(&self) {
+        let mut renewed = Instant::now();
+        loop {
+            tokio::time::sleep(self.options.poll).await;
+            let asked = Instant::now();
+            match self
+                .op_within(LeaseOp::Renew, self.grace_left(renewed))
+                .await
+            {
+                Ok(LeaseState::Running { .. } | LeaseState::Stopped { .. }) => renewed = asked,
+                Ok(_) => return,
+                Err(_) if self.grace_left(renewed).is_zero() => return,
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Leaves the lease (once; later calls do nothing) and wakes this process's runs waiting
+    /// on the thread.
+    async fn release(&self) {
+        if self.released.load(Ordering::Acquire) {
+            return;
+        }
+        // A failed release only delays the next run by the lease's time to live.
+        let _ = self.op(LeaseOp::Release).await;
+        // Only now: a drop during the release above still leaves the lease (see `Drop`).
+        self.released.store(true, Ordering::Release);
+        wake_slot(&self.thread).notify_waiters();
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if self.released.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (checkpointer, thread, id, ttl) = (
+            self.checkpointer.clone(),
+            std::mem::take(&mut self.thread),
+            std::mem::take(&mut self.id),
+            self.options.ttl,
+        );
+        runtime.spawn(async move {
+            let _ = checkpointer
+                .lease(&thread, &id, LeaseOp::Release, ttl)
+                .await;
+            wake_slot(&thread).notify_waiters();
+        });
+    }
+}
+
+/// Sleeps for `poll`, or less when `woken` fires or the caller cancels; true when cancelled.
+async fn pause(
+    woken: tokio::sync::futures::Notified<'_>,
+    poll: Duration,
+    cancel: Option<&CancelToken>,
+) -> bool {
     let wait = async {
         tokio::select! {
             () = tokio::time::sleep(poll) => {}
@@ -121,160 +388,23 @@ async fn pause(thread: &str, poll: std::time::Duration, cancel: Option<&CancelTo
     }
 }
 
-/// Why a running run must stop.
-enum Stop {
-    /// The caller cancelled it.
-    Cancelled,
-    /// A newer run asked it to.
-    Asked(MultitaskStrategy),
-    /// Its lease could not be renewed in time.
-    Lost,
-}
-
-/// A run's place in its thread's lease. Dropped without [`release`](Self::release) (the run's
-/// future was dropped), it leaves the lease from a spawned task.
-struct Lease {
-    checkpointer: Arc<dyn Checkpointer>,
-    thread: String,
-    id: String,
-    options: LeaseOptions,
-    released: bool,
-}
-
-impl Lease {
-    /// Joins the lease and waits until the run holds the thread; rolls back the run it stopped
-    /// when the strategy is `Rollback`.
-    async fn join<S: State>(
-        graph: &Graph<S>,
-        opts: &RunOptions,
-        strategy: MultitaskStrategy,
-    ) -> Result<Lease, GraphError> {
-        let (checkpointer, thread) = super::thread::persistence(
-            graph,
-            opts,
-            "a run with a multitask strategy (the lease lives in the checkpointer)",
-        )?;
-        let mut lease = Lease {
-            checkpointer,
-            thread,
-            id: crate::ids::time_ordered(),
-            options: opts.lease,
-            released: false,
-        };
-        let mut op = LeaseOp::Join(strategy);
-        let mut first_wait = true;
-        loop {
-            let state = match lease.op(op).await {
-                Ok(state) => state,
-                Err(e) => {
-                    lease.release().await;
-                    return Err(e.into());
-                }
-            };
-            op = LeaseOp::Renew;
-            match state {
-                LeaseState::Running { rollback_from } => {
-                    if let Some(marker) = rollback_from
-                        && let Err(e) = lease
-                            .checkpointer
-                            .rollback_after(&lease.thread, &marker)
-                            .await
-                    {
-                        lease.release().await;
-                        return Err(e.into());
-                    }
-                    return Ok(lease);
-                }
-                LeaseState::Waiting { .. } => {
-                    let stops = matches!(
-                        strategy,
-                        MultitaskStrategy::Interrupt | MultitaskStrategy::Rollback
-                    );
-                    if first_wait && stops {
-                        // Tell a holder in this process that it was asked to stop.
-                        wake_slot(&lease.thread).notify_waiters();
-                    }
-                    first_wait = false;
-                    if pause(&lease.thread, lease.options.poll, opts.cancel.as_ref()).await {
-                        lease.release().await;
-                        return Err(GraphError::Cancelled);
-                    }
-                }
-                LeaseState::Busy { holder } => {
-                    lease.released = true;
-                    return Err(GraphError::ThreadBusy {
-                        thread_id: lease.thread.clone(),
-                        holder,
-                    });
-                }
-                LeaseState::Stopped { strategy } => {
-                    lease.released = true;
-                    return Err(GraphError::Preempted {
-                        thread_id: lease.thread.clone(),
-                        strategy,
-                    });
-                }
-                LeaseState::Lost | LeaseState::Released => {
-                    lease.released = true;
-                    return Err(GraphError::LeaseLost {
-                        thread_id: lease.thread.clone(),
-                        ttl: lease.options.ttl,
-                    });
-                }
-            }
-        }
+/// Lease options that can work: a poll, and a time to live of at least three polls (a run
+/// gives up at half of it).
+fn check(options: &LeaseOptions) -> Result<(), GraphError> {
+    if options.poll.is_zero() {
+        return Err(GraphError::InvalidOptions(
+            "LeaseOptions::poll is zero: the run would check its lease in a busy loop; give it \
+             a poll of at least a few milliseconds (the default is 200 ms)"
+                .into(),
+        ));
     }
-
-    async fn op(&self, op: LeaseOp) -> Result<LeaseState, crate::checkpoint::CheckpointError> {
-        self.checkpointer
-            .lease(&self.thread, &self.id, op, self.options.ttl)
-            .await
+    if options.ttl < options.poll.saturating_mul(3) {
+        return Err(GraphError::InvalidOptions(format!(
+            "LeaseOptions::ttl ({:?}) is shorter than three polls ({:?} each): a run gives up \
+             at half its time to live, so it would lose the thread between two renewals; use a \
+             ttl of at least 3 x poll (the defaults are 30 s and 200 ms)",
+            options.ttl, options.poll
+        )));
     }
-
-    /// Renews the lease every `poll` until the run must stop. A renewal that fails is retried;
-    /// only when none succeeded for a whole time to live is the lease taken as lost.
-    async fn watch(&self, caller: Option<&CancelToken>) -> Stop {
-        let mut renewed = Instant::now();
-        loop {
-            if pause(&self.thread, self.options.poll, caller).await {
-                return Stop::Cancelled;
-            }
-            match self.op(LeaseOp::Renew).await {
-                Ok(LeaseState::Running { .. }) => renewed = Instant::now(),
-                Ok(LeaseState::Stopped { strategy }) => return Stop::Asked(strategy),
-                Ok(_) => return Stop::Lost,
-                Err(_) if renewed.elapsed() < self.options.ttl => {}
-                Err(_) => return Stop::Lost,
-            }
-        }
-    }
-
-    async fn release(mut self) {
-        self.released = true;
-        // A failed release only delays the next run by the lease's time to live.
-        let _ = self.op(LeaseOp::Release).await;
-        wake_slot(&self.thread).notify_waiters();
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (checkpointer, thread, id, ttl) = (
-            self.checkpointer.clone(),
-            std::mem::take(&mut self.thread),
-            std::mem::take(&mut self.id),
-            self.options.ttl,
-        );
-        runtime.spawn(async move {
-            let _ = checkpointer
-                .lease(&thread, &id, LeaseOp::Release, ttl)
-                .await;
-        });
-    }
+    Ok(())
 }

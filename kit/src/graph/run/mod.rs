@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::cancel::CancelToken;
 use super::error::GraphError;
 use super::interrupt::{Interrupt, Outcome, Resume};
 use super::node::{NodeError, NodeErrorKind, NodeOutput, RunContext, SendArg};
@@ -87,7 +88,13 @@ pub(crate) struct Exec<S: State> {
     /// The checkpoint the exit buffer becomes (`Durability::Exit`).
     exit_checkpoint: Option<(String, i64)>,
     run: Arc<RunContext>,
+    /// Called once the run's outcome is durable, before it is reported (a leased run leaves
+    /// its thread here, so a consumer that sees `run_end` finds the thread free).
+    settled: Option<Settled>,
 }
+
+/// What [`Exec::run`] calls once the outcome is durable.
+pub(crate) type Settled = Box<dyn FnOnce() -> futures::future::BoxFuture<'static, ()> + Send>;
 
 #[derive(Default)]
 struct TaskPending {
@@ -153,6 +160,7 @@ impl<S: State> Exec<S> {
             inflight_checkpoint: None,
             exit_checkpoint: None,
             run,
+            settled: None,
         };
         if let Some((cp, thread)) = exec.persist.clone() {
             // A thread this graph finished and nobody moved since goes on from the state the
@@ -219,6 +227,11 @@ impl<S: State> Exec<S> {
                 joins: std::mem::take(&mut self.joins),
             },
         );
+    }
+
+    /// Sets what [`run`](Self::run) calls once its outcome is durable.
+    pub(crate) fn on_settled(&mut self, settled: Settled) {
+        self.settled = Some(settled);
     }
 
     pub(super) fn inner(&self) -> &GraphInner<S> {
@@ -326,6 +339,9 @@ impl<S: State> Exec<S> {
                 Err(e)
             }
         };
+        if let Some(settled) = self.settled.take() {
+            settled().await;
+        }
         self.send_checkpoint_events().await;
         match &result {
             Ok(Outcome::Done(state)) if trace.is_recording() => {
@@ -368,8 +384,9 @@ impl<S: State> Exec<S> {
                 // cancelled with it, says nothing of its own.
                 Err(GraphError::Cancelled) if !self.ns.is_empty() => {}
                 Err(GraphError::Cancelled) => {
+                    let reason = self.opts.cancel.as_ref().and_then(CancelToken::reason);
                     let data = EventData::Cancelled {
-                        reason: "the run was cancelled".into(),
+                        reason: reason.unwrap_or("the run was cancelled").into(),
                     };
                     sink.send(self.event(data, self.inner().name.to_string(), None))
                         .await;
