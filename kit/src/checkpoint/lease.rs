@@ -183,7 +183,8 @@ pub fn decide(
     ttl: Duration,
     marker: impl FnOnce() -> String,
 ) -> LeaseState {
-    let expires_ms = now_ms.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX));
+    let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    let expires_ms = now_ms.saturating_add(ttl_ms);
     rows.retain(|r| r.expires_ms > now_ms);
     let mine = rows.iter().position(|r| r.run_id == run_id);
     let i = match (op, mine) {
@@ -233,13 +234,13 @@ pub fn decide(
         // A queued run leaves at once; a running one keeps the thread until it has stopped
         // (its release), so the run that stopped it never overlaps it.
         if rows[i].running {
-            rows[i].expires_ms = expires_ms;
+            extend(&mut rows[i], now_ms, ttl_ms);
         } else {
             rows.remove(i);
         }
         return LeaseState::Stopped { strategy };
     }
-    rows[i].expires_ms = expires_ms;
+    extend(&mut rows[i], now_ms, ttl_ms);
     if rows[i].running {
         return LeaseState::Running {
             rollback_from: None,
@@ -261,6 +262,15 @@ pub fn decide(
     }
     LeaseState::Waiting {
         ahead: holders + ahead,
+    }
+}
+
+/// Renews a row only once a quarter of its time to live has gone by: most renewals (every
+/// poll) then read without writing, and a row renewed successfully still has three quarters of
+/// its time to live left (a run gives up at half, so it stops with a quarter to spare).
+fn extend(row: &mut LeaseRow, now_ms: i64, ttl_ms: i64) {
+    if row.expires_ms.saturating_sub(now_ms) < ttl_ms / 4 * 3 {
+        row.expires_ms = now_ms.saturating_add(ttl_ms);
     }
 }
 
@@ -638,6 +648,17 @@ mod tests {
             None,
             "expired rows are idle"
         );
+    }
+
+    #[test]
+    fn renewals_write_only_once_a_quarter_of_the_ttl_has_gone() {
+        let mut rows = Vec::new();
+        op(&mut rows, "a", LeaseOp::Join(MultitaskStrategy::Reject), 0);
+        let before = rows.clone();
+        op(&mut rows, "a", LeaseOp::Renew, 2_000);
+        assert_eq!(rows, before, "renewed early: nothing to write");
+        op(&mut rows, "a", LeaseOp::Renew, 2_600);
+        assert_eq!(rows[0].expires_ms, 12_600, "past a quarter: extended");
     }
 
     #[test]
