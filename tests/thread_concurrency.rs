@@ -1159,3 +1159,87 @@ async fn a_streamed_run_frees_the_thread_before_run_end_postgres() {
     a_streamed_run_frees_the_thread_before_run_end_and_a_stopped_one_says_why(cp.clone()).await;
     cp.drop_schema().await.unwrap();
 }
+
+/// Two messages sent to an agent at once on one thread ("double texting"), enqueued: each is
+/// answered in turn, the second seeing the whole first exchange. Without a strategy one of the
+/// two would fail with a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_answers_two_messages_sent_at_once_in_turn() {
+    use kit::message::{Message, Role, ToolCall};
+    use kit::testing::ScriptedModel;
+    use kit::tool::{Tool, ToolError};
+
+    // The model calls the slow tool for a new question, then answers it.
+    let model = ScriptedModel::from_fn(|request| {
+        let messages: Vec<Message> = request.messages.iter().cloned().collect();
+        let last = messages
+            .last()
+            .cloned()
+            .unwrap_or_else(|| Message::user(""));
+        Ok(match last.role {
+            Role::Tool => {
+                let question = messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == Role::User)
+                    .map(Message::text)
+                    .unwrap_or_default();
+                Message::assistant(format!("answered: {question}"))
+            }
+            _ => Message::assistant_with_tool_calls(
+                "",
+                vec![ToolCall::new("slow", serde_json::json!({}))],
+            ),
+        })
+    });
+    let slow = Tool::from_fn(
+        "slow",
+        "Takes a while.",
+        serde_json::json!({"type": "object"}),
+        |_, _| async {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            Ok::<_, ToolError>("done")
+        },
+    );
+    let agent = Arc::new(
+        kit::Agent::builder()
+            .model(model)
+            .tool(slow)
+            .checkpointer(Arc::new(MemoryCheckpointer::new()))
+            .build()
+            .unwrap(),
+    );
+    let send = |text: &'static str| {
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            agent
+                .invoke(text)
+                .thread_id("chat")
+                .multitask_strategy(MultitaskStrategy::Enqueue)
+                .await
+        })
+    };
+    let first = send("first");
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let second = send("second");
+    first.await.unwrap().unwrap();
+    let out = second.await.unwrap().unwrap();
+    let texts: Vec<(Role, String)> = out
+        .state()
+        .messages
+        .iter()
+        .map(|m| (m.role, m.text()))
+        .collect();
+    let expected = [
+        (Role::User, "first"),
+        (Role::Assistant, ""),
+        (Role::Tool, "done"),
+        (Role::Assistant, "answered: first"),
+        (Role::User, "second"),
+        (Role::Assistant, ""),
+        (Role::Tool, "done"),
+        (Role::Assistant, "answered: second"),
+    ];
+    let expected: Vec<(Role, String)> = expected.iter().map(|(r, t)| (*r, t.to_string())).collect();
+    assert_eq!(texts, expected);
+}
