@@ -1243,3 +1243,53 @@ async fn an_agent_answers_two_messages_sent_at_once_in_turn() {
     let expected: Vec<(Role, String)> = expected.iter().map(|(r, t)| (*r, t.to_string())).collect();
     assert_eq!(texts, expected);
 }
+
+/// Deleting a thread deletes its lease rows too: the run holding it stops at its next
+/// renewal (its thread is gone), and the thread is idle at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_busy_thread_frees_it() {
+    for storage in ["memory", "sqlite", "postgres"] {
+        let dir = tempfile::tempdir().unwrap();
+        let pg = match storage {
+            "postgres" => match postgres_store().await {
+                Some(store) => Some(store),
+                None => continue,
+            },
+            _ => None,
+        };
+        let cp: Arc<dyn Checkpointer> = match (storage, &pg) {
+            ("memory", _) => Arc::new(MemoryCheckpointer::new()),
+            ("sqlite", _) => {
+                Arc::new(SqliteCheckpointer::open(dir.path().join("d.sqlite")).unwrap())
+            }
+            (_, Some(store)) => store.open().await,
+            _ => unreachable!(),
+        };
+        let graph = graph(dir.path()).with_checkpointer(cp);
+        let opts = options("t", MultitaskStrategy::Reject);
+        let run = {
+            let graph = graph.clone();
+            let opts = opts.clone();
+            tokio::spawn(async move { graph.invoke(input("holder")).options(&opts).await })
+        };
+        let busy = RunOptions::new().thread_id("t");
+        wait_until("the run holds the thread", || async {
+            graph.thread_activity(&busy).await.unwrap().is_some()
+        })
+        .await;
+        graph.delete_thread(&busy).await.unwrap();
+        assert_eq!(
+            graph.thread_activity(&busy).await.unwrap(),
+            None,
+            "{storage}"
+        );
+        let err = run.await.unwrap().unwrap_err();
+        assert!(
+            matches!(err, GraphError::LeaseLost { .. }),
+            "{storage}: {err}"
+        );
+        if let Some(store) = pg {
+            store.finish().await;
+        }
+    }
+}

@@ -38,6 +38,15 @@ impl MemoryCheckpointer {
         Ok(state)
     }
 
+    /// Drops the lease rows of deleted threads (a run still holding one stops at its next
+    /// renewal).
+    pub(super) fn forget_leases(&self, threads: &[String]) {
+        let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        for thread in threads {
+            leases.remove(thread);
+        }
+    }
+
     pub(super) fn activity(&self, thread_id: &str) -> Option<ThreadActivity> {
         let leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
         leases

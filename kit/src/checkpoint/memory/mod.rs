@@ -422,6 +422,7 @@ impl Checkpointer for MemoryCheckpointer {
 
     async fn delete_thread(&self, thread_id: &str) -> Result<(), CheckpointError> {
         self.remove_threads(|id, _| id == thread_id);
+        self.forget_leases(&[thread_id.to_string()]);
         Ok(())
     }
 
@@ -468,7 +469,9 @@ impl Checkpointer for MemoryCheckpointer {
     ) -> Result<Vec<String>, CheckpointError> {
         let cutoff = timestamp(cutoff);
         // Under the map's write lock: no writer reaches a thread while it is judged idle.
-        Ok(self.remove_threads(|_, data| data.updated_at < cutoff))
+        let removed = self.remove_threads(|_, data| data.updated_at < cutoff);
+        self.forget_leases(&removed);
+        Ok(removed)
     }
 
     async fn threads(&self) -> Result<Vec<ThreadInfo>, CheckpointError> {

@@ -358,7 +358,13 @@ impl PostgresCheckpointer {
     pub(super) async fn delete_inner(&self, thread_id: &str) -> R<()> {
         let mut client = self.client("deleting a thread").await?;
         let tx = client.transaction().await?;
-        for table in ["kit_blobs", "kit_writes", "kit_checkpoints", "kit_threads"] {
+        for table in [
+            "kit_blobs",
+            "kit_writes",
+            "kit_checkpoints",
+            "kit_threads",
+            "kit_thread_leases",
+        ] {
             let stmt = tx
                 .prepare_cached(&format!("DELETE FROM {table} WHERE thread_id = $1"))
                 .await?;

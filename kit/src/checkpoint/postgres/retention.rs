@@ -9,7 +9,15 @@ use super::{Fail, PostgresCheckpointer, R};
 use crate::checkpoint::retention::{BlobRow, CheckpointRow, plan};
 use crate::checkpoint::{PruneReport, PruneStrategy};
 
-const TABLES: [&str; 4] = ["kit_blobs", "kit_writes", "kit_checkpoints", "kit_threads"];
+/// A deleted thread's rows, its lease rows included (a run still holding it stops at its next
+/// renewal).
+const TABLES: [&str; 5] = [
+    "kit_blobs",
+    "kit_writes",
+    "kit_checkpoints",
+    "kit_threads",
+    "kit_thread_leases",
+];
 
 impl PostgresCheckpointer {
     pub(super) async fn prune_inner(

@@ -125,7 +125,13 @@ pub(super) fn put_writes_tx(tx: &rusqlite::Transaction<'_>, a: &WritesArgs) -> R
 
 #[allow(clippy::ptr_arg)] // the argument type is fixed by `write`
 pub(super) fn delete_tx(tx: &rusqlite::Transaction<'_>, thread_id: &String) -> R<()> {
-    for table in ["kit_blobs", "kit_writes", "kit_checkpoints", "kit_threads"] {
+    for table in [
+        "kit_blobs",
+        "kit_writes",
+        "kit_checkpoints",
+        "kit_threads",
+        "kit_thread_leases",
+    ] {
         tx.prepare_cached(&format!("DELETE FROM {table} WHERE thread_id = ?1"))?
             .execute([thread_id])?;
     }
