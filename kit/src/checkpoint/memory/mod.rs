@@ -247,10 +247,18 @@ fn put_locked(
         }),
     };
     // Ids are time-ordered, so this is almost always a push at the end.
-    let at = ns
+    let after_last = ns
         .checkpoints
-        .partition_point(|s| s.id.cmp_str(id) == std::cmp::Ordering::Less);
-    ns.checkpoints.insert(at, stored);
+        .last()
+        .is_none_or(|last| last.id.cmp_id(&stored.id) == std::cmp::Ordering::Less);
+    if after_last {
+        ns.checkpoints.push(stored);
+    } else {
+        let at = ns
+            .checkpoints
+            .partition_point(|s| s.id.cmp_id(&stored.id) == std::cmp::Ordering::Less);
+        ns.checkpoints.insert(at, stored);
+    }
     for blob in write.blobs {
         if blob.version != write.meta.id {
             ns.orphan_blobs
@@ -270,8 +278,10 @@ fn lock(t: &Mutex<ThreadData>) -> std::sync::MutexGuard<'_, ThreadData> {
 
 impl NsData {
     fn checkpoint(&self, id: &str) -> Option<&Stored> {
+        // Parsed once: the search then compares 16 bytes per probe, not two texts.
+        let id = Id::new(id);
         self.checkpoints
-            .binary_search_by(|s| s.id.cmp_str(id))
+            .binary_search_by(|s| s.id.cmp_id(&id))
             .ok()
             .map(|i| &self.checkpoints[i])
     }

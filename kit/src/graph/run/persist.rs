@@ -81,7 +81,13 @@ impl<S: State> Exec<S> {
                     }
                 }
             };
-            self.versions.insert(name.to_string(), id.clone());
+            // An existing entry takes the new id into its own buffer (ids have one length).
+            match self.versions.get_mut(name) {
+                Some(version) => version.clone_from(&id),
+                None => {
+                    self.versions.insert(name.to_string(), id.clone());
+                }
+            }
             blobs.push(blob);
         }
         self.changes = changes;
