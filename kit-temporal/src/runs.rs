@@ -8,14 +8,15 @@ use temporalio_client::errors::{
     WorkflowGetResultError, WorkflowInteractionError, WorkflowQueryError, WorkflowStartError,
 };
 use temporalio_client::{
-    WorkflowCancelOptions, WorkflowGetResultOptions, WorkflowQueryOptions, WorkflowSignalOptions,
-    WorkflowStartOptions,
+    WorkflowCancelOptions, WorkflowFetchHistoryOptions, WorkflowGetResultOptions,
+    WorkflowQueryOptions, WorkflowSignalOptions, WorkflowStartOptions,
 };
 
 use crate::connection::TemporalConnection;
 use crate::error::TemporalError;
 use crate::workflow::{
-    KitGraphWorkflow, NodeActivityOptions, Progress, ResumeSignal, ResumeValue, RunInput,
+    KitGraphWorkflow, NODE_ACTIVITY, NodeActivityOptions, NodeInput, Progress, ResumeSignal,
+    ResumeValue, RunInput,
 };
 
 /// Runs of kit graphs on Temporal, on one task queue: start, inspect, resume, cancel, and wait
@@ -230,6 +231,40 @@ impl TemporalRuns {
             }),
             Err(e) => Err(self.rpc("result", id, e)),
         }
+    }
+
+    /// The node tasks run `id` scheduled as activities so far, in order (from its Temporal
+    /// history): for an agent, its `model` and `tools` nodes, one activity per model call and
+    /// per round of tool calls. A retried activity (a dead worker) counts once.
+    pub async fn node_activities(&self, id: &str) -> Result<Vec<String>, TemporalError> {
+        use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
+        let handle = self
+            .connection
+            .client()
+            .get_workflow_handle::<KitGraphWorkflow>(id);
+        let events = handle
+            .fetch_history(WorkflowFetchHistoryOptions::default())
+            .into_events()
+            .await
+            .map_err(|e| self.interaction("history", id, e))?;
+        let mut nodes = Vec::new();
+        for event in events {
+            let Some(Attributes::ActivityTaskScheduledEventAttributes(scheduled)) =
+                event.attributes
+            else {
+                continue;
+            };
+            if scheduled.activity_type.as_ref().map(|t| t.name.as_str()) != Some(NODE_ACTIVITY) {
+                continue;
+            }
+            let node = scheduled
+                .input
+                .and_then(|input| input.payloads.into_iter().next())
+                .and_then(|payload| serde_json::from_slice::<NodeInput>(&payload.data).ok())
+                .map_or_else(|| "?".to_string(), |input| input.task.node);
+            nodes.push(node);
+        }
+        Ok(nodes)
     }
 
     async fn progress(&self, id: &str) -> Result<Progress, TemporalError> {

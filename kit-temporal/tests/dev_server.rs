@@ -378,6 +378,78 @@ async fn a_run_survives_its_worker_process_being_killed_mid_node() {
         ],
         "the node ran once in each worker process"
     );
+    // One activity for `slow` (two attempts), one for `finish`.
+    assert_eq!(runs.node_activities(&id).await.unwrap(), ["slow", "finish"]);
     second.kill().await.unwrap();
     let _ = std::fs::remove_file(&marker);
+}
+
+// --- an agent: its model calls and tool calls are activities --------------------------------
+
+static TOOL_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// An agent with the scripted model (offline): it calls `stock` once, then answers with what
+/// the tool said.
+fn stock_agent() -> kit::Agent {
+    use kit::message::Role;
+    use kit::{Message, ToolCall};
+    let model = kit::testing::ScriptedModel::from_fn(|request| {
+        Ok(match request.messages.last() {
+            Some(m) if m.role == Role::Tool => {
+                Message::assistant(format!("In stock: {}", m.text()))
+            }
+            _ => Message::assistant_with_tool_calls(
+                "",
+                vec![ToolCall::with_id("c1", "stock", json!({"sku": "A-17"}))],
+            ),
+        })
+    });
+    let stock = kit::tool::Tool::from_fn(
+        "stock",
+        "Units in stock of a product.",
+        json!({"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}),
+        |args: serde_json::Value, _ctx| async move {
+            TOOL_CALLS.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, kit::tool::ToolError>(format!("12 units of {}", args["sku"].as_str().unwrap()))
+        },
+    );
+    kit::Agent::builder()
+        .name("stock-agent")
+        .model(model)
+        .tool(stock)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_runs_its_model_and_tool_calls_as_activities() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let agent = stock_agent();
+    let queue = support::unique("kit-agent");
+    let worker = spawn_worker(&connection, &queue, agent.graph().clone());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("agent");
+    let input = kit::agent::AgentStateUpdate::new()
+        .messages(vec![kit::Message::user("How many A-17 do we have?")]);
+    runs.start(agent.graph(), &id, input).await.unwrap();
+    let state: kit::agent::AgentState = runs.result(&id).await.unwrap();
+    let texts: Vec<String> = state.messages.iter().map(|m| m.text()).collect();
+    assert_eq!(
+        texts,
+        [
+            "How many A-17 do we have?",
+            "",
+            "12 units of A-17",
+            "In stock: 12 units of A-17"
+        ]
+    );
+    assert_eq!(TOOL_CALLS.load(Ordering::SeqCst), 1);
+    // Each model call and the round of tool calls was an activity of its own.
+    assert_eq!(
+        runs.node_activities(&id).await.unwrap(),
+        ["model", "tools", "model"]
+    );
+    drop(worker);
 }
