@@ -62,8 +62,8 @@
 //! queue must run the same graphs. Nodes may do anything: they run in activities.
 //!
 //! **Sizes.** Each node activity receives the whole state as JSON and returns its writes;
-//! Temporal limits a payload to a few MB (2 MB warns, 4 MB fails by default), so keep large
-//! blobs out of the state (in the store, or a file) for long conversations.
+//! the SDK warns above 512 KB and a Temporal server refuses a payload over 2 MB by default, so
+//! keep large blobs out of the state (in the store, or a file) for long conversations.
 
 mod connection;
 mod error;

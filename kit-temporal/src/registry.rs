@@ -10,7 +10,7 @@ use serde_json::Value;
 
 /// The deterministic half of a run (inside the workflow), with JSON at its edges.
 pub(crate) trait Driver {
-    fn next(&mut self) -> Result<DriverNext, kit::GraphError>;
+    fn advance(&mut self) -> Result<DriverNext, kit::GraphError>;
     fn complete(&mut self, results: Vec<(String, TaskResult)>) -> Result<(), kit::GraphError>;
     fn resume(&mut self, resume: Resume) -> Result<(), kit::GraphError>;
     fn state(&self) -> Result<Value, String>;
@@ -33,8 +33,8 @@ pub(crate) trait ErasedGraph: Send + Sync {
 struct Typed<S: State>(Graph<S>);
 
 impl<S: State> Driver for StepDriver<S> {
-    fn next(&mut self) -> Result<DriverNext, kit::GraphError> {
-        StepDriver::next(self)
+    fn advance(&mut self) -> Result<DriverNext, kit::GraphError> {
+        StepDriver::advance(self)
     }
 
     fn complete(&mut self, results: Vec<(String, TaskResult)>) -> Result<(), kit::GraphError> {

@@ -223,7 +223,7 @@ impl KitGraphWorkflow {
         let mut driver = graph.start(run.input.clone(), &options).map_err(fail)?;
         let activity = run.activity.to_temporal();
         loop {
-            let next = driver.next().map_err(fail)?;
+            let next = driver.advance().map_err(fail)?;
             ctx.state_mut(|s| s.progress.step = driver.step());
             match next {
                 DriverNext::Done => return driver.state().map_err(fail),
