@@ -199,6 +199,21 @@ fn fail(message: impl std::fmt::Display) -> WorkflowTermination {
     )
 }
 
+/// Runs driver code (kit's routing functions and edge conditions among it), a panic failing
+/// the run rather than the workflow task (which Temporal would retry forever).
+fn unpanicked<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, WorkflowTermination> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        let text = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic payload".to_string());
+        fail(format!(
+            "a routing function or edge condition panicked while {what}: {text}"
+        ))
+    })
+}
+
 #[workflow_methods(factory_only)]
 impl KitGraphWorkflow {
     #[run(name = "kit-graph")]
@@ -223,7 +238,7 @@ impl KitGraphWorkflow {
         let mut driver = graph.start(run.input.clone(), &options).map_err(fail)?;
         let activity = run.activity.to_temporal();
         loop {
-            let next = driver.advance().map_err(fail)?;
+            let next = unpanicked("planning the next step", || driver.advance())?.map_err(fail)?;
             ctx.state_mut(|s| s.progress.step = driver.step());
             match next {
                 DriverNext::Done => return driver.state().map_err(fail),
@@ -286,7 +301,7 @@ impl KitGraphWorkflow {
                     if cancelled {
                         return Err(WorkflowTermination::cancelled());
                     }
-                    driver.complete(done).map_err(fail)?;
+                    unpanicked("applying the step", || driver.complete(done))?.map_err(fail)?;
                 }
             }
         }

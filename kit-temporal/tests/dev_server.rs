@@ -205,6 +205,39 @@ async fn a_failing_node_fails_the_run_with_its_error() {
     drop(worker);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_route_fails_the_run_instead_of_wedging_it() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let graph = GraphBuilder::<Review>::new("bad-route")
+        .node("a", |_s, _ctx| async { ReviewUpdate::new() })
+        .node("b", |_s, _ctx| async { ReviewUpdate::new() })
+        .edge(START, "a")
+        .route("a", ["b"], |_s: &Review| -> kit::graph::Route {
+            panic!("this route has a bug")
+        })
+        .edge("b", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-bad-route");
+    let worker = spawn_worker(&connection, &queue, graph.clone());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("bad-route");
+    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
+    assert!(
+        text.contains("panicked while applying the step: this route has a bug"),
+        "{text}"
+    );
+    drop(worker);
+}
+
 static STARTED: AtomicUsize = AtomicUsize::new(0);
 static SAW_CANCEL: AtomicBool = AtomicBool::new(false);
 
