@@ -32,7 +32,7 @@
 //!
 //! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let graph = GraphBuilder::<S>::new("review")
-//!     .node("draft", |_s, _ctx| async { SUpdate::new().draft("Dear customer, ...".into()) })
+//!     .node("draft", |_s, _ctx| async { SUpdate::new().draft("Dear customer, ...") })
 //!     .node("approve", |_s, ctx| async move {
 //!         let answer = ctx.interrupt("approve the draft?")?;
 //!         Ok::<_, NodeError>(SUpdate::new().approved(answer == "yes"))
