@@ -8,8 +8,9 @@ use temporalio_client::errors::{
     WorkflowGetResultError, WorkflowInteractionError, WorkflowQueryError, WorkflowStartError,
 };
 use temporalio_client::{
-    WorkflowCancelOptions, WorkflowFetchHistoryOptions, WorkflowGetResultOptions,
-    WorkflowQueryOptions, WorkflowSignalOptions, WorkflowStartOptions,
+    WorkflowCancelOptions, WorkflowDescribeOptions, WorkflowExecutionStatus,
+    WorkflowFetchHistoryOptions, WorkflowGetResultOptions, WorkflowQueryOptions,
+    WorkflowSignalOptions, WorkflowStartOptions,
 };
 
 use crate::connection::TemporalConnection;
@@ -117,7 +118,27 @@ impl TemporalRuns {
 
     /// The interrupts run `id` waits for (empty when it is running or finished).
     pub async fn pending_interrupts(&self, id: &str) -> Result<Vec<Interrupt>, TemporalError> {
+        // A closed run waits for nothing: no need for a worker to replay it for a query.
+        if !self.is_open(id).await? {
+            return Ok(Vec::new());
+        }
         Ok(self.progress(id).await?.interrupts)
+    }
+
+    /// Whether run `id` is still open (running or paused), from the server alone.
+    async fn is_open(&self, id: &str) -> Result<bool, TemporalError> {
+        let handle = self
+            .connection
+            .client()
+            .get_workflow_handle::<KitGraphWorkflow>(id);
+        let description = handle
+            .describe(WorkflowDescribeOptions::default())
+            .await
+            .map_err(|e| self.interaction("describe", id, e))?;
+        Ok(matches!(
+            description.status(),
+            WorkflowExecutionStatus::Running | WorkflowExecutionStatus::Unspecified
+        ))
     }
 
     /// The superstep run `id` is at.
