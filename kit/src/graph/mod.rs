@@ -51,7 +51,7 @@ pub use node::{
 };
 pub use options::{DEFAULT_RECURSION_LIMIT, Durability, RunOptions};
 pub use retry::RetryPolicy;
-pub use run::DEFAULT_WARM_THREADS;
+pub use run::{DEFAULT_WARM_THREADS, DriverNext, StepDriver, StepTask, TaskResult};
 pub use subgraph::subgraph;
 
 pub use node::NodeFn;

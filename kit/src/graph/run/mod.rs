@@ -1,6 +1,7 @@
 //! The superstep executor: the step loop of one run.
 
 mod codec;
+mod drive;
 mod lease;
 mod persist;
 mod resume;
@@ -11,6 +12,7 @@ mod thread;
 mod warm;
 
 use codec::{Body, BodyOut, TaskRecord};
+pub use drive::{DriverNext, StepDriver, StepTask, TaskResult};
 pub(crate) use lease::run as run_leased;
 use persist::ChannelStats;
 use route::merge_tasks;
@@ -457,18 +459,7 @@ impl<S: State> Exec<S> {
         let mut skip_before = false;
         match input {
             RunInput::Input(update) => {
-                self.pending.clear();
-                self.step += 1;
-                // A new thread starts from the declared initial values, then takes its input.
-                if !self.loaded
-                    && let Some(initial) = S::initial(&self.graph.inner.schema)
-                {
-                    self.apply(&mut vec![initial])?;
-                }
-                let mut updates = vec![update];
-                self.apply(&mut updates)?;
-                let (next, sends) = self.route_from(None, &[])?;
-                self.next = merge_tasks(next, sends, self.inner().nodes.len());
+                self.take_input(update)?;
                 self.save(CheckpointSource::Input).await?;
                 self.send_checkpoint_events().await;
             }
@@ -561,6 +552,24 @@ impl<S: State> Exec<S> {
         Ok(Outcome::Done(
             Arc::try_unwrap(state).unwrap_or_else(|s| (*s).clone()),
         ))
+    }
+
+    /// Takes a run's input (step -1 of a new thread): the declared initial values first on a
+    /// new thread, then `update`, then the tasks START triggers.
+    pub(super) fn take_input(&mut self, update: S::Update) -> Result<(), GraphError> {
+        self.pending.clear();
+        self.step += 1;
+        // A new thread starts from the declared initial values, then takes its input.
+        if !self.loaded
+            && let Some(initial) = S::initial(&self.graph.inner.schema)
+        {
+            self.apply(&mut vec![initial])?;
+        }
+        let mut updates = vec![update];
+        self.apply(&mut updates)?;
+        let (next, sends) = self.route_from(None, &[])?;
+        self.next = merge_tasks(next, sends, self.inner().nodes.len());
+        Ok(())
     }
 
     pub(super) fn event(&self, data: EventData, name: String, node: Option<&str>) -> Event {

@@ -84,20 +84,24 @@ impl<S: State> Exec<S> {
     pub(super) async fn static_interrupt_before(
         &mut self,
     ) -> Result<Option<Outcome<S>>, GraphError> {
+        let hits = self.static_hits_before();
+        if hits.is_empty() {
+            return Ok(None);
+        }
+        self.pause_static(hits, "before").await.map(Some)
+    }
+
+    /// The next step's tasks whose nodes pause before running: (node, task id).
+    pub(super) fn static_hits_before(&self) -> Vec<(String, String)> {
         let step = self.step + 1;
-        let hits: Vec<(String, String)> = self
-            .next
+        self.next
             .iter()
             .filter(|t| self.inner().nodes[t.node].interrupt_before)
             .map(|t| {
                 let node = &self.inner().nodes[t.node].name;
                 (node.to_string(), task_id(step, node, t.send_index))
             })
-            .collect();
-        if hits.is_empty() {
-            return Ok(None);
-        }
-        self.pause_static(hits, "before").await.map(Some)
+            .collect()
     }
 
     /// Pauses after nodes marked `interrupt_after`.
@@ -105,18 +109,23 @@ impl<S: State> Exec<S> {
         &mut self,
         tasks: &[TaskSpec],
     ) -> Result<Option<Outcome<S>>, GraphError> {
-        let hits: Vec<(String, String)> = tasks
+        let hits = self.static_hits_after(tasks);
+        if hits.is_empty() {
+            return Ok(None);
+        }
+        self.pause_static(hits, "after").await.map(Some)
+    }
+
+    /// The step's tasks whose nodes pause after running: (node, task id).
+    pub(super) fn static_hits_after(&self, tasks: &[TaskSpec]) -> Vec<(String, String)> {
+        tasks
             .iter()
             .filter(|t| self.inner().nodes[t.node].interrupt_after)
             .map(|t| {
                 let node = &self.inner().nodes[t.node].name;
                 (node.to_string(), task_id(self.step, node, t.send_index))
             })
-            .collect();
-        if hits.is_empty() {
-            return Ok(None);
-        }
-        self.pause_static(hits, "after").await.map(Some)
+            .collect()
     }
 
     pub(super) async fn pause_static(
@@ -130,15 +139,7 @@ impl<S: State> Exec<S> {
             });
         };
         self.flush().await?;
-        let interrupts: Vec<Interrupt> = hits
-            .iter()
-            .map(|(node, task)| Interrupt {
-                id: interrupt_id(&self.ns, &format!("{when}:{task}"), 0),
-                value: json!({ "interrupt": when, "node": node }),
-                node: node.clone(),
-                namespace: split_namespace(&self.ns),
-            })
-            .collect();
+        let interrupts = self.static_interrupts(&hits, when);
         let writes = hits
             .iter()
             .zip(&interrupts)
@@ -156,5 +157,22 @@ impl<S: State> Exec<S> {
             state: (*self.state).clone(),
             checkpoint_id: self.head.clone(),
         }))
+    }
+
+    /// The interrupts of a static pause `when` ("before" or "after") at `hits` (node, task
+    /// id): one per task, keyed by `<when>:<task id>`.
+    pub(super) fn static_interrupts(
+        &self,
+        hits: &[(String, String)],
+        when: &str,
+    ) -> Vec<Interrupt> {
+        hits.iter()
+            .map(|(node, task)| Interrupt {
+                id: interrupt_id(&self.ns, &format!("{when}:{task}"), 0),
+                value: json!({ "interrupt": when, "node": node }),
+                node: node.clone(),
+                namespace: split_namespace(&self.ns),
+            })
+            .collect()
     }
 }

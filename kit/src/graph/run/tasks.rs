@@ -133,7 +133,7 @@ impl<S: State> Exec<S> {
 
 /// One attempt of a task: the node's future (a panic while creating it is caught too, not only
 /// while polling it), inside its own trace run when the run is traced.
-fn attempt<S: State>(
+pub(super) fn attempt<S: State>(
     node: &crate::graph::CompiledNode<S>,
     state: Arc<S>,
     ctx: NodeContext,
@@ -171,7 +171,7 @@ fn attempt<S: State>(
 
 /// A task whose node has a retry policy: attempts until one succeeds, pauses, or the policy
 /// gives up. A failed attempt's writes are never applied (it has none).
-fn retrying<S: State>(
+pub(super) fn retrying<S: State>(
     graph: Arc<crate::graph::GraphInner<S>>,
     node: usize,
     state: Arc<S>,
@@ -212,7 +212,7 @@ fn retrying<S: State>(
 
 /// A task whose node has a cache policy: the stored output for its input when there is one,
 /// else the node's output, stored for next time. The store's failures never fail the task.
-fn cached<S: State>(
+pub(super) fn cached<S: State>(
     run: crate::graph::node::NodeFuture<S>,
     policy: Arc<crate::graph::CachePolicy<S>>,
     store: Arc<dyn crate::graph::NodeCache>,

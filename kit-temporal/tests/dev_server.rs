@@ -1,0 +1,488 @@
+//! kit graphs on a real Temporal dev server (`temporal server start-dev`, started by
+//! `.ci/temporal.sh`): an interrupt resumed by signal, a worker process killed mid-node with the
+//! run finished by a second worker process, cancellation, and the errors of misuse.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use kit::graph::{GraphBuilder, NodeError, Resume};
+use kit::{END, Graph, START};
+use kit_temporal::{NodeActivityOptions, TemporalError, TemporalRuns, TemporalWorker};
+use serde_json::json;
+
+#[derive(kit::State, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Review {
+    #[state(reducer = kit::reducers::append)]
+    log: Vec<String>,
+    draft: String,
+    answer: String,
+}
+
+/// draft → (check ‖ polish) → approve (interrupts) → publish: a fan-out whose writes merge in
+/// declaration order, then a pause for a human.
+fn review_graph() -> Graph<Review> {
+    GraphBuilder::<Review>::new("review")
+        .node("draft", |_s, _ctx| async {
+            ReviewUpdate::new()
+                .log(vec!["draft".into()])
+                .draft("Dear customer")
+        })
+        .node("check", |_s, _ctx| async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            ReviewUpdate::new().log(vec!["check".into()])
+        })
+        .node("polish", |s, _ctx| async move {
+            ReviewUpdate::new()
+                .log(vec!["polish".into()])
+                .draft(format!("{}, thank you.", s.draft))
+        })
+        .node("approve", |s, ctx| async move {
+            let answer = ctx.interrupt(json!({"question": "send it?", "draft": s.draft}))?;
+            Ok::<_, NodeError>(
+                ReviewUpdate::new()
+                    .log(vec!["approve".into()])
+                    .answer(answer.as_str().unwrap_or_default().to_string()),
+            )
+        })
+        .node("publish", |_s, _ctx| async {
+            ReviewUpdate::new().log(vec!["publish".into()])
+        })
+        .edge(START, "draft")
+        .edge("draft", "check")
+        .edge("draft", "polish")
+        .join(["check", "polish"], "approve")
+        .edge("approve", "publish")
+        .edge("publish", END)
+        .compile()
+        .unwrap()
+}
+
+/// Runs a worker for `graph` on `queue` in this process until the handle is dropped.
+fn spawn_worker<S: kit::State>(
+    connection: &kit_temporal::TemporalConnection,
+    queue: &str,
+    graph: Graph<S>,
+) -> kit_temporal::WorkerHandle {
+    TemporalWorker::new(connection, queue)
+        .graph(graph)
+        .unwrap()
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_waits_for_the_resume_signal_and_the_run_finishes() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let queue = support::unique("kit-review");
+    let worker = spawn_worker(&connection, &queue, review_graph());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("review");
+    runs.start(&review_graph(), &id, ReviewUpdate::new())
+        .await
+        .unwrap();
+
+    let pending = support::eventually(Duration::from_secs(30), "the interrupt", || async {
+        let pending = runs.pending_interrupts(&id).await.unwrap();
+        (!pending.is_empty()).then_some(pending)
+    })
+    .await;
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].node, "approve");
+    assert_eq!(
+        pending[0].value,
+        json!({"question": "send it?", "draft": "Dear customer, thank you."})
+    );
+
+    // A value addressed to no pending interrupt is refused before anything is sent.
+    let err = runs
+        .resume(&id, Resume::by_ids([("not-an-interrupt", "yes")]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, TemporalError::BadResume { .. }), "{err}");
+    assert!(err.to_string().contains(&pending[0].id), "{err}");
+
+    runs.resume(&id, json!("yes")).await.unwrap();
+    let state: Review = runs.result(&id).await.unwrap();
+    assert_eq!(
+        state,
+        Review {
+            log: ["draft", "check", "polish", "approve", "publish"]
+                .map(String::from)
+                .to_vec(),
+            draft: "Dear customer, thank you.".into(),
+            answer: "yes".into(),
+        }
+    );
+    assert!(runs.rejected_resumes(&id).await.unwrap().is_empty());
+
+    // Finished: nothing waits for a resume any more.
+    let err = runs.resume(&id, json!("again")).await.unwrap_err();
+    assert!(matches!(err, TemporalError::NothingPending { .. }), "{err}");
+    assert!(err.to_string().contains("pending_interrupts"), "{err}");
+    drop(worker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_or_cancelling_an_unknown_run_names_it() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let runs = TemporalRuns::new(&connection, support::unique("kit-nobody"));
+    let id = support::unique("no-such-run");
+    let err = runs.resume(&id, json!("yes")).await.unwrap_err();
+    assert!(matches!(err, TemporalError::UnknownRun { .. }), "{err}");
+    assert!(err.to_string().contains(&id), "{err}");
+    assert!(err.to_string().contains("namespace `default`"), "{err}");
+    let err = runs.cancel(&id).await.unwrap_err();
+    assert!(matches!(err, TemporalError::UnknownRun { .. }), "{err}");
+    let err = runs.result_json(&id).await.unwrap_err();
+    assert!(matches!(err, TemporalError::UnknownRun { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_the_workers_do_not_have_fails_the_run_with_its_name() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let queue = support::unique("kit-unregistered");
+    let worker = spawn_worker(&connection, &queue, review_graph());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("unregistered");
+    runs.start_named("no-such-graph", &id, &json!({}))
+        .await
+        .unwrap();
+    let err = runs.result_json(&id).await.unwrap_err();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("no graph named `no-such-graph`"), "{text}");
+    assert!(text.contains("(they have: review)"), "{text}");
+
+    // Starting a second run under a live id is refused.
+    let id = support::unique("twice");
+    runs.start(&review_graph(), &id, ReviewUpdate::new())
+        .await
+        .unwrap();
+    let err = runs
+        .start(&review_graph(), &id, ReviewUpdate::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, TemporalError::AlreadyStarted { .. }), "{err}");
+    runs.cancel(&id).await.unwrap();
+    drop(worker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_node_fails_the_run_with_its_error() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let graph = GraphBuilder::<Review>::new("fails")
+        .node("broken", |_s, _ctx| async {
+            Err::<ReviewUpdate, _>(NodeError::msg("the mail server said no"))
+        })
+        .edge(START, "broken")
+        .edge("broken", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-fails");
+    let worker = spawn_worker(&connection, &queue, graph.clone());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("fails");
+    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
+    let err = runs.result_json(&id).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
+    assert!(
+        text.contains("node `broken` failed in step 0: the mail server said no"),
+        "{text}"
+    );
+    drop(worker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_route_fails_the_run_instead_of_wedging_it() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let graph = GraphBuilder::<Review>::new("bad-route")
+        .node("a", |_s, _ctx| async { ReviewUpdate::new() })
+        .node("b", |_s, _ctx| async { ReviewUpdate::new() })
+        .edge(START, "a")
+        .route("a", ["b"], |_s: &Review| -> kit::graph::Route {
+            panic!("this route has a bug")
+        })
+        .edge("b", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-bad-route");
+    let worker = spawn_worker(&connection, &queue, graph.clone());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("bad-route");
+    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
+    assert!(
+        text.contains("panicked while applying the step: this route has a bug"),
+        "{text}"
+    );
+    drop(worker);
+}
+
+static STARTED: AtomicUsize = AtomicUsize::new(0);
+static SAW_CANCEL: AtomicBool = AtomicBool::new(false);
+
+/// Sets `SAW_CANCEL` when dropped with the run's cancel token fired.
+struct CancelWitness(kit::graph::CancelToken);
+
+impl Drop for CancelWitness {
+    fn drop(&mut self) {
+        if self.0.is_cancelled() {
+            SAW_CANCEL.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_cancels_its_running_node() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let graph = GraphBuilder::<Review>::new("forever")
+        .node("wait", |_s, ctx| async move {
+            let token = ctx.cancel_token().cloned().expect("a cancel token");
+            let _witness = CancelWitness(token.clone());
+            STARTED.fetch_add(1, Ordering::SeqCst);
+            token.cancelled().await;
+            ReviewUpdate::new().log(vec!["cancelled".into()])
+        })
+        .edge(START, "wait")
+        .edge("wait", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-cancel");
+    let worker = spawn_worker(&connection, &queue, graph.clone());
+    let runs = TemporalRuns::new(&connection, &queue)
+        .node_activity(NodeActivityOptions::default().heartbeat(Duration::from_secs(1)));
+    let id = support::unique("cancel");
+    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
+    support::eventually(Duration::from_secs(30), "the node to start", || async {
+        (STARTED.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await;
+    runs.cancel(&id).await.unwrap();
+    let err = runs.result_json(&id).await.unwrap_err();
+    assert!(matches!(err, TemporalError::Cancelled { .. }), "{err}");
+    assert_eq!(err.to_string(), format!("run `{id}` was cancelled"));
+    // The run ends only once the node stopped (the activity's cancellation completed).
+    assert!(
+        SAW_CANCEL.load(Ordering::SeqCst),
+        "the node was not stopped with its cancel token fired"
+    );
+    drop(worker);
+}
+
+// --- a worker killed mid-node -------------------------------------------------------------
+
+#[derive(kit::State, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Job {
+    #[state(reducer = kit::reducers::append)]
+    log: Vec<String>,
+}
+
+/// slow (appends a line to the marker file each time it starts, then works for 3 s) → finish.
+fn job_graph(marker: std::path::PathBuf) -> Graph<Job> {
+    GraphBuilder::<Job>::new("job")
+        .node("slow", move |_s, _ctx| {
+            let marker = marker.clone();
+            async move {
+                use std::io::Write;
+                let mut file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&marker)?;
+                writeln!(file, "started in process {}", std::process::id())?;
+                drop(file);
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                Ok::<_, NodeError>(JobUpdate::new().log(vec!["slow".into()]))
+            }
+        })
+        .node("finish", |_s, _ctx| async {
+            JobUpdate::new().log(vec!["finish".into()])
+        })
+        .edge(START, "slow")
+        .edge("slow", "finish")
+        .edge("finish", END)
+        .compile()
+        .unwrap()
+}
+
+/// Not a test of its own: the worker process the kill test starts (twice) by running this test
+/// binary again with `KIT_TEMPORAL_TEST_WORKER` set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the worker process of a_run_survives_its_worker_process_being_killed_mid_node"]
+async fn worker_process() {
+    let (Ok(queue), Ok(marker)) = (
+        std::env::var("KIT_TEMPORAL_TEST_WORKER"),
+        std::env::var("KIT_TEMPORAL_TEST_MARKER"),
+    ) else {
+        return;
+    };
+    let connection = support::connect().await.expect("a Temporal address");
+    TemporalWorker::new(&connection, queue)
+        .graph(job_graph(marker.into()))
+        .unwrap()
+        .run()
+        .await
+        .unwrap();
+}
+
+fn start_worker_process(queue: &str, marker: &std::path::Path) -> tokio::process::Child {
+    tokio::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "worker_process", "--ignored", "--nocapture"])
+        .env("KIT_TEMPORAL_TEST_WORKER", queue)
+        .env("KIT_TEMPORAL_TEST_MARKER", marker)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+fn starts(marker: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(marker)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_survives_its_worker_process_being_killed_mid_node() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let queue = support::unique("kit-kill");
+    let marker = std::env::temp_dir().join(format!("{}.log", support::unique("kit-kill")));
+    let mut first = start_worker_process(&queue, &marker);
+    let runs = TemporalRuns::new(&connection, &queue).node_activity(
+        NodeActivityOptions::default()
+            .heartbeat(Duration::from_secs(2))
+            .initial_retry_interval(Duration::from_millis(200)),
+    );
+    let id = support::unique("job");
+    runs.start_named("job", &id, &JobUpdate::new())
+        .await
+        .unwrap();
+
+    // The node is running in the first worker process: kill that process.
+    support::eventually(Duration::from_secs(60), "the node to start", || async {
+        (!starts(&marker).is_empty()).then_some(())
+    })
+    .await;
+    let first_pid = first.id().unwrap();
+    first.kill().await.unwrap();
+    let mut second = start_worker_process(&queue, &marker);
+    let second_pid = second.id().unwrap();
+
+    let state: Job = tokio::time::timeout(Duration::from_secs(90), runs.result(&id))
+        .await
+        .expect("the run finished on the second worker")
+        .unwrap();
+    assert_eq!(
+        state,
+        Job {
+            log: vec!["slow".into(), "finish".into()]
+        }
+    );
+    let started = starts(&marker);
+    assert_eq!(
+        started,
+        vec![
+            format!("started in process {first_pid}"),
+            format!("started in process {second_pid}"),
+        ],
+        "the node ran once in each worker process"
+    );
+    // One activity for `slow` (two attempts), one for `finish`.
+    assert_eq!(runs.node_activities(&id).await.unwrap(), ["slow", "finish"]);
+    second.kill().await.unwrap();
+    let _ = std::fs::remove_file(&marker);
+}
+
+// --- an agent: its model calls and tool calls are activities --------------------------------
+
+static TOOL_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// An agent with the scripted model (offline): it calls `stock` once, then answers with what
+/// the tool said.
+fn stock_agent() -> kit::Agent {
+    use kit::message::Role;
+    use kit::{Message, ToolCall};
+    let model = kit::testing::ScriptedModel::from_fn(|request| {
+        Ok(match request.messages.last() {
+            Some(m) if m.role == Role::Tool => {
+                Message::assistant(format!("In stock: {}", m.text()))
+            }
+            _ => Message::assistant_with_tool_calls(
+                "",
+                vec![ToolCall::with_id("c1", "stock", json!({"sku": "A-17"}))],
+            ),
+        })
+    });
+    let stock = kit::tool::Tool::from_fn(
+        "stock",
+        "Units in stock of a product.",
+        json!({"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}),
+        |args: serde_json::Value, _ctx| async move {
+            TOOL_CALLS.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, kit::tool::ToolError>(format!("12 units of {}", args["sku"].as_str().unwrap()))
+        },
+    );
+    kit::Agent::builder()
+        .name("stock-agent")
+        .model(model)
+        .tool(stock)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_runs_its_model_and_tool_calls_as_activities() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let agent = stock_agent();
+    let queue = support::unique("kit-agent");
+    let worker = spawn_worker(&connection, &queue, agent.graph().clone());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("agent");
+    let input = kit::agent::AgentStateUpdate::new()
+        .messages(vec![kit::Message::user("How many A-17 do we have?")]);
+    runs.start(agent.graph(), &id, input).await.unwrap();
+    let state: kit::agent::AgentState = runs.result(&id).await.unwrap();
+    let texts: Vec<String> = state.messages.iter().map(|m| m.text()).collect();
+    assert_eq!(
+        texts,
+        [
+            "How many A-17 do we have?",
+            "",
+            "12 units of A-17",
+            "In stock: 12 units of A-17"
+        ]
+    );
+    assert_eq!(TOOL_CALLS.load(Ordering::SeqCst), 1);
+    // Each model call and the round of tool calls was an activity of its own.
+    assert_eq!(
+        runs.node_activities(&id).await.unwrap(),
+        ["model", "tools", "model"]
+    );
+    drop(worker);
+}
