@@ -231,13 +231,14 @@ impl Mapper {
     }
 }
 
-/// How long an event may wait in the writer for others to share its write. A run that ends
+/// How long an event may wait in the writer for others to share its write, by default
+/// ([`WorkerBuilder::event_linger`](super::WorkerBuilder::event_linger)). A run that ends
 /// sooner writes all its events with its end, in one transaction; a longer one writes at most
-/// one batch per `LINGER` while it runs (what a stream sees live lags by at most this).
+/// one batch per linger while it runs (what a stream sees live lags by at most this).
 pub(crate) const LINGER: Duration = Duration::from_millis(20);
 
 /// Writes the events of run `run_id` arriving on `rx` to the log of `thread_id`, starting
-/// with `first`: a batch once its oldest event has waited [`LINGER`] (or once it holds
+/// with `first`: a batch once its oldest event has waited `linger` (or once it holds
 /// [`BATCH`]), until every sender is gone. Returns what it had not written yet: the run's end
 /// writes those with its own last events, in its transaction. A store failure is logged and
 /// the batch dropped (a stream reader then sees fewer events; the run itself is never failed
@@ -247,12 +248,13 @@ pub(crate) fn spawn_writer(
     thread_id: String,
     run_id: String,
     first: Vec<NewEvent>,
+    linger: Duration,
     mut rx: mpsc::Receiver<Event>,
 ) -> JoinHandle<Vec<NewEvent>> {
     tokio::spawn(async move {
         let mut mapper = Mapper::default();
         let mut batch = first;
-        let mut due = (!batch.is_empty()).then(|| tokio::time::Instant::now() + LINGER);
+        let mut due = (!batch.is_empty()).then(|| tokio::time::Instant::now() + linger);
         loop {
             let next = match due {
                 Some(at) => tokio::select! {
@@ -268,7 +270,7 @@ pub(crate) fn spawn_writer(
                 Some(Some(event)) => {
                     mapper.map(event, &mut batch);
                     if due.is_none() && !batch.is_empty() {
-                        due = Some(tokio::time::Instant::now() + LINGER);
+                        due = Some(tokio::time::Instant::now() + linger);
                     }
                     if batch.len() < BATCH {
                         continue;

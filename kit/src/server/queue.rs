@@ -9,9 +9,7 @@ use tokio::sync::{Notify, oneshot, watch};
 
 use super::event_log;
 use super::hosted::{Hosted, HostedRun};
-use super::store::{
-    Finish, NewEvent, RecoverAction, RunRecord, RunStatus, RunStore, StoreError,
-};
+use super::store::{Finish, NewEvent, RecoverAction, RunRecord, RunStatus, RunStore, StoreError};
 use super::{Recovery, WorkerConfig};
 use crate::checkpoint::Checkpointer;
 use crate::event::EventSink;
@@ -335,13 +333,14 @@ async fn run_hosted(
     stop: oneshot::Receiver<Stop>,
 ) -> Ending {
     // The run's start is the writer's first event: written with the first batch, or with
-    // the run's end when it ends within the writer's linger.
+    // the run's end when it ends within the linger.
     let (sink, events) = EventSink::channel(event_log::QUEUE);
     let writer = event_log::spawn_writer(
         shared.store.clone(),
         run.thread_id.clone(),
         run.run_id.clone(),
         vec![event_log::running()],
+        shared.config.event_linger,
         events,
     );
     let job = HostedRun {
@@ -465,8 +464,7 @@ async fn record_finish(
                 let mut events = finish.events;
                 events.truncate(events.len().saturating_sub(ending));
                 if let Err(e) =
-                    event_log::append_retrying(&*shared.store, &run.thread_id, run_id, events)
-                        .await
+                    event_log::append_retrying(&*shared.store, &run.thread_id, run_id, events).await
                 {
                     tracing::error!(run_id, error = %e, "could not write a dropped run's events to the thread's log");
                 }

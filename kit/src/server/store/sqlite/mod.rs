@@ -380,9 +380,7 @@ impl RunStore for SqliteRunStore {
         let graphs = serde_json::to_string(graph_ids).unwrap_or_else(|_| "[]".to_string());
         self.with("claiming runs", move |conn| {
             let now = ms(crate::ids::now_millis());
-            let tx = conn
-                .savepoint()
-                .map_err(|e| backend("claiming runs", e))?;
+            let tx = conn.savepoint().map_err(|e| backend("claiming runs", e))?;
             let ids: Vec<String> = tx
                 .prepare_cached(
                     "SELECT r.run_id FROM kit_worker_runs r
