@@ -59,7 +59,11 @@ fn postgres_cpu_s() -> f64 {
     };
     let mut total = 0.0;
     for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
@@ -118,7 +122,8 @@ async fn stop_worker(mut child: Child) -> HashMap<String, usize> {
                     break;
                 }
                 let mut parts = line.split_whitespace();
-                if let (Some("EXEC"), Some(id), Some(n)) = (parts.next(), parts.next(), parts.next())
+                if let (Some("EXEC"), Some(id), Some(n)) =
+                    (parts.next(), parts.next(), parts.next())
                 {
                     executions.insert(id.to_string(), n.parse().unwrap_or(0));
                 }
