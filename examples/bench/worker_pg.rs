@@ -216,7 +216,11 @@ pub(crate) fn w7pg(args: &[String]) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if quick { QUICK_RUNS } else { RUNS });
     let counts: Vec<usize> = match arg(args, "--workers=") {
-        Some(list) => list.split(',').filter_map(|v| v.parse().ok()).collect(),
+        Some(list) => list
+            .split(',')
+            .filter_map(|v| v.parse().ok())
+            .filter(|n| *n > 0)
+            .collect(),
         None if quick => vec![1, 2],
         None => vec![1, 2, 4],
     };
