@@ -395,3 +395,92 @@ async fn postgres_store_contract() {
         "no password in errors: {err}"
     );
 }
+
+/// Calls made at once are committed together by the SQLite store (one transaction per group,
+/// a savepoint per call): each must still keep its own outcome — a refused call changes
+/// nothing and fails nothing else — and appends to one thread stay numbered 1, 2, 3, … with
+/// no gap or repeat.
+#[tokio::test]
+async fn concurrent_calls_keep_their_own_outcomes_when_committed_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(SqliteRunStore::open(dir.path().join("runs.sqlite")).unwrap());
+    store
+        .create_run(new_run("first", "shared", "g"))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            match i % 4 {
+                // Fresh runs on threads of their own.
+                0 => store
+                    .create_run(new_run(&format!("r{i}"), &format!("t{i}"), "g"))
+                    .await
+                    .map(|_| "created"),
+                // The same run id again: refused.
+                1 => store
+                    .create_run(new_run("first", "shared", "g"))
+                    .await
+                    .map(|_| "created"),
+                // A thread of another graph: refused.
+                2 => store
+                    .create_run(new_run(&format!("x{i}"), "shared", "other"))
+                    .await
+                    .map(|_| "created"),
+                // Events on one thread, two per call.
+                _ => store
+                    .append_events(
+                        "shared",
+                        "first",
+                        vec![
+                            NewEvent::new("custom", json!({"i": i, "part": 0})),
+                            NewEvent::new("custom", json!({"i": i, "part": 1})),
+                        ],
+                    )
+                    .await
+                    .map(|_| "appended"),
+            }
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for (i, task) in tasks.into_iter().enumerate() {
+        outcomes.push((i, task.await.unwrap()));
+    }
+    for (i, outcome) in &outcomes {
+        match i % 4 {
+            0 => {
+                assert_eq!(outcome.as_ref().ok(), Some(&"created"), "{i}: {outcome:?}");
+                let run = store.get_run(&format!("r{i}")).await.unwrap().unwrap();
+                assert_eq!(run.thread_id, format!("t{i}"));
+            }
+            1 => assert!(
+                matches!(outcome, Err(StoreError::DuplicateRun(_))),
+                "{i}: {outcome:?}"
+            ),
+            2 => {
+                assert!(
+                    matches!(outcome, Err(StoreError::GraphMismatch { .. })),
+                    "{i}: {outcome:?}"
+                );
+                assert!(store.get_run(&format!("x{i}")).await.unwrap().is_none());
+            }
+            _ => assert_eq!(outcome.as_ref().ok(), Some(&"appended"), "{i}: {outcome:?}"),
+        }
+    }
+    let events = store.read_events("shared", 0, 1000).await.unwrap();
+    assert_eq!(events.len(), 100);
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=100).collect::<Vec<u64>>());
+    // Each call's two events are adjacent: one call's events are never split by another's.
+    for pair in events.chunks(2) {
+        assert_eq!(pair[0].data["i"], pair[1].data["i"]);
+        assert_eq!(pair[0].data["part"], 0);
+        assert_eq!(pair[1].data["part"], 1);
+    }
+    assert_eq!(
+        store.thread_runs("shared", 100, 0).await.unwrap().len(),
+        1,
+        "the refused runs left nothing behind"
+    );
+}

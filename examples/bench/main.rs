@@ -12,6 +12,8 @@
 //! cargo run --release --example bench -- w5         # checkpointing: memory, SQLite x3, size
 //! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w5  # + PostgreSQL
 //! cargo run --release --example bench -- w7         # 1000 async-subagent runs on a worker
+//! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w7pg
+//!                                    # W7 on 1, 2 and 4 worker processes sharing PostgreSQL
 //! cargo run --release --example bench -- policies   # retry and cache policies on W1: none, hit, miss
 //! cargo run --release --example bench -- growth     # cost curves: history, thread, chain, fan-out, ...
 //! cargo run --release --example bench -- growth --quick   # the same at small sizes (in `all`)
@@ -42,6 +44,7 @@ mod measure;
 mod pii;
 mod policies;
 mod worker;
+mod worker_pg;
 
 use agent::{w2, w2_trace, w4};
 use checkpoint::w5;
@@ -57,7 +60,7 @@ pub(crate) fn fail(message: &str) -> ! {
 }
 
 const WORKLOADS: &[&str] = &[
-    "w1", "w2", "w2t", "w3", "w4", "w5", "w6", "w7", "policies", "pii", "fuzz", "growth",
+    "w1", "w2", "w2t", "w3", "w4", "w5", "w6", "w7", "w7pg", "policies", "pii", "fuzz", "growth",
 ];
 
 /// mimalloc commits whole arenas eagerly by default on Linux; with a worker's many blocking
@@ -113,7 +116,7 @@ fn main() {
             if *w == "fuzz" {
                 command.arg(format!("--inputs={}", fuzz::ALL_INPUTS));
             }
-            if *w == "growth" {
+            if *w == "growth" || *w == "w7pg" {
                 command.arg("--quick");
             }
             let status = command.status();
@@ -129,6 +132,15 @@ fn main() {
     }
     if which == "w7" {
         w7();
+        return;
+    }
+    if which == "w7pg" {
+        worker_pg::w7pg(&args);
+        return;
+    }
+    // Not a workload: one worker process of `w7pg`, started by it.
+    if which == "w7-worker" {
+        worker_pg::w7_worker(&args);
         return;
     }
     if which == "growth" {

@@ -56,6 +56,8 @@ pub struct WorkerConfig {
     pub idle_timeout: Duration,
     /// How long a thread's events stay in its log (the window a stream can be resumed in).
     pub event_retention: Duration,
+    /// How long a run's events may wait to share one write to its thread's log.
+    pub event_linger: Duration,
 }
 
 impl Default for WorkerConfig {
@@ -76,6 +78,7 @@ impl Default for WorkerConfig {
             body_read_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
             event_retention: Duration::from_secs(60 * 60),
+            event_linger: super::event_log::LINGER,
         }
     }
 }

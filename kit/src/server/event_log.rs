@@ -231,29 +231,55 @@ impl Mapper {
     }
 }
 
-/// Writes the events of run `run_id` arriving on `rx` to the log of `thread_id`, a batch at a
-/// time, until every sender is gone. A store failure is logged and the batch dropped (a
-/// stream reader then sees fewer events; the run itself is never failed by its log).
+/// How long an event may wait in the writer for others to share its write, by default
+/// ([`WorkerBuilder::event_linger`](super::WorkerBuilder::event_linger)). A run that ends
+/// sooner writes all its events with its end, in one transaction; a longer one writes at most
+/// one batch per linger while it runs (what a stream sees live lags by at most this).
+pub(crate) const LINGER: Duration = Duration::from_millis(20);
+
+/// Writes the events of run `run_id` arriving on `rx` to the log of `thread_id`, starting
+/// with `first`: a batch once its oldest event has waited `linger` (or once it holds
+/// [`BATCH`]), until every sender is gone. Returns what it had not written yet: the run's end
+/// writes those with its own last events, in its transaction. A store failure is logged and
+/// the batch dropped (a stream reader then sees fewer events; the run itself is never failed
+/// by its log).
 pub(crate) fn spawn_writer(
     store: Arc<dyn RunStore>,
     thread_id: String,
     run_id: String,
+    first: Vec<NewEvent>,
+    linger: Duration,
     mut rx: mpsc::Receiver<Event>,
-) -> JoinHandle<()> {
+) -> JoinHandle<Vec<NewEvent>> {
     tokio::spawn(async move {
         let mut mapper = Mapper::default();
-        let mut batch = Vec::with_capacity(BATCH);
-        while let Some(first) = rx.recv().await {
-            mapper.map(first, &mut batch);
-            while batch.len() < BATCH {
-                match rx.try_recv() {
-                    Ok(event) => mapper.map(event, &mut batch),
-                    Err(_) => break,
+        let mut batch = first;
+        let mut due = (!batch.is_empty()).then(|| tokio::time::Instant::now() + linger);
+        loop {
+            let next = match due {
+                Some(at) => tokio::select! {
+                    biased;
+                    event = rx.recv() => Some(event),
+                    _ = tokio::time::sleep_until(at) => None,
+                },
+                None => Some(rx.recv().await),
+            };
+            match next {
+                // Every sender is gone: the run has ended, its end writes the rest.
+                Some(None) => return batch,
+                Some(Some(event)) => {
+                    mapper.map(event, &mut batch);
+                    if due.is_none() && !batch.is_empty() {
+                        due = Some(tokio::time::Instant::now() + linger);
+                    }
+                    if batch.len() < BATCH {
+                        continue;
+                    }
                 }
+                // The oldest event waited long enough.
+                None => {}
             }
-            if batch.is_empty() {
-                continue;
-            }
+            due = None;
             let events = std::mem::take(&mut batch);
             if let Err(e) = append_retrying(&*store, &thread_id, &run_id, events).await {
                 tracing::error!(%thread_id, %run_id, error = %e, "could not write a run's events to the thread's log; they are lost to stream readers");

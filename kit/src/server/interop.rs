@@ -157,7 +157,7 @@ async fn create_thread(
             )),
         };
     }
-    let id = thread_id.unwrap_or_else(crate::ids::random);
+    let id = thread_id.unwrap_or_else(crate::ids::time_ordered);
     let thread = shared
         .store
         .create_thread(&id, who.as_str(), metadata)

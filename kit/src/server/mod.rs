@@ -81,7 +81,9 @@
 //! stream of a run executing on any other (`LISTEN`/`NOTIFY` wake-ups). A reader holds one page
 //! of events in memory whatever its speed. Events older than
 //! [`event_retention`](WorkerBuilder::event_retention) are deleted; a reader resuming from
-//! before them is told which it missed. `/threads/{id}/commands` starts runs and answers
+//! before them is told which it missed. A run's events reach the log in batches, at most
+//! [`event_linger`](WorkerBuilder::event_linger) (20 ms) after they happen; the last ones are
+//! written with the run's end, in the transaction that records it. `/threads/{id}/commands` starts runs and answers
 //! interrupts. The client side is [`HttpRunClient::stream_thread`](crate::protocol::HttpRunClient::stream_thread)
 //! and [`wait_for_run`](crate::protocol::HttpRunClient::wait_for_run); async subagents use it
 //! to hear of a task's end without polling.
@@ -450,6 +452,16 @@ impl WorkerBuilder {
     /// resumed from a pruned point is told which events it missed.
     pub fn event_retention(mut self, retention: Duration) -> Self {
         self.config.event_retention = retention;
+        self
+    }
+
+    /// How long a run's events may wait to share one write to its thread's log (default
+    /// 20 ms). A run that ends sooner writes all its events with its end, in one transaction;
+    /// a longer one writes at most one batch per `linger` while it emits, and a live stream
+    /// lags by at most that. Raise it when many runs stream at once on a shared PostgreSQL:
+    /// each streaming run costs up to one transaction per `linger`.
+    pub fn event_linger(mut self, linger: Duration) -> Self {
+        self.config.event_linger = linger;
         self
     }
 

@@ -9,7 +9,7 @@ use tokio::sync::{Notify, oneshot, watch};
 
 use super::event_log;
 use super::hosted::{Hosted, HostedRun};
-use super::store::{Finish, RecoverAction, RunRecord, RunStatus, RunStore, StoreError};
+use super::store::{Finish, NewEvent, RecoverAction, RunRecord, RunStatus, RunStore, StoreError};
 use super::{Recovery, WorkerConfig};
 use crate::checkpoint::Checkpointer;
 use crate::event::EventSink;
@@ -281,16 +281,24 @@ fn start(shared: &Arc<Shared>, run: RunRecord) {
 }
 
 enum Ending {
-    Finish(Finish),
-    Release,
+    /// The run's end, after its events not written yet.
+    Finish(Finish, Vec<NewEvent>),
+    /// Back to the queue, after writing the run's events not written yet.
+    Release(Vec<NewEvent>),
+}
+
+impl Ending {
+    fn finish(finish: Finish) -> Self {
+        Ending::Finish(finish, Vec::new())
+    }
 }
 
 async fn execute(shared: &Arc<Shared>, run: RunRecord, stop: oneshot::Receiver<Stop>) {
     let ending = if run.cancel_requested {
-        Ending::Finish(finish(RunStatus::Cancelled, None, None))
+        Ending::finish(finish(RunStatus::Cancelled, None, None))
     } else {
         match shared.graphs.get(&run.graph_id) {
-            None => Ending::Finish(finish(
+            None => Ending::finish(finish(
                 RunStatus::Error,
                 None,
                 Some(format!(
@@ -303,12 +311,18 @@ async fn execute(shared: &Arc<Shared>, run: RunRecord, stop: oneshot::Receiver<S
         }
     };
     match ending {
-        Ending::Release => {
+        Ending::Release(events) => {
+            if let Err(e) =
+                event_log::append_retrying(&*shared.store, &run.thread_id, &run.run_id, events)
+                    .await
+            {
+                tracing::error!(run_id = %run.run_id, error = %e, "could not write a released run's last events to the thread's log");
+            }
             if let Err(e) = shared.store.release(&run.run_id, &shared.worker_id).await {
                 tracing::error!(run_id = %run.run_id, error = %e, "could not release a run at shutdown; it will be recovered at the next start");
             }
         }
-        Ending::Finish(finish) => record_finish(shared, &run.run_id, finish).await,
+        Ending::Finish(finish, unwritten) => record_finish(shared, &run, finish, unwritten).await,
     }
 }
 
@@ -318,21 +332,15 @@ async fn run_hosted(
     run: &RunRecord,
     stop: oneshot::Receiver<Stop>,
 ) -> Ending {
-    if let Err(e) = event_log::append_retrying(
-        &*shared.store,
-        &run.thread_id,
-        &run.run_id,
-        vec![event_log::running()],
-    )
-    .await
-    {
-        tracing::error!(run_id = %run.run_id, error = %e, "could not write a run's start to the thread's event log");
-    }
+    // The run's start is the writer's first event: written with the first batch, or with
+    // the run's end when it ends within the linger.
     let (sink, events) = EventSink::channel(event_log::QUEUE);
     let writer = event_log::spawn_writer(
         shared.store.clone(),
         run.thread_id.clone(),
         run.run_id.clone(),
+        vec![event_log::running()],
+        shared.config.event_linger,
         events,
     );
     let job = HostedRun {
@@ -350,15 +358,15 @@ async fn run_hosted(
     let mut joined_already = false;
     let ending = tokio::select! {
         joined = &mut task => { joined_already = true; match joined {
-            Ok(Ok(out)) => Ending::Finish(finish(
+            Ok(Ok(out)) => Ending::finish(finish(
                 if out.interrupts.is_empty() { RunStatus::Success } else { RunStatus::Interrupted },
                 Some(out.to_json()),
                 None,
             )),
-            Ok(Err(e)) => Ending::Finish(finish(RunStatus::Error, None, Some(e.message))),
+            Ok(Err(e)) => Ending::finish(finish(RunStatus::Error, None, Some(e.message))),
             Err(join) => {
                 tracing::error!(run_id = %run.run_id, error = %join, "a hosted run panicked");
-                Ending::Finish(finish(
+                Ending::finish(finish(
                     RunStatus::Error,
                     None,
                     Some("the run failed unexpectedly (the hosted graph panicked); the worker's logs have the details".to_string()),
@@ -368,14 +376,14 @@ async fn run_hosted(
         why = stop => {
             task.abort();
             match why {
-                Ok(Stop::Shutdown) => Ending::Release,
+                Ok(Stop::Shutdown) => Ending::Release(Vec::new()),
                 // A cancel request (or the sender gone, which only happens on cancel).
-                _ => Ending::Finish(finish(RunStatus::Cancelled, None, None)),
+                _ => Ending::finish(finish(RunStatus::Cancelled, None, None)),
             }
         },
         _ = tokio::time::sleep(timeout) => {
             task.abort();
-            Ending::Finish(finish(
+            Ending::finish(finish(
                 RunStatus::Timeout,
                 None,
                 Some(format!(
@@ -390,17 +398,30 @@ async fn run_hosted(
         // Wait for the aborted task to be gone, so nothing of the run outlives its status.
         let _ = task.await;
     }
-    // The run's events are in the log before its end is: the writer ends once every sink is
-    // gone (a sink kept alive by a task the run left behind is cut off after a grace).
+    // The run's events go to the log before its end does, in order: the writer ends once
+    // every sink is gone (a sink kept alive by a task the run left behind is cut off after a
+    // grace) and hands back what it had not written; those lead the ending's own events, in
+    // the one transaction that records the end.
     let mut writer = writer;
-    if tokio::time::timeout(WRITER_GRACE, &mut writer)
-        .await
-        .is_err()
-    {
-        tracing::warn!(run_id = %run.run_id, "a run left a task emitting events behind; its later events are not logged");
-        writer.abort();
+    let unwritten = match tokio::time::timeout(WRITER_GRACE, &mut writer).await {
+        Ok(Ok(unwritten)) => unwritten,
+        Ok(Err(join)) => {
+            tracing::error!(run_id = %run.run_id, error = %join, "a run's event writer failed; its last events are not logged");
+            Vec::new()
+        }
+        Err(_) => {
+            tracing::warn!(run_id = %run.run_id, "a run left a task emitting events behind; its later events are not logged");
+            writer.abort();
+            Vec::new()
+        }
+    };
+    match ending {
+        Ending::Finish(finish, _) => Ending::Finish(finish, unwritten),
+        Ending::Release(mut events) => {
+            events.extend(unwritten);
+            Ending::Release(events)
+        }
     }
-    ending
 }
 
 /// How long the end of a run waits for its event writer to drain.
@@ -416,7 +437,15 @@ fn finish(status: RunStatus, output: Option<serde_json::Value>, error: Option<St
     }
 }
 
-async fn record_finish(shared: &Shared, run_id: &str, finish: Finish) {
+async fn record_finish(
+    shared: &Shared,
+    run: &RunRecord,
+    mut finish: Finish,
+    unwritten: Vec<NewEvent>,
+) {
+    let run_id = run.run_id.as_str();
+    let ending = finish.events.len();
+    finish.events.splice(0..0, unwritten);
     let mut delay = Duration::from_millis(50);
     for attempt in 0..8 {
         match shared
@@ -430,6 +459,15 @@ async fn record_finish(shared: &Shared, run_id: &str, finish: Finish) {
                     run_id,
                     "a run finished after another worker recovered it; its result was dropped"
                 );
+                // What the attempt emitted still belongs in the log (as when each batch was
+                // written on its own), not the ending, which did not happen.
+                let mut events = finish.events;
+                events.truncate(events.len().saturating_sub(ending));
+                if let Err(e) =
+                    event_log::append_retrying(&*shared.store, &run.thread_id, run_id, events).await
+                {
+                    tracing::error!(run_id, error = %e, "could not write a dropped run's events to the thread's log");
+                }
                 return;
             }
             Err(e) => {

@@ -263,15 +263,26 @@ pub(crate) async fn submit(shared: &Shared, s: Submit) -> ApiResult<RunRecord> {
             "this worker is shutting down; retry on another worker or after its restart",
         ));
     }
-    let thread_id = s.thread_id.unwrap_or_else(crate::ids::random);
+    // A thread id made here names no thread yet: nothing to look up (two reads fewer per
+    // fresh run; the store's insert still checks owner and graph in its transaction).
+    let fresh = s.thread_id.is_none();
+    // Time-ordered, like run ids: a fresh thread's rows land beside the last one's in every
+    // index keyed by thread (threads, runs by thread, the event log), so the run ends a store
+    // commits together share pages instead of each rewriting a random one.
+    let thread_id = s.thread_id.unwrap_or_else(crate::ids::time_ordered);
     // Another identity's thread is never looked into (its runs are not interrupted or
     // rejected on its behalf); the store checks the owner again when it inserts the run.
-    if let Some(thread) = shared.store.get_thread(&thread_id).await?
+    if !fresh
+        && let Some(thread) = shared.store.get_thread(&thread_id).await?
         && thread.owner != s.owner.as_str()
     {
         return Err(thread_unavailable(&thread_id));
     }
-    let active = active_runs(shared, &thread_id).await?;
+    let active = if fresh {
+        Vec::new()
+    } else {
+        active_runs(shared, &thread_id).await?
+    };
     if !active.is_empty() {
         match s.strategy {
             Strategy::Enqueue => {}

@@ -8,7 +8,7 @@ use deadpool_postgres::GenericClient;
 use tokio::sync::broadcast;
 use tokio_postgres::NoTls;
 
-use super::{ms, sql_error, unms};
+use super::{ms, prepared, sql_error, unms};
 use crate::server::store::{NOTIFY_CHANNEL, NewEvent, StoreError, StoredEvent, parse_namespace};
 
 /// A NOTIFY payload must stay under 8000 bytes: longer thread ids are announced as an empty
@@ -31,8 +31,12 @@ pub(super) async fn append(
     let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
     let row = tx
         .query_opt(
-            "UPDATE kit_worker_threads SET event_seq = event_seq + $2
+            &prepared(
+                tx,
+                "UPDATE kit_worker_threads SET event_seq = event_seq + $2
              WHERE thread_id = $1 RETURNING event_seq",
+            )
+            .await?,
             &[&thread_id, &count],
         )
         .await
@@ -54,10 +58,14 @@ pub(super) async fn append(
         .collect();
     let data: Vec<String> = events.iter().map(|e| e.data.to_string()).collect();
     tx.execute(
-        "INSERT INTO kit_worker_events
+        &prepared(
+            tx,
+            "INSERT INTO kit_worker_events
             (thread_id, seq, run_id, method, namespace, data, created_at)
          SELECT $1, s, $2, m, n, d, $3
          FROM unnest($4::BIGINT[], $5::TEXT[], $6::TEXT[], $7::TEXT[]) AS u(s, m, n, d)",
+        )
+        .await?,
         &[
             &thread_id,
             &run_id,
@@ -75,9 +83,12 @@ pub(super) async fn append(
     } else {
         ""
     };
-    tx.execute("SELECT pg_notify($1, $2)", &[&NOTIFY_CHANNEL, &payload])
-        .await
-        .map_err(|e| sql_error(op, e))?;
+    tx.execute(
+        &prepared(tx, "SELECT pg_notify($1, $2)").await?,
+        &[&NOTIFY_CHANNEL, &payload],
+    )
+    .await
+    .map_err(|e| sql_error(op, e))?;
     Ok(unms(last))
 }
 
@@ -90,8 +101,12 @@ pub(super) async fn read(
 ) -> Result<Vec<StoredEvent>, StoreError> {
     let rows = client
         .query(
-            "SELECT seq, run_id, method, namespace, data, created_at FROM kit_worker_events
+            &prepared(
+                client,
+                "SELECT seq, run_id, method, namespace, data, created_at FROM kit_worker_events
              WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            )
+            .await?,
             &[
                 &thread_id,
                 &ms(after),
@@ -122,7 +137,11 @@ pub(super) async fn read(
 pub(super) async fn prune(client: &impl GenericClient, before: u64) -> Result<u64, StoreError> {
     client
         .execute(
-            "DELETE FROM kit_worker_events WHERE created_at < $1",
+            &prepared(
+                client,
+                "DELETE FROM kit_worker_events WHERE created_at < $1",
+            )
+            .await?,
             &[&ms(before)],
         )
         .await

@@ -6,12 +6,31 @@ use rusqlite::{Connection, params};
 use super::{backend, ms, unms};
 use crate::server::store::{NewEvent, StoreError, StoredEvent, parse_namespace};
 
+/// An event with its columns as stored: made before the store's database thread sees it.
+pub(super) struct Encoded {
+    method: String,
+    namespace: String,
+    data: String,
+}
+
+/// The stored columns of `events`.
+pub(super) fn encode(events: &[NewEvent]) -> Vec<Encoded> {
+    events
+        .iter()
+        .map(|event| Encoded {
+            method: event.method.clone(),
+            namespace: serde_json::to_string(&event.namespace).unwrap_or_else(|_| "[]".into()),
+            data: event.data.to_string(),
+        })
+        .collect()
+}
+
 /// Appends `events` inside the caller's transaction; returns the number of the last one.
 pub(super) fn append(
     conn: &Connection,
     thread_id: &str,
     run_id: &str,
-    events: &[NewEvent],
+    events: &[Encoded],
     now: u64,
 ) -> Result<u64, StoreError> {
     let op = "appending events";
@@ -41,15 +60,14 @@ pub(super) fn append(
         .map_err(|e| backend(op, e))?;
     for event in events {
         seq += 1;
-        let namespace = serde_json::to_string(&event.namespace).unwrap_or_else(|_| "[]".into());
         insert
             .execute(params![
                 thread_id,
                 seq,
                 run_id,
                 event.method,
-                namespace,
-                event.data.to_string(),
+                event.namespace,
+                event.data,
                 ms(now)
             ])
             .map_err(|e| backend(op, e))?;

@@ -1,13 +1,14 @@
 //! The SQLite run store: one worker process, runs kept in a file (or in memory).
 
 mod events;
+mod group;
 mod rows;
-use rows::{get_run, get_thread, runs_where};
+use rows::{get_raw_run, get_run, get_thread, runs_where};
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc;
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -82,7 +83,8 @@ CREATE INDEX IF NOT EXISTS kit_worker_events_age ON kit_worker_events (created_a
 /// ```
 #[derive(Clone)]
 pub struct SqliteRunStore {
-    conn: Arc<Mutex<Connection>>,
+    /// The thread owning the connection (it commits the writes of concurrent calls together).
+    jobs: mpsc::Sender<group::Job>,
     path: Option<PathBuf>,
     notices: broadcast::Sender<String>,
 }
@@ -187,30 +189,37 @@ impl SqliteRunStore {
             .map_err(|e| backend("creating the tables", e))?;
         migrate(&conn)?;
         Ok(SqliteRunStore {
-            conn: Arc::new(Mutex::new(conn)),
+            jobs: group::spawn(conn)?,
             path,
             notices: broadcast::channel(NOTICE_CAPACITY).0,
         })
     }
 
-    /// Runs `f` with the connection on the blocking pool.
+    /// Runs `f` with the connection on the store's database thread, in a transaction it may
+    /// share with other calls: `f` makes its writes atomic with a savepoint
+    /// ([`Connection::savepoint`]), never with a transaction of its own. Returns once the
+    /// work is committed.
     async fn with<T, F>(&self, op: &'static str, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let conn = self.conn.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = match conn.lock() {
-                Ok(g) => g,
-                // A panic while holding the lock leaves SQLite consistent (transactions roll
-                // back on drop), so the connection is still usable.
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            f(&mut guard)
-        })
-        .await
-        .map_err(|e| backend(op, format!("the database task failed: {e}")))?
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: group::Job = Box::new(move |conn: &mut Connection| {
+            let result = f(conn);
+            Box::new(move |failed: Option<&StoreError>| {
+                let result = match (failed, result) {
+                    (Some(e), Ok(_)) => Err(backend(op, e)),
+                    (_, result) => result,
+                };
+                let _ = tx.send(result);
+            }) as group::Reply
+        });
+        self.jobs
+            .send(job)
+            .map_err(|_| backend(op, "the database thread has stopped"))?;
+        rx.await
+            .map_err(|_| backend(op, "the database task failed (it panicked)"))?
     }
 }
 
@@ -250,10 +259,12 @@ impl RunStore for SqliteRunStore {
     }
 
     async fn create_run(&self, run: NewRun) -> Result<RunRecord, StoreError> {
-        self.with("creating a run", move |conn| {
+        let input = to_json(run.input.value());
+        let metadata = to_json(&run.metadata);
+        let raw = self.with("creating a run", move |conn| {
             let now = ms(crate::ids::now_millis());
             let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .savepoint()
                 .map_err(|e| backend("creating a run", e))?;
             let existing: Option<(Option<String>, String)> = tx
                 .prepare_cached(
@@ -307,8 +318,8 @@ impl RunStore for SqliteRunStore {
                         run.thread_id,
                         run.graph_id,
                         run.input.kind(),
-                        to_json(run.input.value()),
-                        to_json(&run.metadata),
+                        input,
+                        metadata,
                         run.multitask_strategy,
                         now,
                         run.owner
@@ -318,17 +329,20 @@ impl RunStore for SqliteRunStore {
             if inserted == 0 {
                 return Err(StoreError::DuplicateRun(run.run_id));
             }
-            let record = get_run(&tx, &run.run_id)?;
+            let record = get_raw_run(&tx, &run.run_id)?;
             tx.commit().map_err(|e| backend("creating a run", e))?;
             record.ok_or_else(|| StoreError::Corrupt(format!("run `{}` vanished", run.run_id)))
         })
-        .await
+        .await?;
+        raw.parse()
     }
 
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
         let run_id = run_id.to_string();
-        self.with("reading a run", move |conn| get_run(conn, &run_id))
-            .await
+        self.with("reading a run", move |conn| get_raw_run(conn, &run_id))
+            .await?
+            .map(rows::RawRun::parse)
+            .transpose()
     }
 
     async fn thread_runs(
@@ -366,9 +380,7 @@ impl RunStore for SqliteRunStore {
         let graphs = serde_json::to_string(graph_ids).unwrap_or_else(|_| "[]".to_string());
         self.with("claiming runs", move |conn| {
             let now = ms(crate::ids::now_millis());
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(|e| backend("claiming runs", e))?;
+            let tx = conn.savepoint().map_err(|e| backend("claiming runs", e))?;
             let ids: Vec<String> = tx
                 .prepare_cached(
                     "SELECT r.run_id FROM kit_worker_runs r
@@ -398,14 +410,17 @@ impl RunStore for SqliteRunStore {
                 )
                 .and_then(|mut s| s.execute(params![id, worker_id, ms(lease_until), now]))
                 .map_err(|e| backend("claiming runs", e))?;
-                if let Some(run) = get_run(&tx, &id)? {
+                if let Some(run) = get_raw_run(&tx, &id)? {
                     claimed.push(run);
                 }
             }
             tx.commit().map_err(|e| backend("claiming runs", e))?;
             Ok(claimed)
         })
-        .await
+        .await?
+        .into_iter()
+        .map(rows::RawRun::parse)
+        .collect()
     }
 
     async fn renew(&self, worker_id: &str, lease_until: u64) -> Result<Vec<String>, StoreError> {
@@ -438,11 +453,20 @@ impl RunStore for SqliteRunStore {
     ) -> Result<bool, StoreError> {
         let run_id = run_id.to_string();
         let worker_id = worker_id.to_string();
+        // JSON is written here, not on the database thread every call waits for.
+        let output = finish.output.as_ref().map(to_json);
+        let values = finish
+            .output
+            .as_ref()
+            .and_then(|o| o.get("values"))
+            .map(to_json);
+        let encoded = events::encode(&finish.events);
+        let (status, error) = (finish.status, finish.error);
         let thread = self
             .with("recording the end of a run", move |conn| {
                 let now = ms(crate::ids::now_millis());
                 let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .savepoint()
                     .map_err(|e| backend("recording the end of a run", e))?;
                 let changed = tx
                     .prepare_cached(
@@ -454,9 +478,9 @@ impl RunStore for SqliteRunStore {
                         s.execute(params![
                             run_id,
                             worker_id,
-                            finish.status.as_str(),
-                            finish.output.as_ref().map(to_json),
-                            finish.error,
+                            status.as_str(),
+                            output,
+                            error,
                             now
                         ])
                     })
@@ -468,15 +492,15 @@ impl RunStore for SqliteRunStore {
                     .prepare_cached("SELECT thread_id FROM kit_worker_runs WHERE run_id = ?1")
                     .and_then(|mut s| s.query_row(params![run_id], |r| r.get(0)))
                     .map_err(|e| backend("recording the end of a run", e))?;
-                if let Some(values) = finish.output.as_ref().and_then(|o| o.get("values")) {
+                if let Some(values) = values {
                     tx.prepare_cached(
                         "UPDATE kit_worker_threads SET values_json = ?2, updated_at = ?3
                      WHERE thread_id = ?1",
                     )
-                    .and_then(|mut s| s.execute(params![thread_id, to_json(values), now]))
+                    .and_then(|mut s| s.execute(params![thread_id, values, now]))
                     .map_err(|e| backend("recording the end of a run", e))?;
                 }
-                events::append(&tx, &thread_id, &run_id, &finish.events, unms(now))?;
+                events::append(&tx, &thread_id, &run_id, &encoded, unms(now))?;
                 tx.commit()
                     .map_err(|e| backend("recording the end of a run", e))?;
                 Ok(Some(thread_id))
@@ -501,10 +525,11 @@ impl RunStore for SqliteRunStore {
             return Ok(0);
         }
         let (thread, run) = (thread_id.to_string(), run_id.to_string());
+        let events = events::encode(&events);
         let last = self
             .with("appending events", move |conn| {
                 let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .savepoint()
                     .map_err(|e| backend("appending events", e))?;
                 let last = events::append(&tx, &thread, &run, &events, crate::ids::now_millis())?;
                 tx.commit().map_err(|e| backend("appending events", e))?;
@@ -559,7 +584,7 @@ impl RunStore for SqliteRunStore {
         self.with("cancelling a run", move |conn| {
             let now = ms(crate::ids::now_millis());
             let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .savepoint()
                 .map_err(|e| backend("cancelling a run", e))?;
             tx.prepare_cached(
                 "UPDATE kit_worker_runs SET status = 'cancelled', finished_at = ?2, updated_at = ?2
@@ -591,7 +616,7 @@ impl RunStore for SqliteRunStore {
         let worker_id = worker_id.to_string();
         self.with("recovering runs", move |conn| {
             let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .savepoint()
                 .map_err(|e| backend("recovering runs", e))?;
             let stale = if all_running {
                 runs_where(

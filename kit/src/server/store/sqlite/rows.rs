@@ -85,12 +85,15 @@ impl RawRun {
 }
 
 pub(super) fn get_run(conn: &Connection, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+    get_raw_run(conn, run_id)?.map(RawRun::parse).transpose()
+}
+
+/// A run's row, its JSON not parsed yet (callers parse off the database thread).
+pub(super) fn get_raw_run(conn: &Connection, run_id: &str) -> Result<Option<RawRun>, StoreError> {
     let sql = format!("SELECT {RUN_COLUMNS} FROM kit_worker_runs WHERE run_id = ?1");
-    let raw = conn
-        .prepare_cached(&sql)
+    conn.prepare_cached(&sql)
         .and_then(|mut s| s.query_row(params![run_id], read_run).optional())
-        .map_err(|e| backend("reading a run", e))?;
-    raw.map(RawRun::parse).transpose()
+        .map_err(|e| backend("reading a run", e))
 }
 
 pub(super) fn get_thread(
