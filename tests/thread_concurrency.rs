@@ -1293,3 +1293,34 @@ async fn deleting_a_busy_thread_frees_it() {
         }
     }
 }
+
+/// `ThreadBusy` names the holder by the run id its events carry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_thread_names_its_holder_by_its_run_id() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let graph = graph(dir.path()).with_checkpointer(Arc::new(MemoryCheckpointer::new()));
+    let opts = options("t", MultitaskStrategy::Reject);
+    let mut stream = graph.stream_events(input("holder"), &opts);
+    let run_id = loop {
+        let event = stream.next().await.expect("a run_start event");
+        if event.kind() == kit::EventKind::RunStart {
+            break event.run_id;
+        }
+    };
+    wait_until("the holder is inside node b", || async {
+        log_of(&graph, "t").await.contains(&"holder:a".to_string())
+    })
+    .await;
+    let err = graph
+        .invoke(input("second"))
+        .options(&opts)
+        .await
+        .unwrap_err();
+    match err {
+        GraphError::ThreadBusy { holder, .. } => assert_eq!(holder, run_id),
+        other => panic!("{other}"),
+    }
+    release(dir.path(), "holder");
+    while stream.next().await.is_some() {}
+}

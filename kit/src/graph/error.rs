@@ -109,7 +109,7 @@ pub enum GraphError {
     ThreadBusy {
         /// The thread.
         thread_id: String,
-        /// The lease id of the run holding it.
+        /// The run holding it: the `run_id` of that run's events.
         holder: String,
     },
     /// A newer run on the same thread stopped this one ([`MultitaskStrategy::Interrupt`] or

@@ -75,6 +75,9 @@ pub struct RunOptions {
     pub(crate) parent_store: Option<Arc<dyn Store>>,
     /// What the run does when its thread is busy; `None`: no lease is taken.
     pub(crate) multitask: Option<MultitaskStrategy>,
+    /// The id of this run in its events (a leased run uses its lease id, so
+    /// `GraphError::ThreadBusy::holder` names a run its events name); `None`: a random one.
+    pub(crate) run_id: Option<String>,
     /// How the run holds its thread's lease.
     pub(crate) lease: LeaseOptions,
 }

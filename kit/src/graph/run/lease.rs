@@ -51,6 +51,7 @@ pub(crate) async fn run<S: State>(
     let token = CancelToken::new();
     let mut run_opts = opts.clone();
     run_opts.cancel = Some(token.clone());
+    run_opts.run_id = Some(lease.id.clone());
     let settled = {
         let lease = lease.clone();
         Box::new(move || -> futures::future::BoxFuture<'static, ()> {

@@ -122,6 +122,7 @@ impl<S: State> Exec<S> {
         let mut node_options = opts.clone();
         // The run holds its thread's lease; what it runs inside must not wait for it.
         node_options.multitask = None;
+        let run_id = node_options.run_id.take().unwrap_or_else(ids::random);
         if let Some((cp, _)) = &persist {
             node_options.checkpointer = Some(cp.clone());
         }
@@ -135,7 +136,7 @@ impl<S: State> Exec<S> {
             options: node_options,
             store,
             ns: ns.clone(),
-            run_id: ids::random(),
+            run_id,
         });
         let mut exec = Exec {
             graph: graph.clone(),
