@@ -145,8 +145,20 @@ async fn resuming_or_cancelling_an_unknown_run_names_it() {
     assert!(matches!(err, TemporalError::UnknownRun { .. }), "{err}");
 }
 
+/// A one-node graph named `late`, which the first worker of the rolling-deploy test lacks.
+fn late_graph() -> Graph<Review> {
+    GraphBuilder::<Review>::new("late")
+        .node("only", |_s, _ctx| async {
+            ReviewUpdate::new().log(vec!["only".into()])
+        })
+        .edge(START, "only")
+        .edge("only", END)
+        .compile()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_graph_the_workers_do_not_have_fails_the_run_with_its_name() {
+async fn a_graph_the_workers_do_not_have_waits_for_a_worker_that_has_it() {
     let Some(connection) = support::connect().await else {
         return;
     };
@@ -154,14 +166,25 @@ async fn a_graph_the_workers_do_not_have_fails_the_run_with_its_name() {
     let worker = spawn_worker(&connection, &queue, review_graph());
     let runs = TemporalRuns::new(&connection, &queue);
     let id = support::unique("unregistered");
-    runs.start_named("no-such-graph", &id, &json!({}))
-        .await
+    runs.start_named("late", &id, &json!({})).await.unwrap();
+    // A rolling deploy: the worker without the graph fails the workflow task (retried), not
+    // the run.
+    let waited = tokio::time::timeout(Duration::from_secs(3), runs.result_json(&id)).await;
+    assert!(waited.is_err(), "the run ended: {waited:?}");
+    worker.shutdown().await.unwrap();
+    let deployed = TemporalWorker::new(&connection, &queue)
+        .graph(review_graph())
+        .unwrap()
+        .graph(late_graph())
+        .unwrap()
+        .spawn()
         .unwrap();
-    let err = runs.result_json(&id).await.unwrap_err();
-    assert!(matches!(err, TemporalError::RunFailed { .. }), "{err}");
-    let text = err.to_string();
-    assert!(text.contains("no graph named `no-such-graph`"), "{text}");
-    assert!(text.contains("(they have: review)"), "{text}");
+    let state: Review = tokio::time::timeout(Duration::from_secs(60), runs.result(&id))
+        .await
+        .expect("a worker that has the graph took the run")
+        .unwrap();
+    assert_eq!(state.log, ["only"]);
+    let worker = deployed;
 
     // Starting a second run under a live id is refused.
     let id = support::unique("twice");
@@ -234,6 +257,215 @@ async fn a_panicking_route_fails_the_run_instead_of_wedging_it() {
     assert!(
         text.contains("panicked while applying the step: this route has a bug"),
         "{text}"
+    );
+    drop(worker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_while_starting_the_run_fails_it() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let graph = GraphBuilder::<Review>::new("bad-start")
+        .node("a", |_s, _ctx| async { ReviewUpdate::new() })
+        .route(START, ["a"], |_s: &Review| -> kit::graph::Route {
+            panic!("this start route has a bug")
+        })
+        .edge("a", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-bad-start");
+    let worker = spawn_worker(&connection, &queue, graph.clone());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("bad-start");
+    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
+    assert!(
+        text.contains("panicked while starting the run: this start route has a bug"),
+        "{text}"
+    );
+    drop(worker);
+}
+
+#[derive(kit::State, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Blobs {
+    #[state(reducer = kit::reducers::append)]
+    blobs: Vec<String>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payloads_over_the_size_limit_fail_the_run_with_a_clear_message() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let mb = |n: f64| "x".repeat((n * 1024.0 * 1024.0) as usize);
+    // One node's output over 2 MB: a failed node, not an activity retried forever.
+    let huge = GraphBuilder::<Blobs>::new("huge-output")
+        .node("big", move |_s, _ctx| {
+            let blob = mb(2.5);
+            async move { BlobsUpdate::new().blobs(vec![blob]) }
+        })
+        .edge(START, "big")
+        .edge("big", END)
+        .compile()
+        .unwrap();
+    // Two outputs under it, but the state they make is over it: the run fails before the next
+    // node is scheduled.
+    let grows = GraphBuilder::<Blobs>::new("huge-state")
+        .node("a", move |_s, _ctx| {
+            let blob = mb(1.2);
+            async move { BlobsUpdate::new().blobs(vec![blob]) }
+        })
+        .node("b", move |_s, _ctx| {
+            let blob = mb(1.2);
+            async move { BlobsUpdate::new().blobs(vec![blob]) }
+        })
+        .node("c", |_s, _ctx| async { BlobsUpdate::new() })
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", "c")
+        .edge("c", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-sizes");
+    let worker = TemporalWorker::new(&connection, &queue)
+        .graph(huge.clone())
+        .unwrap()
+        .graph(grows.clone())
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let runs = TemporalRuns::new(&connection, &queue);
+
+    let id = support::unique("huge-output");
+    runs.start(&huge, &id, BlobsUpdate::new()).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
+    assert!(text.contains("the output of node `big`"), "{text}");
+    assert!(
+        text.contains("over Temporal's 2 MB payload limit"),
+        "{text}"
+    );
+    assert!(text.contains("keep large data in the store"), "{text}");
+
+    let id = support::unique("huge-state");
+    runs.start(&grows, &id, BlobsUpdate::new()).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
+    assert!(text.contains("the input of node `c`"), "{text}");
+    assert!(
+        text.contains("over Temporal's 2 MB payload limit"),
+        "{text}"
+    );
+    assert_eq!(runs.node_activities(&id).await.unwrap(), ["a", "b"]);
+    drop(worker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_paused_at_an_interrupt_ends_it_cancelled() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let queue = support::unique("kit-cancel-paused");
+    let worker = spawn_worker(&connection, &queue, review_graph());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("cancel-paused");
+    runs.start(&review_graph(), &id, ReviewUpdate::new())
+        .await
+        .unwrap();
+    support::eventually(Duration::from_secs(30), "the interrupt", || async {
+        (!runs.pending_interrupts(&id).await.unwrap().is_empty()).then_some(())
+    })
+    .await;
+    runs.cancel(&id).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(30), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    assert!(matches!(err, TemporalError::Cancelled { .. }), "{err}");
+    // Nothing after the pause ran.
+    assert_eq!(
+        runs.node_activities(&id).await.unwrap(),
+        ["draft", "check", "polish", "approve"]
+    );
+    drop(worker);
+}
+
+/// plan —Send×3→ square → ask (interrupts) → END: a fan-out and a pause.
+fn fan_out_graph() -> Graph<Review> {
+    use kit::graph::{Route, Send};
+    GraphBuilder::<Review>::new("fan-out")
+        .node("plan", |_s, _ctx| async {
+            ReviewUpdate::new().log(vec!["plan".into()])
+        })
+        .node("square", |_s, ctx| async move {
+            let n: i64 = ctx.arg()?;
+            Ok::<_, NodeError>(ReviewUpdate::new().log(vec![format!("square {}", n * n)]))
+        })
+        .node("ask", |_s, ctx| async move {
+            let answer = ctx.interrupt("go on?")?;
+            Ok::<_, NodeError>(
+                ReviewUpdate::new().answer(answer.as_str().unwrap_or_default().to_string()),
+            )
+        })
+        .edge(START, "plan")
+        .route("plan", ["square"], |_s: &Review| {
+            Route::Sends((1..=3_i64).map(|n| Send::new("square", n)).collect())
+        })
+        .edge("square", "ask")
+        .edge("ask", END)
+        .compile()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_replayed_on_every_workflow_task_gives_the_same_result() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let queue = support::unique("kit-replay");
+    // No cache: every workflow task replays the run's history from the start.
+    let worker = TemporalWorker::new(&connection, &queue)
+        .max_cached_workflows(0)
+        .graph(fan_out_graph())
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("replay");
+    runs.start(&fan_out_graph(), &id, ReviewUpdate::new())
+        .await
+        .unwrap();
+    support::eventually(Duration::from_secs(30), "the interrupt", || async {
+        (!runs.pending_interrupts(&id).await.unwrap().is_empty()).then_some(())
+    })
+    .await;
+    runs.resume(&id, json!("yes")).await.unwrap();
+    let state: Review = tokio::time::timeout(Duration::from_secs(60), runs.result(&id))
+        .await
+        .expect("the run finished")
+        .unwrap();
+    assert_eq!(
+        state.log,
+        ["plan", "square 1", "square 4", "square 9"].map(String::from)
+    );
+    assert_eq!(state.answer, "yes");
+    assert_eq!(
+        runs.node_activities(&id).await.unwrap(),
+        ["plan", "square", "square", "square", "ask", "ask"]
     );
     drop(worker);
 }
