@@ -531,9 +531,23 @@ struct Job {
     log: Vec<String>,
 }
 
-/// slow (appends a line to the marker file each time it starts, then works for 3 s) → finish.
+/// first (appends `first ran` to the marker file) → slow (appends a line each time it starts,
+/// then works for 3 s) → finish.
 fn job_graph(marker: std::path::PathBuf) -> Graph<Job> {
+    let first_marker = marker.clone();
     GraphBuilder::<Job>::new("job")
+        .node("first", move |_s, _ctx| {
+            let marker = first_marker.clone();
+            async move {
+                use std::io::Write;
+                let mut file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&marker)?;
+                writeln!(file, "first ran")?;
+                Ok::<_, NodeError>(JobUpdate::new().log(vec!["first".into()]))
+            }
+        })
         .node("slow", move |_s, _ctx| {
             let marker = marker.clone();
             async move {
@@ -551,7 +565,8 @@ fn job_graph(marker: std::path::PathBuf) -> Graph<Job> {
         .node("finish", |_s, _ctx| async {
             JobUpdate::new().log(vec!["finish".into()])
         })
-        .edge(START, "slow")
+        .edge(START, "first")
+        .edge("first", "slow")
         .edge("slow", "finish")
         .edge("finish", END)
         .compile()
@@ -616,7 +631,7 @@ async fn a_run_survives_its_worker_process_being_killed_mid_node() {
 
     // The node is running in the first worker process: kill that process.
     support::eventually(Duration::from_secs(60), "the node to start", || async {
-        (!starts(&marker).is_empty()).then_some(())
+        (starts(&marker).len() >= 2).then_some(())
     })
     .await;
     let first_pid = first.id().unwrap();
@@ -631,20 +646,25 @@ async fn a_run_survives_its_worker_process_being_killed_mid_node() {
     assert_eq!(
         state,
         Job {
-            log: vec!["slow".into(), "finish".into()]
+            log: vec!["first".into(), "slow".into(), "finish".into()]
         }
     );
     let started = starts(&marker);
     assert_eq!(
         started,
         vec![
+            "first ran".to_string(),
             format!("started in process {first_pid}"),
             format!("started in process {second_pid}"),
         ],
-        "the node ran once in each worker process"
+        "`first` ran exactly once (the second worker did not run the steps before again); \
+         `slow` once in each worker process"
     );
-    // One activity for `slow` (two attempts), one for `finish`.
-    assert_eq!(runs.node_activities(&id).await.unwrap(), ["slow", "finish"]);
+    // One activity for `first`, one for `slow` (two attempts), one for `finish`.
+    assert_eq!(
+        runs.node_activities(&id).await.unwrap(),
+        ["first", "slow", "finish"]
+    );
     second.kill().await.unwrap();
     let _ = std::fs::remove_file(&marker);
 }
