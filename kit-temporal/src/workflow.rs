@@ -64,7 +64,9 @@ pub struct NodeActivityOptions {
     pub schedule_to_close: Duration,
     /// How long a node may go without a heartbeat before Temporal counts its worker as dead
     /// and retries it elsewhere. The activity heartbeats three times per period while the node
-    /// runs; a worker's death is noticed within this time.
+    /// runs (in a task of its own; nodes must still not block: `spawn_blocking`); a worker's
+    /// death is noticed within this time, and a cancellation reaches the node with the answer
+    /// to its next heartbeat.
     pub heartbeat: Duration,
     /// Attempts of one node before the run fails (default 3; 0: unlimited, which retries a
     /// node that can never succeed forever). Node *errors* are not retried by Temporal: the

@@ -738,3 +738,49 @@ async fn an_agent_runs_its_model_and_tool_calls_as_activities() {
     );
     drop(worker);
 }
+
+// --- not supported: an interrupt inside a subgraph -----------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_inside_a_subgraph_fails_the_run_with_kits_error() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let child = GraphBuilder::<Review>::new("child")
+        .node("ask", |_s, ctx| async move {
+            ctx.interrupt("inside?")?;
+            Ok::<_, NodeError>(ReviewUpdate::new())
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .compile()
+        .unwrap();
+    let parent = GraphBuilder::<Review>::new("parent")
+        .subgraph(
+            "inner",
+            child,
+            |_p: &Review| ReviewUpdate::new(),
+            |_c: &Review| ReviewUpdate::new(),
+        )
+        .edge(START, "inner")
+        .edge("inner", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-subgraph");
+    let worker = spawn_worker(&connection, &queue, parent.clone());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("subgraph");
+    runs.start(&parent, &id, ReviewUpdate::new()).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
+    assert!(text.contains("node `inner` failed"), "{text}");
+    assert!(
+        text.contains("called interrupt() but the run has no checkpointer"),
+        "{text}"
+    );
+    drop(worker);
+}
