@@ -784,3 +784,93 @@ async fn an_interrupt_inside_a_subgraph_fails_the_run_with_kits_error() {
     );
     drop(worker);
 }
+
+// --- a changed graph replaying an old run ----------------------------------------------------
+
+/// `first` → approve (interrupts) → END, under one name for two builds: `first` is `draft` in
+/// the old build and `lookup` in the new one.
+fn versioned_graph(first: &'static str) -> Graph<Review> {
+    GraphBuilder::<Review>::new("versioned")
+        .node(first, move |_s, _ctx| async move {
+            ReviewUpdate::new().log(vec![first.to_string()])
+        })
+        .node("approve", |_s, ctx| async move {
+            let answer = ctx.interrupt("ok?")?;
+            Ok::<_, NodeError>(
+                ReviewUpdate::new()
+                    .log(vec!["approve".into()])
+                    .answer(answer.as_str().unwrap_or_default().to_string()),
+            )
+        })
+        .edge(START, first)
+        .edge(first, "approve")
+        .edge("approve", END)
+        .compile()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_graph_replaying_a_run_is_detected_not_applied() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let queue = support::unique("kit-diverge");
+    let old_worker = |connection| {
+        TemporalWorker::new(connection, &queue)
+            .max_cached_workflows(0)
+            .graph(versioned_graph("draft"))
+            .unwrap()
+            .spawn()
+            .unwrap()
+    };
+    let worker = old_worker(&connection);
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("diverge");
+    runs.start(&versioned_graph("draft"), &id, ReviewUpdate::new())
+        .await
+        .unwrap();
+    support::eventually(Duration::from_secs(30), "the interrupt", || async {
+        (!runs.pending_interrupts(&id).await.unwrap().is_empty()).then_some(())
+    })
+    .await;
+    worker.shutdown().await.unwrap();
+
+    // A worker of the new build replays the run (no cache: for the query): its first task is
+    // `0:lookup`, the history's is `0:draft`. The divergence fails the workflow task; it is not
+    // applied as `lookup`'s output.
+    let new_worker = TemporalWorker::new(&connection, &queue)
+        .max_cached_workflows(0)
+        .graph(versioned_graph("lookup"))
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let queried = tokio::time::timeout(Duration::from_secs(20), runs.pending_interrupts(&id))
+        .await
+        .expect("the query was answered");
+    let Err(err) = queried else {
+        panic!("the new build answered a query of a run it cannot replay: {queried:?}");
+    };
+    // sdk-core's check of the activity id (`0:draft#0` recorded, `0:lookup#0` planned).
+    let text = err.to_string();
+    assert!(text.contains("Nondeterminism"), "{text}");
+    assert!(text.contains("0:draft#0"), "{text}");
+    new_worker.shutdown().await.unwrap();
+
+    // The old build goes on with the run, unharmed.
+    let worker = old_worker(&connection);
+    let pending = support::eventually(Duration::from_secs(60), "the interrupt", || async {
+        runs.pending_interrupts(&id)
+            .await
+            .ok()
+            .filter(|p| !p.is_empty())
+    })
+    .await;
+    assert_eq!(pending[0].node, "approve");
+    runs.resume(&id, json!("yes")).await.unwrap();
+    let state: Review = tokio::time::timeout(Duration::from_secs(60), runs.result(&id))
+        .await
+        .expect("the run finished")
+        .unwrap();
+    assert_eq!(state.log, ["draft", "approve"]);
+    drop(worker);
+}
