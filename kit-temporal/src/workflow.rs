@@ -482,6 +482,10 @@ impl KitActivities {
                 tokio::time::sleep(period).await;
             }
         }));
+        // Let the heartbeat task start before the node does: a freshly spawned task waits in
+        // this thread's LIFO slot, which other threads cannot steal from, so a node that
+        // blocked this thread right away would keep it from ever running.
+        tokio::task::yield_now().await;
         // The token fires before the node's future is dropped (select! drops the losing
         // branches before it runs the winner's handler), so the node sees it while it is alive.
         let cancelled = async {

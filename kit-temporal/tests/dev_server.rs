@@ -874,3 +874,47 @@ async fn a_changed_graph_replaying_a_run_is_detected_not_applied() {
     assert_eq!(state.log, ["draft", "approve"]);
     drop(worker);
 }
+
+// --- a node that holds its thread ------------------------------------------------------------
+
+static BLOCKING_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_holds_its_thread_does_not_starve_the_heartbeats() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    // Not how to write a node (use spawn_blocking): it holds a runtime thread for 3 heartbeat
+    // timeouts. The heartbeats run in a task of their own, on the worker's other thread, so
+    // Temporal does not time the node out and run it again.
+    let graph = GraphBuilder::<Review>::new("blocking")
+        .node("hold", |_s, _ctx| async {
+            BLOCKING_RUNS.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_secs(3));
+            ReviewUpdate::new().log(vec!["held".into()])
+        })
+        .edge(START, "hold")
+        .edge("hold", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-blocking");
+    let worker = spawn_worker(&connection, &queue, graph.clone());
+    let runs = TemporalRuns::new(&connection, &queue).node_activity(
+        NodeActivityOptions::default()
+            .heartbeat(Duration::from_secs(1))
+            .initial_retry_interval(Duration::from_millis(100)),
+    );
+    let id = support::unique("blocking");
+    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
+    let state: Review = tokio::time::timeout(Duration::from_secs(60), runs.result(&id))
+        .await
+        .expect("the run finished")
+        .unwrap();
+    assert_eq!(state.log, ["held"]);
+    assert_eq!(
+        BLOCKING_RUNS.load(Ordering::SeqCst),
+        1,
+        "the node ran again"
+    );
+    drop(worker);
+}
