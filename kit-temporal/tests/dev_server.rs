@@ -1,6 +1,8 @@
 //! kit graphs on a real Temporal dev server (`temporal server start-dev`, started by
 //! `.ci/temporal.sh`): an interrupt resumed by signal, a worker process killed mid-node with the
-//! run finished by a second worker process, cancellation, and the errors of misuse.
+//! run finished by a second worker process, cancellation (running and paused), rolling deploys
+//! and a changed graph's replay, replay on every workflow task, payload sizes, a node holding
+//! its thread, and the errors of misuse.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
