@@ -57,13 +57,19 @@
 //! # Ok(()) }
 //! ```
 //!
-//! **Determinism.** Workflow code is replayed: a graph's routing functions and edge
-//! conditions must be pure functions of the state (kit's are), and every worker of a task
-//! queue must run the same graphs. Nodes may do anything: they run in activities.
+//! **Determinism.** Workflow code is replayed, and a graph's own code runs in it: routing
+//! closures and edge conditions (and the `Send` arguments they make), reducers (custom ones
+//! too), `State::initial`/`Default`, and the serde of the state and its updates. All of it must
+//! be deterministic — no clock, no randomness, no `HashMap` iteration order — and every worker
+//! of a task queue must run the same graphs (a worker without a run's graph leaves it to one
+//! that has it). Nodes may do anything, as activities, but must not block (use
+//! `spawn_blocking`) and must be idempotent (an activity may run more than once: key side
+//! effects on `ctx.thread_id()` + `ctx.task_id()`). Interrupts inside subgraphs and sync
+//! subagents are not supported (the parent node fails). `docs/temporal.md` has the rules.
 //!
-//! **Sizes.** Each node activity receives the whole state as JSON and returns its writes;
-//! the SDK warns above 512 KB and a Temporal server refuses a payload over 2 MB by default, so
-//! keep large blobs out of the state (in the store, or a file) for long conversations.
+//! **Sizes.** Each node activity receives the whole state as JSON and returns its writes; a
+//! Temporal server refuses a payload over 2 MB, so a node input or output over it fails the run
+//! with its size: keep large blobs out of the state (in the store, or a file).
 
 mod connection;
 mod error;

@@ -17,17 +17,28 @@ pub(crate) trait Driver {
     fn step(&self) -> i64;
 }
 
+/// Why a driver could not start.
+#[derive(Debug)]
+pub(crate) enum StartError {
+    /// The input does not fit this worker's build of the graph (its update type): another
+    /// worker, of another build, may have the right one (a rolling deploy). Retryable.
+    Mismatch(String),
+    /// The graph failed to start (its input, the recursion limit, ...): the run fails.
+    Graph(String),
+}
+
 /// A registered graph, its state type erased.
 pub(crate) trait ErasedGraph: Send + Sync {
     /// Starts a driver on a JSON input (the graph's update type).
-    fn start(&self, input: Value, opts: &RunOptions) -> Result<Box<dyn Driver>, String>;
-    /// Runs one task on a JSON state (an activity).
+    fn start(&self, input: Value, opts: &RunOptions) -> Result<Box<dyn Driver>, StartError>;
+    /// Runs one task on a JSON state (an activity). `Err`: the state does not fit this
+    /// worker's state type (another build of the graph; retryable elsewhere).
     fn run_task<'a>(
         &'a self,
         state: Value,
         task: &'a StepTask,
         opts: RunOptions,
-    ) -> BoxFuture<'a, TaskResult>;
+    ) -> BoxFuture<'a, Result<TaskResult, String>>;
 }
 
 struct Typed<S: State>(Graph<S>);
@@ -56,15 +67,20 @@ impl<S: State> Driver for StepDriver<S> {
 }
 
 impl<S: State> ErasedGraph for Typed<S> {
-    fn start(&self, input: Value, opts: &RunOptions) -> Result<Box<dyn Driver>, String> {
+    fn start(&self, input: Value, opts: &RunOptions) -> Result<Box<dyn Driver>, StartError> {
         let input: S::Update = serde_json::from_value(input).map_err(|e| {
-            format!(
-                "the input does not match the update type of graph `{}` ({}): {e}",
+            StartError::Mismatch(format!(
+                "the input does not match the update type of graph `{}` on this worker ({}): \
+                 {e}; if the workers are being deployed, deploy workers that register the \
+                 graph `{}` of the build that started the run (the workflow task is retried \
+                 until one takes it)",
                 self.0.name(),
-                std::any::type_name::<S::Update>()
-            )
+                std::any::type_name::<S::Update>(),
+                self.0.name(),
+            ))
         })?;
-        let driver = StepDriver::new(&self.0, input, opts).map_err(|e| e.to_string())?;
+        let driver =
+            StepDriver::new(&self.0, input, opts).map_err(|e| StartError::Graph(e.to_string()))?;
         Ok(Box::new(driver))
     }
 
@@ -73,16 +89,18 @@ impl<S: State> ErasedGraph for Typed<S> {
         state: Value,
         task: &'a StepTask,
         opts: RunOptions,
-    ) -> BoxFuture<'a, TaskResult> {
+    ) -> BoxFuture<'a, Result<TaskResult, String>> {
         Box::pin(async move {
             match serde_json::from_value::<S>(state) {
-                Ok(state) => self.0.run_task(state, task, &opts).await,
-                Err(e) => failed(format!(
+                Ok(state) => Ok(self.0.run_task(state, task, &opts).await),
+                Err(e) => Err(format!(
                     "the state sent to node `{}` does not match the state type of graph `{}` \
-                     ({}): {e}; are all workers running the same build?",
+                     on this worker ({}): {e}; deploy workers that register the graph `{}` of \
+                     the build that started the run (the node is retried, on any worker)",
                     task.node,
                     self.0.name(),
-                    std::any::type_name::<S>()
+                    std::any::type_name::<S>(),
+                    self.0.name(),
                 )),
             }
         })

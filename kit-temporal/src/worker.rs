@@ -33,6 +33,7 @@ pub struct TemporalWorker {
     connection: TemporalConnection,
     task_queue: String,
     graphs: Registry,
+    max_cached_workflows: usize,
 }
 
 impl std::fmt::Debug for TemporalWorker {
@@ -52,6 +53,7 @@ impl TemporalWorker {
             connection: connection.clone(),
             task_queue: task_queue.into(),
             graphs: Registry::default(),
+            max_cached_workflows: 1000,
         }
     }
 
@@ -73,6 +75,16 @@ impl TemporalWorker {
             return Err(TemporalError::DuplicateGraph(name));
         }
         Ok(self)
+    }
+
+    /// How many runs' workflows the worker keeps in memory between their workflow tasks
+    /// (default 1000, the SDK's). An evicted run is rebuilt by replaying its history; 0 replays
+    /// every run's history on every workflow task — slow, but a good test that a graph's code
+    /// inside the workflow is deterministic.
+    #[must_use]
+    pub fn max_cached_workflows(mut self, runs: usize) -> Self {
+        self.max_cached_workflows = runs;
+        self
     }
 
     /// The worker's task queue.
@@ -154,6 +166,7 @@ impl TemporalWorker {
             })
             .map_err(|e| worker_error(format!("registering the workflow: {e}")))?
             .register_activities(KitActivities { graphs })
+            .max_cached_workflows(self.max_cached_workflows)
             .build();
         let worker = Worker::new(&runtime, self.connection.client().clone(), options)
             .map_err(|e| worker_error(format!("creating the worker: {e}")))?;

@@ -13,8 +13,9 @@ use std::time::Duration;
 use kit::graph::{CancelToken, DriverNext, Interrupt, Resume, RunOptions, StepTask, TaskResult};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use temporalio_common::RetryPolicy;
+use temporalio_common::data_converters::PayloadConversionError;
 use temporalio_common::error::ApplicationFailure;
+use temporalio_common::{ActivityCloseTimeouts, RetryPolicy};
 use temporalio_macros::{activities, workflow, workflow_methods};
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use temporalio_sdk::{
@@ -22,12 +23,33 @@ use temporalio_sdk::{
     WorkflowContext, WorkflowContextView, WorkflowResult, WorkflowTermination,
 };
 
-use crate::registry::{Registry, failed};
+use crate::registry::{Registry, StartError, failed};
 
 /// The workflow type name kit runs graphs under.
 pub const WORKFLOW_TYPE: &str = "kit-graph";
 /// The activity type name of one node task.
 pub const NODE_ACTIVITY: &str = "kit-node";
+
+/// The patch (Temporal's versioning marker) under which node activities carry ids derived from
+/// their task (`<task id>#<n>`) and echo the task id in their result. Histories recorded before
+/// it (ids were sequence numbers, results bare) replay as they were recorded.
+const TASK_IDS_PATCH: &str = "kit-task-activity-ids";
+
+/// Temporal's default limit on one payload (a server refuses a larger one).
+const PAYLOAD_LIMIT: usize = 2 * 1024 * 1024;
+
+/// The size check of a payload: the error text when `size` bytes of JSON is over Temporal's limit.
+fn too_large(what: &str, size: usize) -> Option<String> {
+    (size > PAYLOAD_LIMIT).then(|| {
+        format!(
+            "{what} is {} KB as JSON, over Temporal's 2 MB payload limit ({} KB): the Temporal \
+             server would refuse it; keep large data in the store (or a file) and only its key \
+             in the state",
+            size.div_ceil(1024),
+            PAYLOAD_LIMIT / 1024
+        )
+    })
+}
 
 /// How node activities are scheduled: their timeouts and Temporal's retries (a worker that
 /// dies, a timeout). Part of a run's input, so every worker replays the same schedule.
@@ -36,24 +58,36 @@ pub const NODE_ACTIVITY: &str = "kit-node";
 pub struct NodeActivityOptions {
     /// How long one attempt of a node may run (Temporal's start-to-close timeout).
     pub start_to_close: Duration,
+    /// How long a node may take in all, its attempts and the pauses between them included
+    /// (Temporal's schedule-to-close timeout).
+    #[serde(default = "default_schedule_to_close")]
+    pub schedule_to_close: Duration,
     /// How long a node may go without a heartbeat before Temporal counts its worker as dead
     /// and retries it elsewhere. The activity heartbeats three times per period while the node
-    /// runs; a worker's death is noticed within this time.
+    /// runs (in a task of its own; nodes must still not block: `spawn_blocking`); a worker's
+    /// death is noticed within this time, and a cancellation reaches the node with the answer
+    /// to its next heartbeat.
     pub heartbeat: Duration,
-    /// Attempts of one node before the run fails (0: unlimited, Temporal's default). Node
-    /// *errors* are not retried by Temporal: the node's own kit `RetryPolicy` retries those
-    /// inside the attempt; these attempts cover dead workers and timeouts.
+    /// Attempts of one node before the run fails (default 3; 0: unlimited, which retries a
+    /// node that can never succeed forever). Node *errors* are not retried by Temporal: the
+    /// node's own kit `RetryPolicy` retries those inside the attempt; these attempts cover dead
+    /// workers, timeouts and workers that do not have the graph yet (a rolling deploy).
     pub max_attempts: u32,
     /// The first pause before a retry (doubled each time, at most a minute).
     pub initial_retry_interval: Duration,
+}
+
+fn default_schedule_to_close() -> Duration {
+    Duration::from_secs(3600)
 }
 
 impl Default for NodeActivityOptions {
     fn default() -> Self {
         NodeActivityOptions {
             start_to_close: Duration::from_secs(600),
+            schedule_to_close: default_schedule_to_close(),
             heartbeat: Duration::from_secs(30),
-            max_attempts: 0,
+            max_attempts: 3,
             initial_retry_interval: Duration::from_secs(1),
         }
     }
@@ -64,6 +98,13 @@ impl NodeActivityOptions {
     #[must_use]
     pub fn start_to_close(mut self, timeout: Duration) -> Self {
         self.start_to_close = timeout;
+        self
+    }
+
+    /// Sets the schedule-to-close timeout: how long a node may take, all its attempts included.
+    #[must_use]
+    pub fn schedule_to_close(mut self, timeout: Duration) -> Self {
+        self.schedule_to_close = timeout;
         self
     }
 
@@ -89,18 +130,21 @@ impl NodeActivityOptions {
     }
 
     fn to_temporal(&self) -> ActivityOptions {
-        ActivityOptions::with_start_to_close_timeout(self.start_to_close)
-            .heartbeat_timeout(self.heartbeat)
-            // The workflow learns a node is cancelled only once the node stopped.
-            .cancellation_type(ActivityCancellationType::WaitCancellationCompleted)
-            .retry_policy(
-                RetryPolicy::builder()
-                    .initial_interval(self.initial_retry_interval)
-                    .maximum_interval(Duration::from_secs(60))
-                    .maximum_attempts(self.max_attempts)
-                    .build(),
-            )
-            .build()
+        ActivityOptions::with_close_timeouts(ActivityCloseTimeouts::ScheduleAndStartToClose {
+            schedule_to_close: self.schedule_to_close,
+            start_to_close: self.start_to_close,
+        })
+        .heartbeat_timeout(self.heartbeat)
+        // The workflow learns a node is cancelled only once the node stopped.
+        .cancellation_type(ActivityCancellationType::WaitCancellationCompleted)
+        .retry_policy(
+            RetryPolicy::builder()
+                .initial_interval(self.initial_retry_interval)
+                .maximum_interval(Duration::from_secs(60))
+                .maximum_attempts(self.max_attempts)
+                .build(),
+        )
+        .build()
     }
 }
 
@@ -171,6 +215,17 @@ pub(crate) struct NodeInput {
     pub(crate) task: StepTask,
 }
 
+/// What one node activity returns: the task's result, and the id of the task it ran (so a
+/// result is never paired with another task on replay).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct NodeResult {
+    /// The id of the task run (absent in results recorded before [`TASK_IDS_PATCH`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) task: Option<String>,
+    #[serde(flatten)]
+    pub(crate) result: TaskResult,
+}
+
 /// A kit graph run as a Temporal workflow: the superstep loop.
 #[workflow]
 pub(crate) struct KitGraphWorkflow {
@@ -199,8 +254,19 @@ fn fail(message: impl std::fmt::Display) -> WorkflowTermination {
     )
 }
 
-/// Runs driver code (kit's routing functions and edge conditions among it), a panic failing
-/// the run rather than the workflow task (which Temporal would retry forever).
+/// Fails the workflow *task*, not the run: Temporal retries it, on any worker of the task
+/// queue, until one can go on (a worker that has the graph, of the right build) — what a
+/// rolling deploy needs. The run stays open meanwhile; its history shows the failures.
+fn retry_task(message: impl std::fmt::Display) -> WorkflowTermination {
+    // The SDK fails the workflow task (rather than the run) on a payload conversion error.
+    WorkflowTermination::from(PayloadConversionError::EncodingError(Box::new(
+        std::io::Error::other(message.to_string()),
+    )))
+}
+
+/// Runs driver code — the user code that runs inside the workflow: routing functions, edge
+/// conditions, reducers, the state's initial values and its serde — a panic failing the run
+/// rather than the workflow task (which Temporal would retry forever).
 fn unpanicked<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, WorkflowTermination> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
         let text = panic
@@ -209,7 +275,8 @@ fn unpanicked<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, WorkflowTermina
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic payload".to_string());
         fail(format!(
-            "a routing function or edge condition panicked while {what}: {text}"
+            "graph code run inside the workflow (a routing function, an edge condition, a \
+             reducer, the state's initial value or its serde) panicked while {what}: {text}"
         ))
     })
 }
@@ -223,11 +290,14 @@ impl KitGraphWorkflow {
     ) -> WorkflowResult<Value> {
         let graphs = ctx.state(|s| s.graphs.clone());
         let Some(graph) = graphs.get(&run.graph) else {
-            return Err(fail(format!(
-                "no graph named `{}` is registered on the workers of this task queue (they \
-                 have: {}); register it with TemporalWorker::graph",
+            // Not the run's failure: a worker of another build may have it (a rolling deploy).
+            return Err(retry_task(format!(
+                "no graph named `{}` is registered on this worker (it has: {}); the workflow \
+                 task is retried until a worker that has it takes it: deploy workers that \
+                 register graph `{}` (TemporalWorker::graph) on this task queue",
                 run.graph,
-                graphs.names()
+                graphs.names(),
+                run.graph,
             )));
         };
         let thread_id = ctx.info().workflow_id().to_string();
@@ -235,8 +305,20 @@ impl KitGraphWorkflow {
         if let Some(limit) = run.recursion_limit {
             options = options.recursion_limit(limit);
         }
-        let mut driver = graph.start(run.input.clone(), &options).map_err(fail)?;
+        // START's routing, the initial values and the input's reducers run here.
+        let started = unpanicked("starting the run", || {
+            graph.start(run.input.clone(), &options)
+        })?;
+        let mut driver = match started {
+            Ok(driver) => driver,
+            Err(StartError::Mismatch(message)) => return Err(retry_task(message)),
+            Err(StartError::Graph(message)) => return Err(fail(message)),
+        };
         let activity = run.activity.to_temporal();
+        let task_ids = ctx.patched(TASK_IDS_PATCH);
+        // Activities scheduled so far: with the task id, a unique and deterministic activity
+        // id (a resumed task runs again under its id).
+        let mut scheduled: u64 = 0;
         loop {
             let next = unpanicked("planning the next step", || driver.advance())?.map_err(fail)?;
             ctx.state_mut(|s| s.progress.step = driver.step());
@@ -271,35 +353,70 @@ impl KitGraphWorkflow {
                     ctx.state_mut(|s| s.progress.interrupts.clear());
                 }
                 DriverNext::Run(tasks) => {
-                    let state = driver.state().map_err(fail)?;
-                    let calls = tasks.iter().map(|task| {
-                        ctx.execute_activity(
-                            KitActivities::run_node,
-                            NodeInput {
-                                graph: run.graph.clone(),
-                                state: state.clone(),
-                                task: task.clone(),
-                            },
-                            activity.clone(),
-                        )
-                    });
+                    let state =
+                        unpanicked("serializing the state", || driver.state())?.map_err(fail)?;
+                    let mut calls = Vec::with_capacity(tasks.len());
+                    for task in &tasks {
+                        let input = NodeInput {
+                            graph: run.graph.clone(),
+                            state: state.clone(),
+                            task: task.clone(),
+                        };
+                        let size = serde_json::to_vec(&input).map_or(0, |json| json.len());
+                        if let Some(message) = too_large(
+                            &format!(
+                                "the input of node `{}` (task {}), the state",
+                                task.node, task.id
+                            ),
+                            size,
+                        ) {
+                            return Err(fail(message));
+                        }
+                        let mut options = activity.clone();
+                        if task_ids {
+                            // sdk-core checks a replayed activity's id against the history:
+                            // a divergence fails the workflow task instead of pairing results
+                            // with the wrong tasks.
+                            options.activity_id = Some(format!("{}#{scheduled}", task.id));
+                        }
+                        scheduled += 1;
+                        calls.push(ctx.execute_activity(KitActivities::run_node, input, options));
+                    }
                     let results = temporalio_sdk::workflows::join_all(calls).await;
                     let mut done = Vec::with_capacity(tasks.len());
-                    let mut cancelled = false;
+                    let mut cancelled = ctx.cancellation_token().is_cancelled();
+                    let mut failure = None;
                     for (task, result) in tasks.iter().zip(results) {
                         match result {
-                            Ok(result) => done.push((task.id.clone(), result)),
+                            Ok(NodeResult { task: ran, result }) => {
+                                if (task_ids || ran.is_some()) && ran.as_ref() != Some(&task.id) {
+                                    return Err(retry_task(format!(
+                                        "the history does not match this worker's graph: the \
+                                         result recorded for task {} is that of task {}; are \
+                                         all workers running the build that started the run?",
+                                        task.id,
+                                        ran.as_deref().unwrap_or("(none)")
+                                    )));
+                                }
+                                done.push((task.id.clone(), result));
+                            }
                             Err(ActivityExecutionError::Cancelled(_)) => cancelled = true,
                             Err(e) => {
-                                return Err(fail(format!(
-                                    "node `{}` (task {}) could not run: {e}",
-                                    task.node, task.id
-                                )));
+                                failure.get_or_insert_with(|| {
+                                    format!(
+                                        "node `{}` (task {}) could not run: {e}",
+                                        task.node, task.id
+                                    )
+                                });
                             }
                         }
                     }
+                    // A cancelled run reports cancelled, even when a node failed meanwhile.
                     if cancelled {
                         return Err(WorkflowTermination::cancelled());
+                    }
+                    if let Some(failure) = failure {
+                        return Err(fail(failure));
                     }
                     unpanicked("applying the step", || driver.complete(done))?.map_err(fail)?;
                 }
@@ -334,13 +451,15 @@ impl KitActivities {
         self: Arc<Self>,
         ctx: ActivityContext,
         input: NodeInput,
-    ) -> Result<TaskResult, ActivityError> {
+    ) -> Result<NodeResult, ActivityError> {
         let Some(graph) = self.graphs.get(&input.graph) else {
-            return Ok(failed(format!(
-                "no graph named `{}` is registered on this worker (it has: {}); every worker \
-                 of a task queue must register the same graphs",
+            // Retryable: another worker (of another build) may have it.
+            return Err(retryable(format!(
+                "no graph named `{}` is registered on this worker (it has: {}); deploy workers \
+                 that register graph `{}` (TemporalWorker::graph) on this task queue",
                 input.graph,
-                self.graphs.names()
+                self.graphs.names(),
+                input.graph,
             )));
         };
         let cancel = CancelToken::new();
@@ -352,14 +471,21 @@ impl KitActivities {
             .heartbeat_timeout
             .map_or(Duration::from_secs(10), |t| t / 3)
             .max(Duration::from_millis(100));
-        let heartbeats = async {
+        // Heartbeats run in a task of their own, so a node that holds its thread for a while
+        // does not starve them (nodes must not block: `spawn_blocking` for blocking work).
+        let heartbeat_ctx = ctx.clone();
+        let _heartbeats = AbortOnDrop(tokio::spawn(async move {
             loop {
-                if let Err(e) = ctx.record_heartbeat(()).await {
+                if let Err(e) = heartbeat_ctx.record_heartbeat(()).await {
                     tracing::warn!(error = %e, "could not record a heartbeat");
                 }
                 tokio::time::sleep(period).await;
             }
-        };
+        }));
+        // Let the heartbeat task start before the node does: a freshly spawned task waits in
+        // this thread's LIFO slot, which other threads cannot steal from, so a node that
+        // blocked this thread right away would keep it from ever running.
+        tokio::task::yield_now().await;
         // The token fires before the node's future is dropped (select! drops the losing
         // branches before it runs the winner's handler), so the node sees it while it is alive.
         let cancelled = async {
@@ -367,11 +493,89 @@ impl KitActivities {
             cancel.cancel();
         };
         let node = graph.run_task(input.state, &input.task, options);
-        tokio::select! {
+        let result = tokio::select! {
             biased;
-            () = cancelled => Err(ActivityError::cancelled()),
-            result = node => Ok(result),
-            () = heartbeats => Err(ActivityError::cancelled()),
+            () = cancelled => return Err(ActivityError::cancelled()),
+            result = node => result.map_err(retryable)?,
+        };
+        let task = input.task;
+        let mut out = NodeResult {
+            task: Some(task.id.clone()),
+            result,
+        };
+        // Too large a result would be refused by the server, and the activity retried forever.
+        let size = serde_json::to_vec(&out).map_or(0, |json| json.len());
+        if let Some(message) = too_large(
+            &format!("the output of node `{}` (task {})", task.node, task.id),
+            size,
+        ) {
+            out.result = failed(message);
         }
+        Ok(out)
+    }
+}
+
+/// A retryable activity failure: Temporal retries the node (on any worker of the queue).
+fn retryable(message: String) -> ActivityError {
+    ActivityError::application(
+        ApplicationFailure::builder(message)
+            .type_name("KitWorkerMismatch".to_string())
+            .build(),
+    )
+}
+
+/// Aborts a spawned task when dropped (the activity ended, or was dropped).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn a_node_result_carries_its_task_id_and_reads_results_recorded_without_one() {
+        let result = NodeResult {
+            task: Some("3:draft".into()),
+            result: failed("no".into()),
+        };
+        let json = serde_json::to_value(&result).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"task": "3:draft", "status": "failed", "error": "no"})
+        );
+        // Recorded before the task-id patch: a bare task result.
+        let old: NodeResult =
+            serde_json::from_value(serde_json::json!({"status": "done", "output": {}})).unwrap();
+        assert_eq!(old.task, None);
+        assert!(matches!(old.result, TaskResult::Done { .. }));
+    }
+
+    #[test]
+    fn the_default_activity_options_give_up_and_inputs_without_them_still_read() {
+        let defaults = NodeActivityOptions::default();
+        assert_eq!(defaults.max_attempts, 3);
+        assert_eq!(defaults.schedule_to_close, Duration::from_secs(3600));
+        let mut json = serde_json::to_value(&defaults).unwrap();
+        json.as_object_mut().unwrap().remove("schedule_to_close");
+        let read: NodeActivityOptions = serde_json::from_value(json).unwrap();
+        assert_eq!(read.schedule_to_close, Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn only_payloads_over_two_megabytes_are_too_large() {
+        assert_eq!(too_large("x", PAYLOAD_LIMIT), None);
+        let text = too_large("the output of node `a`", PAYLOAD_LIMIT + 1).unwrap();
+        assert!(
+            text.starts_with("the output of node `a` is 2049 KB"),
+            "{text}"
+        );
+        assert!(text.contains("keep large data in the store"), "{text}");
     }
 }

@@ -1,6 +1,8 @@
 //! kit graphs on a real Temporal dev server (`temporal server start-dev`, started by
 //! `.ci/temporal.sh`): an interrupt resumed by signal, a worker process killed mid-node with the
-//! run finished by a second worker process, cancellation, and the errors of misuse.
+//! run finished by a second worker process, cancellation (running and paused), rolling deploys
+//! and a changed graph's replay, replay on every workflow task, payload sizes, a node holding
+//! its thread, and the errors of misuse.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -145,8 +147,20 @@ async fn resuming_or_cancelling_an_unknown_run_names_it() {
     assert!(matches!(err, TemporalError::UnknownRun { .. }), "{err}");
 }
 
+/// A one-node graph named `late`, which the first worker of the rolling-deploy test lacks.
+fn late_graph() -> Graph<Review> {
+    GraphBuilder::<Review>::new("late")
+        .node("only", |_s, _ctx| async {
+            ReviewUpdate::new().log(vec!["only".into()])
+        })
+        .edge(START, "only")
+        .edge("only", END)
+        .compile()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_graph_the_workers_do_not_have_fails_the_run_with_its_name() {
+async fn a_graph_the_workers_do_not_have_waits_for_a_worker_that_has_it() {
     let Some(connection) = support::connect().await else {
         return;
     };
@@ -154,14 +168,25 @@ async fn a_graph_the_workers_do_not_have_fails_the_run_with_its_name() {
     let worker = spawn_worker(&connection, &queue, review_graph());
     let runs = TemporalRuns::new(&connection, &queue);
     let id = support::unique("unregistered");
-    runs.start_named("no-such-graph", &id, &json!({}))
-        .await
+    runs.start_named("late", &id, &json!({})).await.unwrap();
+    // A rolling deploy: the worker without the graph fails the workflow task (retried), not
+    // the run.
+    let waited = tokio::time::timeout(Duration::from_secs(3), runs.result_json(&id)).await;
+    assert!(waited.is_err(), "the run ended: {waited:?}");
+    worker.shutdown().await.unwrap();
+    let deployed = TemporalWorker::new(&connection, &queue)
+        .graph(review_graph())
+        .unwrap()
+        .graph(late_graph())
+        .unwrap()
+        .spawn()
         .unwrap();
-    let err = runs.result_json(&id).await.unwrap_err();
-    assert!(matches!(err, TemporalError::RunFailed { .. }), "{err}");
-    let text = err.to_string();
-    assert!(text.contains("no graph named `no-such-graph`"), "{text}");
-    assert!(text.contains("(they have: review)"), "{text}");
+    let state: Review = tokio::time::timeout(Duration::from_secs(60), runs.result(&id))
+        .await
+        .expect("a worker that has the graph took the run")
+        .unwrap();
+    assert_eq!(state.log, ["only"]);
+    let worker = deployed;
 
     // Starting a second run under a live id is refused.
     let id = support::unique("twice");
@@ -238,6 +263,215 @@ async fn a_panicking_route_fails_the_run_instead_of_wedging_it() {
     drop(worker);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_while_starting_the_run_fails_it() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let graph = GraphBuilder::<Review>::new("bad-start")
+        .node("a", |_s, _ctx| async { ReviewUpdate::new() })
+        .route(START, ["a"], |_s: &Review| -> kit::graph::Route {
+            panic!("this start route has a bug")
+        })
+        .edge("a", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-bad-start");
+    let worker = spawn_worker(&connection, &queue, graph.clone());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("bad-start");
+    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
+    assert!(
+        text.contains("panicked while starting the run: this start route has a bug"),
+        "{text}"
+    );
+    drop(worker);
+}
+
+#[derive(kit::State, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Blobs {
+    #[state(reducer = kit::reducers::append)]
+    blobs: Vec<String>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payloads_over_the_size_limit_fail_the_run_with_a_clear_message() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let mb = |n: f64| "x".repeat((n * 1024.0 * 1024.0) as usize);
+    // One node's output over 2 MB: a failed node, not an activity retried forever.
+    let huge = GraphBuilder::<Blobs>::new("huge-output")
+        .node("big", move |_s, _ctx| {
+            let blob = mb(2.5);
+            async move { BlobsUpdate::new().blobs(vec![blob]) }
+        })
+        .edge(START, "big")
+        .edge("big", END)
+        .compile()
+        .unwrap();
+    // Two outputs under it, but the state they make is over it: the run fails before the next
+    // node is scheduled.
+    let grows = GraphBuilder::<Blobs>::new("huge-state")
+        .node("a", move |_s, _ctx| {
+            let blob = mb(1.2);
+            async move { BlobsUpdate::new().blobs(vec![blob]) }
+        })
+        .node("b", move |_s, _ctx| {
+            let blob = mb(1.2);
+            async move { BlobsUpdate::new().blobs(vec![blob]) }
+        })
+        .node("c", |_s, _ctx| async { BlobsUpdate::new() })
+        .edge(START, "a")
+        .edge("a", "b")
+        .edge("b", "c")
+        .edge("c", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-sizes");
+    let worker = TemporalWorker::new(&connection, &queue)
+        .graph(huge.clone())
+        .unwrap()
+        .graph(grows.clone())
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let runs = TemporalRuns::new(&connection, &queue);
+
+    let id = support::unique("huge-output");
+    runs.start(&huge, &id, BlobsUpdate::new()).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
+    assert!(text.contains("the output of node `big`"), "{text}");
+    assert!(
+        text.contains("over Temporal's 2 MB payload limit"),
+        "{text}"
+    );
+    assert!(text.contains("keep large data in the store"), "{text}");
+
+    let id = support::unique("huge-state");
+    runs.start(&grows, &id, BlobsUpdate::new()).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
+    assert!(text.contains("the input of node `c`"), "{text}");
+    assert!(
+        text.contains("over Temporal's 2 MB payload limit"),
+        "{text}"
+    );
+    assert_eq!(runs.node_activities(&id).await.unwrap(), ["a", "b"]);
+    drop(worker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_run_paused_at_an_interrupt_ends_it_cancelled() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let queue = support::unique("kit-cancel-paused");
+    let worker = spawn_worker(&connection, &queue, review_graph());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("cancel-paused");
+    runs.start(&review_graph(), &id, ReviewUpdate::new())
+        .await
+        .unwrap();
+    support::eventually(Duration::from_secs(30), "the interrupt", || async {
+        (!runs.pending_interrupts(&id).await.unwrap().is_empty()).then_some(())
+    })
+    .await;
+    runs.cancel(&id).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(30), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    assert!(matches!(err, TemporalError::Cancelled { .. }), "{err}");
+    // Nothing after the pause ran.
+    assert_eq!(
+        runs.node_activities(&id).await.unwrap(),
+        ["draft", "check", "polish", "approve"]
+    );
+    drop(worker);
+}
+
+/// plan —Send×3→ square → ask (interrupts) → END: a fan-out and a pause.
+fn fan_out_graph() -> Graph<Review> {
+    use kit::graph::{Route, Send};
+    GraphBuilder::<Review>::new("fan-out")
+        .node("plan", |_s, _ctx| async {
+            ReviewUpdate::new().log(vec!["plan".into()])
+        })
+        .node("square", |_s, ctx| async move {
+            let n: i64 = ctx.arg()?;
+            Ok::<_, NodeError>(ReviewUpdate::new().log(vec![format!("square {}", n * n)]))
+        })
+        .node("ask", |_s, ctx| async move {
+            let answer = ctx.interrupt("go on?")?;
+            Ok::<_, NodeError>(
+                ReviewUpdate::new().answer(answer.as_str().unwrap_or_default().to_string()),
+            )
+        })
+        .edge(START, "plan")
+        .route("plan", ["square"], |_s: &Review| {
+            Route::Sends((1..=3_i64).map(|n| Send::new("square", n)).collect())
+        })
+        .edge("square", "ask")
+        .edge("ask", END)
+        .compile()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_replayed_on_every_workflow_task_gives_the_same_result() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let queue = support::unique("kit-replay");
+    // No cache: every workflow task replays the run's history from the start.
+    let worker = TemporalWorker::new(&connection, &queue)
+        .max_cached_workflows(0)
+        .graph(fan_out_graph())
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("replay");
+    runs.start(&fan_out_graph(), &id, ReviewUpdate::new())
+        .await
+        .unwrap();
+    support::eventually(Duration::from_secs(30), "the interrupt", || async {
+        (!runs.pending_interrupts(&id).await.unwrap().is_empty()).then_some(())
+    })
+    .await;
+    runs.resume(&id, json!("yes")).await.unwrap();
+    let state: Review = tokio::time::timeout(Duration::from_secs(60), runs.result(&id))
+        .await
+        .expect("the run finished")
+        .unwrap();
+    assert_eq!(
+        state.log,
+        ["plan", "square 1", "square 4", "square 9"].map(String::from)
+    );
+    assert_eq!(state.answer, "yes");
+    assert_eq!(
+        runs.node_activities(&id).await.unwrap(),
+        ["plan", "square", "square", "square", "ask", "ask"]
+    );
+    drop(worker);
+}
+
 static STARTED: AtomicUsize = AtomicUsize::new(0);
 static SAW_CANCEL: AtomicBool = AtomicBool::new(false);
 
@@ -299,9 +533,23 @@ struct Job {
     log: Vec<String>,
 }
 
-/// slow (appends a line to the marker file each time it starts, then works for 3 s) → finish.
+/// first (appends `first ran` to the marker file) → slow (appends a line each time it starts,
+/// then works for 3 s) → finish.
 fn job_graph(marker: std::path::PathBuf) -> Graph<Job> {
+    let first_marker = marker.clone();
     GraphBuilder::<Job>::new("job")
+        .node("first", move |_s, _ctx| {
+            let marker = first_marker.clone();
+            async move {
+                use std::io::Write;
+                let mut file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&marker)?;
+                writeln!(file, "first ran")?;
+                Ok::<_, NodeError>(JobUpdate::new().log(vec!["first".into()]))
+            }
+        })
         .node("slow", move |_s, _ctx| {
             let marker = marker.clone();
             async move {
@@ -319,7 +567,8 @@ fn job_graph(marker: std::path::PathBuf) -> Graph<Job> {
         .node("finish", |_s, _ctx| async {
             JobUpdate::new().log(vec!["finish".into()])
         })
-        .edge(START, "slow")
+        .edge(START, "first")
+        .edge("first", "slow")
         .edge("slow", "finish")
         .edge("finish", END)
         .compile()
@@ -384,7 +633,7 @@ async fn a_run_survives_its_worker_process_being_killed_mid_node() {
 
     // The node is running in the first worker process: kill that process.
     support::eventually(Duration::from_secs(60), "the node to start", || async {
-        (!starts(&marker).is_empty()).then_some(())
+        (starts(&marker).len() >= 2).then_some(())
     })
     .await;
     let first_pid = first.id().unwrap();
@@ -399,20 +648,25 @@ async fn a_run_survives_its_worker_process_being_killed_mid_node() {
     assert_eq!(
         state,
         Job {
-            log: vec!["slow".into(), "finish".into()]
+            log: vec!["first".into(), "slow".into(), "finish".into()]
         }
     );
     let started = starts(&marker);
     assert_eq!(
         started,
         vec![
+            "first ran".to_string(),
             format!("started in process {first_pid}"),
             format!("started in process {second_pid}"),
         ],
-        "the node ran once in each worker process"
+        "`first` ran exactly once (the second worker did not run the steps before again); \
+         `slow` once in each worker process"
     );
-    // One activity for `slow` (two attempts), one for `finish`.
-    assert_eq!(runs.node_activities(&id).await.unwrap(), ["slow", "finish"]);
+    // One activity for `first`, one for `slow` (two attempts), one for `finish`.
+    assert_eq!(
+        runs.node_activities(&id).await.unwrap(),
+        ["first", "slow", "finish"]
+    );
     second.kill().await.unwrap();
     let _ = std::fs::remove_file(&marker);
 }
@@ -483,6 +737,186 @@ async fn an_agent_runs_its_model_and_tool_calls_as_activities() {
     assert_eq!(
         runs.node_activities(&id).await.unwrap(),
         ["model", "tools", "model"]
+    );
+    drop(worker);
+}
+
+// --- not supported: an interrupt inside a subgraph -----------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupt_inside_a_subgraph_fails_the_run_with_kits_error() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let child = GraphBuilder::<Review>::new("child")
+        .node("ask", |_s, ctx| async move {
+            ctx.interrupt("inside?")?;
+            Ok::<_, NodeError>(ReviewUpdate::new())
+        })
+        .edge(START, "ask")
+        .edge("ask", END)
+        .compile()
+        .unwrap();
+    let parent = GraphBuilder::<Review>::new("parent")
+        .subgraph(
+            "inner",
+            child,
+            |_p: &Review| ReviewUpdate::new(),
+            |_c: &Review| ReviewUpdate::new(),
+        )
+        .edge(START, "inner")
+        .edge("inner", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-subgraph");
+    let worker = spawn_worker(&connection, &queue, parent.clone());
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("subgraph");
+    runs.start(&parent, &id, ReviewUpdate::new()).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
+    assert!(text.contains("node `inner` failed"), "{text}");
+    assert!(
+        text.contains("called interrupt() but the run has no checkpointer"),
+        "{text}"
+    );
+    drop(worker);
+}
+
+// --- a changed graph replaying an old run ----------------------------------------------------
+
+/// `first` → approve (interrupts) → END, under one name for two builds: `first` is `draft` in
+/// the old build and `lookup` in the new one.
+fn versioned_graph(first: &'static str) -> Graph<Review> {
+    GraphBuilder::<Review>::new("versioned")
+        .node(first, move |_s, _ctx| async move {
+            ReviewUpdate::new().log(vec![first.to_string()])
+        })
+        .node("approve", |_s, ctx| async move {
+            let answer = ctx.interrupt("ok?")?;
+            Ok::<_, NodeError>(
+                ReviewUpdate::new()
+                    .log(vec!["approve".into()])
+                    .answer(answer.as_str().unwrap_or_default().to_string()),
+            )
+        })
+        .edge(START, first)
+        .edge(first, "approve")
+        .edge("approve", END)
+        .compile()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_graph_replaying_a_run_is_detected_not_applied() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    let queue = support::unique("kit-diverge");
+    let old_worker = |connection| {
+        TemporalWorker::new(connection, &queue)
+            .max_cached_workflows(0)
+            .graph(versioned_graph("draft"))
+            .unwrap()
+            .spawn()
+            .unwrap()
+    };
+    let worker = old_worker(&connection);
+    let runs = TemporalRuns::new(&connection, &queue);
+    let id = support::unique("diverge");
+    runs.start(&versioned_graph("draft"), &id, ReviewUpdate::new())
+        .await
+        .unwrap();
+    support::eventually(Duration::from_secs(30), "the interrupt", || async {
+        (!runs.pending_interrupts(&id).await.unwrap().is_empty()).then_some(())
+    })
+    .await;
+    worker.shutdown().await.unwrap();
+
+    // A worker of the new build replays the run (no cache: for the query): its first task is
+    // `0:lookup`, the history's is `0:draft`. The divergence fails the workflow task; it is not
+    // applied as `lookup`'s output.
+    let new_worker = TemporalWorker::new(&connection, &queue)
+        .max_cached_workflows(0)
+        .graph(versioned_graph("lookup"))
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let queried = tokio::time::timeout(Duration::from_secs(20), runs.pending_interrupts(&id))
+        .await
+        .expect("the query was answered");
+    let Err(err) = queried else {
+        panic!("the new build answered a query of a run it cannot replay: {queried:?}");
+    };
+    // sdk-core's check of the activity id (`0:draft#0` recorded, `0:lookup#0` planned).
+    let text = err.to_string();
+    assert!(text.contains("Nondeterminism"), "{text}");
+    assert!(text.contains("0:draft#0"), "{text}");
+    new_worker.shutdown().await.unwrap();
+
+    // The old build goes on with the run, unharmed.
+    let worker = old_worker(&connection);
+    let pending = support::eventually(Duration::from_secs(60), "the interrupt", || async {
+        runs.pending_interrupts(&id)
+            .await
+            .ok()
+            .filter(|p| !p.is_empty())
+    })
+    .await;
+    assert_eq!(pending[0].node, "approve");
+    runs.resume(&id, json!("yes")).await.unwrap();
+    let state: Review = tokio::time::timeout(Duration::from_secs(60), runs.result(&id))
+        .await
+        .expect("the run finished")
+        .unwrap();
+    assert_eq!(state.log, ["draft", "approve"]);
+    drop(worker);
+}
+
+// --- a node that holds its thread ------------------------------------------------------------
+
+static BLOCKING_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_holds_its_thread_does_not_starve_the_heartbeats() {
+    let Some(connection) = support::connect().await else {
+        return;
+    };
+    // Not how to write a node (use spawn_blocking): it holds a runtime thread for 3 heartbeat
+    // timeouts. The heartbeats run in a task of their own, on the worker's other thread, so
+    // Temporal does not time the node out and run it again.
+    let graph = GraphBuilder::<Review>::new("blocking")
+        .node("hold", |_s, _ctx| async {
+            BLOCKING_RUNS.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_secs(3));
+            ReviewUpdate::new().log(vec!["held".into()])
+        })
+        .edge(START, "hold")
+        .edge("hold", END)
+        .compile()
+        .unwrap();
+    let queue = support::unique("kit-blocking");
+    let worker = spawn_worker(&connection, &queue, graph.clone());
+    let runs = TemporalRuns::new(&connection, &queue).node_activity(
+        NodeActivityOptions::default()
+            .heartbeat(Duration::from_secs(1))
+            .initial_retry_interval(Duration::from_millis(100)),
+    );
+    let id = support::unique("blocking");
+    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
+    let state: Review = tokio::time::timeout(Duration::from_secs(60), runs.result(&id))
+        .await
+        .expect("the run finished")
+        .unwrap();
+    assert_eq!(state.log, ["held"]);
+    assert_eq!(
+        BLOCKING_RUNS.load(Ordering::SeqCst),
+        1,
+        "the node ran again"
     );
     drop(worker);
 }

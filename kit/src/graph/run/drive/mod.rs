@@ -132,6 +132,46 @@ pub struct StepDriver<S: State> {
     skip_before: bool,
     steps_run: usize,
     limit: usize,
+    /// The error a step failed with: the run is over, and every later call returns it again
+    /// (the state is the one before the failed step, not a result).
+    failed: Option<Failure>,
+}
+
+/// What [`StepDriver::complete`] failed with, kept to be returned again.
+#[derive(Debug, Clone)]
+enum Failure {
+    Node {
+        node: String,
+        step: i64,
+        error: String,
+    },
+    Other(String),
+}
+
+impl Failure {
+    fn of(error: &GraphError) -> Self {
+        match error {
+            GraphError::NodeFailed { node, step, source } => Failure::Node {
+                node: node.clone(),
+                step: *step,
+                error: source.to_string(),
+            },
+            other => Failure::Other(other.to_string()),
+        }
+    }
+
+    fn error(&self) -> GraphError {
+        match self {
+            Failure::Node { node, step, error } => GraphError::NodeFailed {
+                node: node.clone(),
+                step: *step,
+                source: error.clone().into(),
+            },
+            Failure::Other(text) => {
+                GraphError::Resume(format!("the run failed and cannot go on: {text}"))
+            }
+        }
+    }
 }
 
 impl<S: State> std::fmt::Debug for StepDriver<S> {
@@ -190,6 +230,7 @@ impl<S: State> StepDriver<S> {
             skip_before: false,
             steps_run: 0,
             limit,
+            failed: None,
         })
     }
 
@@ -217,8 +258,13 @@ impl<S: State> StepDriver<S> {
     ///
     /// Pauses before nodes marked `interrupt_before`; fails with
     /// [`GraphError::RecursionLimit`] past the recursion limit (counted from the start or the
-    /// last resume, as an invocation counts it).
+    /// last resume, as an invocation counts it). After a step failed
+    /// ([`complete`](Self::complete) returned an error) it returns that error again: the run is
+    /// over, never [`DriverNext::Done`] with the state before the failed step.
     pub fn advance(&mut self) -> Result<DriverNext, GraphError> {
+        if let Some(failure) = &self.failed {
+            return Err(failure.error());
+        }
         if self.running.is_some() {
             return Err(GraphError::Resume(
                 "a step is running: complete it (StepDriver::complete) before asking for the next"
@@ -270,16 +316,33 @@ impl<S: State> StepDriver<S> {
     /// the reducers in task order (never completion order) and routes — or, when a task
     /// paused, keeps the others' outputs and pauses (a resume re-runs only the paused tasks).
     ///
-    /// A failed task (or a missing result) fails the run with [`GraphError::NodeFailed`].
+    /// A failed task (or a missing result) fails the run with [`GraphError::NodeFailed`]. A
+    /// failed run stays failed: every later call returns the error again.
     pub fn complete(
         &mut self,
         results: impl IntoIterator<Item = (String, TaskResult)>,
     ) -> Result<(), GraphError> {
+        if let Some(failure) = &self.failed {
+            return Err(failure.error());
+        }
         let Some(tasks) = self.running.take() else {
+            // A misuse, not a failure of the run.
             return Err(GraphError::Resume(
                 "no step is running: call StepDriver::advance first".to_string(),
             ));
         };
+        let result = self.complete_step(tasks, results);
+        if let Err(e) = &result {
+            self.failed = Some(Failure::of(e));
+        }
+        result
+    }
+
+    fn complete_step(
+        &mut self,
+        tasks: Vec<TaskSpec>,
+        results: impl IntoIterator<Item = (String, TaskResult)>,
+    ) -> Result<(), GraphError> {
         let mut results: HashMap<String, TaskResult> = results.into_iter().collect();
         let step = self.exec.step;
         let mut outputs: Vec<NodeOutput<S>> = Vec::with_capacity(tasks.len());
@@ -358,6 +421,9 @@ impl<S: State> StepDriver<S> {
     /// Fails, leaving the run paused, when nothing is pending or `resume` does not fit the
     /// pending interrupts (one value for several; ids that match none).
     pub fn resume(&mut self, resume: impl Into<Resume>) -> Result<(), GraphError> {
+        if let Some(failure) = &self.failed {
+            return Err(failure.error());
+        }
         if self.paused.is_none() {
             return Err(GraphError::Resume(
                 "nothing to resume: the run is not paused".to_string(),

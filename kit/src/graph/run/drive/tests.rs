@@ -219,3 +219,39 @@ async fn misuse_and_failures_are_errors_that_say_what_to_do() {
     assert!(driver.is_paused());
     assert_eq!(driver.pending_interrupts().len(), 2);
 }
+
+#[tokio::test]
+async fn a_failed_step_stays_failed_and_never_reports_done() {
+    let failing = GraphBuilder::<T>::new("fails")
+        .node("broken", |_s, _ctx| async {
+            Err::<TUpdate, _>(NodeError::msg("the mail server said no"))
+        })
+        .edge(START, "broken")
+        .edge("broken", END)
+        .compile()
+        .unwrap();
+    let opts = RunOptions::new();
+    let mut driver = StepDriver::new(&failing, TUpdate::new(), &opts).unwrap();
+    let DriverNext::Run(tasks) = driver.advance().unwrap() else {
+        panic!("broken is due");
+    };
+    let task = &tasks[0];
+    let result = failing.run_task(T::default(), task, &opts).await;
+    let err = driver.complete([(task.id.clone(), result)]).unwrap_err();
+    let first = err.to_string();
+    assert!(
+        first.contains("node `broken` failed in step 0: the mail server said no"),
+        "{first}"
+    );
+    // Not `Done` with the state before the failed step: the same error again, every time.
+    for _ in 0..2 {
+        let again = driver.advance().unwrap_err();
+        assert!(matches!(again, GraphError::NodeFailed { .. }), "{again}");
+        assert_eq!(again.to_string(), first);
+    }
+    assert_eq!(driver.complete(Vec::new()).unwrap_err().to_string(), first);
+    assert_eq!(
+        driver.resume(Resume::Continue).unwrap_err().to_string(),
+        first
+    );
+}
