@@ -14,7 +14,8 @@ pub(crate) struct Database {
     pub(crate) location: String,
     /// The PostgreSQL schema holding the tables, if one was given.
     pub(crate) schema: Option<String>,
-    /// How the pool connects (for a connection of its own, such as a `LISTEN`er).
+    /// How the pool connects (for a connection of its own, such as the worker's `LISTEN`er).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))]
     pub(crate) config: tokio_postgres::Config,
 }
 

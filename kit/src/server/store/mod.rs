@@ -54,6 +54,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 /// The columns of a run row, in the order both SQL stores read them.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) const RUN_COLUMNS: &str = "run_id, thread_id, graph_id, status, input_kind, input, output, error, \
      metadata, multitask_strategy, attempts, cancel_requested, worker_id, created_at, \
      updated_at, started_at, finished_at, owner";
