@@ -8,11 +8,11 @@ use std::time::Instant;
 pub(crate) const W7_RUNS: usize = 1000;
 pub(crate) const W7_CAPACITY: usize = 16;
 
-/// Submits `runs` runs to the worker at `url` (at most 256 requests in flight), returns their
-/// ids and the time the submissions took.
+/// Submits `runs` runs spread over the workers at `urls` (at most 256 requests in flight);
+/// returns their ids.
 pub(crate) async fn w7_submit(
     http: &reqwest::Client,
-    url: &str,
+    urls: &[String],
     runs: usize,
     round: usize,
 ) -> Vec<String> {
@@ -20,7 +20,7 @@ pub(crate) async fn w7_submit(
     futures::stream::iter(0..runs)
         .map(|i| {
             let http = http.clone();
-            let url = url.to_string();
+            let url = urls[i % urls.len()].clone();
             async move {
                 let body = serde_json::json!({"assistant_id": "research",
                     "input": {"messages": [{"role": "user", "content": format!("r{round} topic {i}")}]}});
@@ -95,11 +95,13 @@ pub(crate) async fn w7_variant(label: &str, delay: std::time::Duration) {
     let http = reqwest::Client::new();
     let mut expected = 0;
     // Warm-up round (untimed).
-    expected += w7_submit(&http, &url, 50, 0).await.len();
+    expected += w7_submit(&http, std::slice::from_ref(&url), 50, 0)
+        .await
+        .len();
     stats.wait_finished(expected).await;
     for round in 1..=3 {
         let start = Instant::now();
-        let ids = w7_submit(&http, &url, W7_RUNS, round).await;
+        let ids = w7_submit(&http, std::slice::from_ref(&url), W7_RUNS, round).await;
         let submitted = start.elapsed().as_secs_f64();
         expected += ids.len();
         stats.wait_finished(expected).await;

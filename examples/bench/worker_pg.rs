@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::fail;
-use crate::worker::W7_CAPACITY;
+use crate::worker::{W7_CAPACITY, w7_submit};
 
 /// Runs per round, per worker count.
 const RUNS: usize = 2000;
@@ -176,35 +176,6 @@ async fn wait_idle(client: &tokio_postgres::Client) {
     }
 }
 
-/// Submits `runs` runs spread over `urls`, at most 256 in flight; returns their ids.
-async fn submit(http: &reqwest::Client, urls: &[String], runs: usize, round: usize) -> Vec<String> {
-    use futures::StreamExt;
-    futures::stream::iter(0..runs)
-        .map(|i| {
-            let http = http.clone();
-            let url = urls[i % urls.len()].clone();
-            async move {
-                let body = serde_json::json!({"assistant_id": "research",
-                    "input": {"messages": [{"role": "user", "content": format!("r{round} topic {i}")}]}});
-                let response = match http.post(format!("{url}/runs")).json(&body).send().await {
-                    Ok(r) => r,
-                    Err(e) => fail(&format!("W7-PG submit: {e}")),
-                };
-                let run: serde_json::Value = match response.json().await {
-                    Ok(v) => v,
-                    Err(e) => fail(&format!("W7-PG submit answer: {e}")),
-                };
-                match run["run_id"].as_str() {
-                    Some(id) => id.to_string(),
-                    None => fail(&format!("W7-PG submit refused: {run}")),
-                }
-            }
-        })
-        .buffer_unordered(256)
-        .collect()
-        .await
-}
-
 /// `bench w7pg [--quick] [--runs=N] [--workers=1,2,4]`.
 pub(crate) fn w7pg(args: &[String]) {
     let Ok(url) = std::env::var("KIT_BENCH_POSTGRES_URL") else {
@@ -221,7 +192,6 @@ pub(crate) fn w7pg(args: &[String]) {
             .filter_map(|v| v.parse().ok())
             .filter(|n| *n > 0)
             .collect(),
-        None if quick => vec![1, 2],
         None => vec![1, 2, 4],
     };
     let rounds = if quick { 1 } else { 3 };
@@ -255,13 +225,13 @@ pub(crate) fn w7pg(args: &[String]) {
             }
             let urls: Vec<String> = children.iter().map(|c| c.url.clone()).collect();
             let pids: Vec<u32> = children.iter().filter_map(|c| c.process.id()).collect();
-            let mut all_ids = submit(&http, &urls, 50 * n, 0).await;
+            let mut all_ids = w7_submit(&http, &urls, 50 * n, 0).await;
             wait_idle(&client).await;
             for round in 1..=rounds {
                 let workers_cpu = || pids.iter().map(|p| cpu_s(*p)).sum::<f64>();
                 let (w0, p0, s0) = (workers_cpu(), postgres_cpu_s(), cpu_s(std::process::id()));
                 let start = Instant::now();
-                let ids = submit(&http, &urls, runs, round).await;
+                let ids = w7_submit(&http, &urls, runs, round).await;
                 let submitted = start.elapsed().as_secs_f64();
                 wait_idle(&client).await;
                 let wall = start.elapsed().as_secs_f64();
