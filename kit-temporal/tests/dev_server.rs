@@ -76,6 +76,25 @@ fn spawn_worker<S: kit::State>(
         .unwrap()
 }
 
+/// Runs `graph` once on a worker of its own and returns how the run failed (the run must fail
+/// within a minute).
+async fn failure_of(
+    connection: &kit_temporal::TemporalConnection,
+    graph: Graph<Review>,
+) -> TemporalError {
+    let queue = support::unique(&format!("kit-{}", graph.name()));
+    let worker = spawn_worker(connection, &queue, graph.clone());
+    let runs = TemporalRuns::new(connection, &queue);
+    let id = support::unique(graph.name());
+    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
+        .await
+        .expect("the run ended")
+        .unwrap_err();
+    drop(worker);
+    err
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupt_waits_for_the_resume_signal_and_the_run_finishes() {
     let Some(connection) = support::connect().await else {
@@ -215,19 +234,13 @@ async fn a_failing_node_fails_the_run_with_its_error() {
         .edge("broken", END)
         .compile()
         .unwrap();
-    let queue = support::unique("kit-fails");
-    let worker = spawn_worker(&connection, &queue, graph.clone());
-    let runs = TemporalRuns::new(&connection, &queue);
-    let id = support::unique("fails");
-    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
-    let err = runs.result_json(&id).await.unwrap_err();
+    let err = failure_of(&connection, graph).await;
     let text = err.to_string();
     assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
     assert!(
         text.contains("node `broken` failed in step 0: the mail server said no"),
         "{text}"
     );
-    drop(worker);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,22 +258,13 @@ async fn a_panicking_route_fails_the_run_instead_of_wedging_it() {
         .edge("b", END)
         .compile()
         .unwrap();
-    let queue = support::unique("kit-bad-route");
-    let worker = spawn_worker(&connection, &queue, graph.clone());
-    let runs = TemporalRuns::new(&connection, &queue);
-    let id = support::unique("bad-route");
-    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
-    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
-        .await
-        .expect("the run ended")
-        .unwrap_err();
+    let err = failure_of(&connection, graph).await;
     let text = err.to_string();
     assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
     assert!(
         text.contains("panicked while applying the step: this route has a bug"),
         "{text}"
     );
-    drop(worker);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,22 +280,13 @@ async fn a_panic_while_starting_the_run_fails_it() {
         .edge("a", END)
         .compile()
         .unwrap();
-    let queue = support::unique("kit-bad-start");
-    let worker = spawn_worker(&connection, &queue, graph.clone());
-    let runs = TemporalRuns::new(&connection, &queue);
-    let id = support::unique("bad-start");
-    runs.start(&graph, &id, ReviewUpdate::new()).await.unwrap();
-    let err = tokio::time::timeout(Duration::from_secs(60), runs.result_json(&id))
-        .await
-        .expect("the run ended")
-        .unwrap_err();
+    let err = failure_of(&connection, graph).await;
     let text = err.to_string();
     assert!(matches!(err, TemporalError::RunFailed { .. }), "{text}");
     assert!(
         text.contains("panicked while starting the run: this start route has a bug"),
         "{text}"
     );
-    drop(worker);
 }
 
 #[derive(kit::State, Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
