@@ -1324,3 +1324,67 @@ async fn a_busy_thread_names_its_holder_by_its_run_id() {
     release(dir.path(), "holder");
     while stream.next().await.is_some() {}
 }
+
+/// `Checkpointer::rollback_after` on its own: the checkpoints after the marker go, the head
+/// moves back to the newest one left, and other threads are untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollback_after_deletes_only_what_came_after_the_marker() {
+    for storage in ["memory", "sqlite", "postgres"] {
+        let dir = tempfile::tempdir().unwrap();
+        let pg = match storage {
+            "postgres" => match postgres_store().await {
+                Some(store) => Some(store),
+                None => continue,
+            },
+            _ => None,
+        };
+        let cp: Arc<dyn Checkpointer> = match (storage, &pg) {
+            ("memory", _) => Arc::new(MemoryCheckpointer::new()),
+            ("sqlite", _) => {
+                Arc::new(SqliteCheckpointer::open(dir.path().join("r.sqlite")).unwrap())
+            }
+            (_, Some(store)) => store.open().await,
+            _ => unreachable!(),
+        };
+        let graph = graph(dir.path()).with_checkpointer(cp.clone());
+        for tag in ["one", "two", "other"] {
+            release(dir.path(), tag);
+        }
+        let t = RunOptions::new().thread_id("t");
+        graph.invoke(input("one")).options(&t).await.unwrap();
+        let marker = cp.head("t", "").await.unwrap().unwrap();
+        graph.invoke(input("two")).options(&t).await.unwrap();
+        graph
+            .invoke(input("other"))
+            .thread_id("other")
+            .await
+            .unwrap();
+
+        let deleted = cp.rollback_after("t", &marker).await.unwrap();
+        assert_eq!(
+            deleted, 3,
+            "{storage}: the second run's input and its two steps"
+        );
+        assert_eq!(
+            cp.head("t", "").await.unwrap(),
+            Some(marker.clone()),
+            "{storage}"
+        );
+        assert_eq!(
+            log_of(&graph, "t").await,
+            strings(&["one:start", "one:a", "one:b"])
+        );
+        assert_eq!(
+            log_of(&graph, "other").await,
+            strings(&OTHER),
+            "{storage}: another thread is untouched"
+        );
+        // The thread goes on from the marker.
+        graph.invoke(input("two")).options(&t).await.unwrap();
+        assert_eq!(log_of(&graph, "t").await.len(), 6, "{storage}");
+        assert_eq!(cp.rollback_after("nobody", &marker).await.unwrap(), 0);
+        if let Some(store) = pg {
+            store.finish().await;
+        }
+    }
+}
