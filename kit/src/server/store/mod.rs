@@ -43,11 +43,13 @@ pub use postgres::PostgresRunStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteRunStore;
 
+#[cfg(feature = "postgres")]
+pub(crate) use events::NOTIFY_CHANNEL;
 #[cfg_attr(
     not(any(feature = "sqlite", feature = "postgres")),
     allow(unused_imports)
 )]
-pub(crate) use events::{NOTICE_CAPACITY, NOTIFY_CHANNEL, parse_namespace};
+pub(crate) use events::{NOTICE_CAPACITY, parse_namespace};
 pub use events::{NewEvent, StoredEvent};
 
 use serde_json::Value;
@@ -414,9 +416,30 @@ pub trait RunStore: Send + Sync + 'static {
     ) -> Result<Vec<RunRecord>, StoreError>;
 }
 
+/// What becomes of a run whose worker died: cancelled when a cancel was asked, queued again
+/// while it has attempts left and `action` requeues, else failed with the reason.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn recovered(
+    run: &RunRecord,
+    action: RecoverAction,
+    max_attempts: u32,
+) -> (RunStatus, Option<String>) {
+    let requeue = action == RecoverAction::Requeue;
+    if run.cancel_requested {
+        (RunStatus::Cancelled, None)
+    } else if requeue && run.attempts < max_attempts {
+        (RunStatus::Pending, None)
+    } else {
+        (
+            RunStatus::Error,
+            Some(abandoned_message(run.attempts, requeue)),
+        )
+    }
+}
+
 /// The error text of a run whose worker died and that is not retried.
 #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
-pub(crate) fn abandoned_message(attempts: u32, requeue: bool) -> String {
+fn abandoned_message(attempts: u32, requeue: bool) -> String {
     if requeue {
         format!(
             "the worker executing this run stopped (crashed or was killed) {attempts} time(s); it \

@@ -10,7 +10,7 @@ use tokio_postgres::Row;
 
 use super::{
     Finish, NOTICE_CAPACITY, NewEvent, NewRun, RUN_COLUMNS, RecoverAction, RunInput, RunRecord,
-    RunStatus, RunStore, StoreError, StoredEvent, ThreadRecord, abandoned_message,
+    RunStatus, RunStore, StoreError, StoredEvent, ThreadRecord, recovered,
 };
 use crate::pg::Database;
 
@@ -744,17 +744,7 @@ impl RunStore for PostgresRunStore {
         let mut changed = Vec::with_capacity(rows.len());
         for row in &rows {
             let run = run_from_row(row)?;
-            let requeue = action == RecoverAction::Requeue;
-            let (status, error) = if run.cancel_requested {
-                (RunStatus::Cancelled, None)
-            } else if requeue && run.attempts < max_attempts {
-                (RunStatus::Pending, None)
-            } else {
-                (
-                    RunStatus::Error,
-                    Some(abandoned_message(run.attempts, requeue)),
-                )
-            };
+            let (status, error) = recovered(&run, action, max_attempts);
             let finished = status.is_terminal().then_some(ms(now));
             tx.execute(
                 &prepared(

@@ -13,8 +13,8 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use super::{
-    Finish, NOTICE_CAPACITY, NewEvent, NewRun, RecoverAction, RunRecord, RunStatus, RunStore,
-    StoreError, StoredEvent, ThreadRecord, abandoned_message,
+    Finish, NOTICE_CAPACITY, NewEvent, NewRun, RecoverAction, RunRecord, RunStore, StoreError,
+    StoredEvent, ThreadRecord, recovered,
 };
 
 const SCHEMA: &str = "
@@ -634,17 +634,7 @@ impl RunStore for SqliteRunStore {
             };
             let mut changed = Vec::with_capacity(stale.len());
             for run in stale {
-                let requeue = action == RecoverAction::Requeue;
-                let (status, error) = if run.cancel_requested {
-                    (RunStatus::Cancelled, None)
-                } else if requeue && run.attempts < max_attempts {
-                    (RunStatus::Pending, None)
-                } else {
-                    (
-                        RunStatus::Error,
-                        Some(abandoned_message(run.attempts, requeue)),
-                    )
-                };
+                let (status, error) = recovered(&run, action, max_attempts);
                 let finished = status.is_terminal().then_some(ms(now));
                 tx.prepare_cached(
                     "UPDATE kit_worker_runs SET status = ?2, error = ?3, worker_id = NULL,
