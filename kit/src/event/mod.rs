@@ -15,7 +15,7 @@
 //! | `node_start` | node name | `{"task_id"}` | a node (task) starts in a superstep |
 //! | `node_end` | node name | `{"update": update}` (the per-node *updates* mode), with `"cached": true` when it came from the node's cache | a node finished |
 //! | `node_retry` | node name | `{"task_id", "attempt", "error", "delay_ms"}` | a node failed and is run again (its [`RetryPolicy`](crate::graph::RetryPolicy)); `attempt` is the one about to start |
-//! | `values` | graph name | the whole state | after each superstep, when asked for with [`RunOptions::stream_values`](crate::RunOptions::stream_values) |
+//! | `values` | graph name | the whole state | after each superstep, when asked for with [`StreamMode::Values`] or [`RunOptions::stream_values`](crate::RunOptions::stream_values) |
 //! | `custom` | the name the node chose | the node's payload | [`NodeContext::emit`](crate::graph::NodeContext::emit) |
 //! | `checkpoint` | graph name | `{"checkpoint_id", "step"}` | a checkpoint became durable: after the `node_end` events of its step; with `Durability::Async` a slow write is reported a step later, with `Durability::Exit` one checkpoint is reported at the end |
 //! | `model_start` | model name | `{"provider", "model", "messages", "tools"}` | an agent calls its model |
@@ -30,15 +30,21 @@
 //! | `cancelled` | graph or agent name | `{"reason"}` | the run was cancelled ([`CancelToken`](crate::graph::CancelToken)); the last event of the run |
 //! | `run_end` | graph or agent name | `{"status": "done", "output"}` or `{"status": "interrupted", "interrupts"}` | the invocation ended |
 //!
+//! [`RunOptions::stream_mode`](crate::RunOptions::stream_mode) narrows a stream to the kinds of
+//! some [`StreamMode`]s, and a run then builds no other event.
+//!
 //! Events from a subagent carry its path in `metadata.namespace` (for example
 //! `["task:researcher:call_1"]`: the `task` tool, the subagent, the call) and the parent's tool
 //! call id in `metadata.tool_call_id`, so every token can be attributed to the agent that
 //! produced it.
 
 mod data;
+mod mode;
 mod sink;
 
 pub use data::{EventData, ModelDelta, RunEndStatus, ToolCallDelta};
+pub(crate) use mode::EventKinds;
+pub use mode::StreamMode;
 pub use sink::{EventFilter, EventSink, EventStream};
 pub(crate) use sink::{chain, stream_from};
 

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::Event;
+use super::mode::EventKinds;
+use super::{Event, EventKind};
 
 /// Rewrites events on their way to the consumer: drops, edits, holds back or adds events.
 ///
@@ -66,6 +67,7 @@ pub struct EventSink {
     tool_call_id: Option<String>,
     thread_id: Option<String>,
     filter: Option<Arc<dyn EventFilter>>,
+    kinds: EventKinds,
 }
 
 impl std::fmt::Debug for EventSink {
@@ -75,6 +77,7 @@ impl std::fmt::Debug for EventSink {
             .field("tool_call_id", &self.tool_call_id)
             .field("thread_id", &self.thread_id)
             .field("filtered", &self.filter.is_some())
+            .field("kinds", &self.kinds)
             .finish()
     }
 }
@@ -91,6 +94,7 @@ impl EventSink {
                 tool_call_id: None,
                 thread_id: None,
                 filter: None,
+                kinds: EventKinds::default(),
             },
             rx,
         )
@@ -108,6 +112,7 @@ impl EventSink {
             tool_call_id: tool_call_id.or_else(|| self.tool_call_id.clone()),
             thread_id: self.thread_id.clone(),
             filter: self.filter.clone(),
+            kinds: self.kinds,
         }
     }
 
@@ -129,31 +134,96 @@ impl EventSink {
         self
     }
 
+    /// Carries only `kinds` (what the run's [`StreamMode`](super::StreamMode)s ask for).
+    #[must_use]
+    pub(crate) fn with_kinds(mut self, kinds: EventKinds) -> EventSink {
+        self.kinds = kinds;
+        self
+    }
+
+    /// Whether events of `kind` reach the consumer: check it before building an event that
+    /// costs something to build. Events of other kinds are dropped by [`send`](Self::send).
+    ///
+    /// ```
+    /// use kit::event::{EventKind, EventSink};
+    ///
+    /// let (sink, _events) = EventSink::channel(16);
+    /// // Without a stream mode, everything but the whole state per step.
+    /// assert!(sink.wants(EventKind::NodeEnd));
+    /// assert!(!sink.wants(EventKind::Values));
+    /// ```
+    pub fn wants(&self, kind: EventKind) -> bool {
+        self.kinds.contains(kind)
+    }
+
     /// The namespace of this sink.
     pub fn namespace(&self) -> &[String] {
         &self.namespace
     }
 
-    /// Sends an event, filling in the namespace, thread id and tool call id. A closed stream
-    /// (the consumer went away) is ignored: the run goes on.
-    pub async fn send(&self, mut event: Event) {
-        self.stamp(&mut event);
-        match &self.filter {
-            None => {
-                let _ = self.tx.send(event).await;
-            }
-            Some(filter) => {
-                let mut out = Vec::new();
-                filter.filter(event, &mut out);
-                for event in out {
-                    let _ = self.tx.send(event).await;
+    /// Sends an event, filling in the namespace, thread id and tool call id; drops it when the
+    /// stream does not carry its kind. A closed stream (the consumer went away) is ignored:
+    /// the run goes on.
+    ///
+    /// The event is queued at once when the channel has room, and the returned future is
+    /// then ready; only a full channel makes it wait for the consumer (back-pressure). So the
+    /// future is small: awaiting it in a run's loop copies no event around.
+    pub fn send(&self, mut event: Event) -> impl Future<Output = ()> + Send + 'static {
+        let mut waiting = None;
+        if self.wants(event.kind()) {
+            self.stamp(&mut event);
+            match &self.filter {
+                None => waiting = self.queue(event, Vec::new()),
+                Some(filter) => {
+                    let mut out = Vec::new();
+                    filter.filter(event, &mut out);
+                    let mut out = out.into_iter();
+                    if let Some(first) = out.next() {
+                        waiting = self.queue(first, out.collect());
+                    }
                 }
+            }
+        }
+        async move {
+            if let Some(waiting) = waiting {
+                waiting.await;
             }
         }
     }
 
+    /// Queues `event` and then `rest` while the channel has room; what does not fit is sent
+    /// by the returned future, in order.
+    fn queue(
+        &self,
+        event: Event,
+        rest: Vec<Event>,
+    ) -> Option<futures::future::BoxFuture<'static, ()>> {
+        let mut rest = rest.into_iter();
+        let mut next = Some(event);
+        while let Some(event) = next.take() {
+            match self.tx.try_send(event) {
+                Ok(()) => next = rest.next(),
+                Err(mpsc::error::TrySendError::Closed(_)) => return None,
+                Err(mpsc::error::TrySendError::Full(event)) => {
+                    let tx = self.tx.clone();
+                    return Some(Box::pin(async move {
+                        for event in std::iter::once(event).chain(rest) {
+                            if tx.send(event).await.is_err() {
+                                return;
+                            }
+                        }
+                    }));
+                }
+            }
+        }
+        None
+    }
+
     /// Sends without waiting; drops the event if the consumer is `capacity` events behind.
     pub fn try_send(&self, mut event: Event) {
+        if !self.wants(event.kind()) {
+            return;
+        }
         self.stamp(&mut event);
         match &self.filter {
             None => {

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::error::BoxError;
 use super::interrupt::{Interrupt, Pause, Resume};
 use super::options::RunOptions;
-use crate::event::{Event, EventData, EventMetadata, EventSink};
+use crate::event::{Event, EventData, EventKind, EventMetadata, EventSink};
 use crate::ids;
 use crate::state::State;
 
@@ -500,6 +500,13 @@ impl NodeContext {
         self.task.run.options.events.as_ref()
     }
 
+    /// The event stream of the run, when someone is listening for `kind` events (see
+    /// [`StreamMode`](crate::event::StreamMode)): check it before building an event that
+    /// costs something to build.
+    pub fn events_of(&self, kind: EventKind) -> Option<&EventSink> {
+        self.events().filter(|sink| sink.wants(kind))
+    }
+
     /// Pauses the run for outside input.
     ///
     /// The first time, returns an interrupt signal that the node must propagate with `?`; the
@@ -559,7 +566,7 @@ impl NodeContext {
 
     /// Emits a custom event (`event: "custom"`) on the run's stream, if anyone listens.
     pub async fn emit(&self, name: impl Into<String>, data: impl Serialize) {
-        if let Some(sink) = self.events() {
+        if let Some(sink) = self.events_of(EventKind::Custom) {
             let payload = serde_json::to_value(data).unwrap_or(Value::Null);
             sink.send(self.event(name, EventData::Custom(payload)))
                 .await;
@@ -573,6 +580,26 @@ impl NodeContext {
             name: name.into(),
             run_id: ids::random(),
             parent_ids: self.parent_ids(),
+            metadata: EventMetadata {
+                node: Some(self.task.node.to_string()),
+                step: u64::try_from(self.task.step).ok(),
+                ..EventMetadata::default()
+            },
+        }
+    }
+
+    /// An event about this task itself (`node_start`, `node_retry`): its run id is the
+    /// task's, its parents the task's ancestors.
+    pub(crate) fn task_event(&self, data: EventData) -> Event {
+        let options = &self.task.run.options;
+        let mut parent_ids = Vec::with_capacity(options.parent_ids.len() + 1);
+        parent_ids.extend_from_slice(&options.parent_ids);
+        parent_ids.push(self.task.run.run_id.clone());
+        Event {
+            data,
+            name: self.task.node.to_string(),
+            run_id: self.task.run_id.clone(),
+            parent_ids,
             metadata: EventMetadata {
                 node: Some(self.task.node.to_string()),
                 step: u64::try_from(self.task.step).ok(),

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use super::CancelToken;
 use crate::checkpoint::{Checkpointer, LeaseOptions, MultitaskStrategy};
-use crate::event::EventSink;
+use crate::event::{EventKind, EventKinds, EventSink, StreamMode};
 use crate::store::{IntoStore, Store};
 use crate::trace::TraceOptions;
 
@@ -50,8 +50,8 @@ pub struct RunOptions {
     pub(crate) recursion_limit: Option<usize>,
     /// When checkpoints are written.
     pub(crate) durability: Durability,
-    /// Also stream the whole state after each step (`values` events).
-    pub(crate) stream_values: bool,
+    /// The kinds of event the run's stream carries (its stream modes).
+    pub(crate) stream_kinds: EventKinds,
     /// Free-form metadata stored with checkpoints and traces.
     pub(crate) metadata: Map<String, Value>,
     /// Trace options (name, user, session, custom fields); `None` uses the defaults.
@@ -177,11 +177,62 @@ impl RunOptions {
         self
     }
 
-    /// Also stream `values` events (the whole state after each step).
+    /// Also stream `values` events (the whole state after each step), besides what the
+    /// stream carries already.
     #[must_use]
     pub fn stream_values(mut self, on: bool) -> Self {
-        self.stream_values = on;
+        let kinds = if on {
+            self.stream_kinds.with(EventKind::Values)
+        } else {
+            self.stream_kinds.without(EventKind::Values)
+        };
+        self.set_stream_kinds(kinds);
         self
+    }
+
+    /// Streams only the events of `modes` (LangGraph's `stream_mode`), and the run's
+    /// lifecycle (`run_start`, `interrupt`, `error`, `cancelled`, `run_end`). The run builds
+    /// no other event: [`StreamMode::Updates`] alone costs about half of a full stream, and an
+    /// agent without [`StreamMode::Messages`] calls its model without streaming tokens.
+    /// Without a mode, a stream carries every kind but `values`.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use kit::event::{EventKind, StreamMode};
+    /// use kit::graph::{GraphBuilder, NodeContext};
+    /// use kit::{END, RunOptions, START, State};
+    ///
+    /// #[derive(State, Clone, Default, serde::Serialize, serde::Deserialize)]
+    /// struct Count {
+    ///     n: i64,
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let graph = GraphBuilder::<Count>::new("count")
+    ///     .sync_node("add", |s: &Count, _: &NodeContext| CountUpdate::new().n(s.n + 1))
+    ///     .edge(START, "add")
+    ///     .edge("add", END)
+    ///     .compile()?;
+    /// let opts = RunOptions::new().stream_mode([StreamMode::Updates]);
+    /// let kinds: Vec<EventKind> = graph
+    ///     .stream_events(CountUpdate::new(), &opts)
+    ///     .map(|e| e.kind())
+    ///     .collect()
+    ///     .await;
+    /// assert_eq!(kinds, [EventKind::RunStart, EventKind::NodeEnd, EventKind::RunEnd]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn stream_mode(mut self, modes: impl IntoIterator<Item = StreamMode>) -> Self {
+        self.set_stream_kinds(EventKinds::of_modes(modes));
+        self
+    }
+
+    fn set_stream_kinds(&mut self, kinds: EventKinds) {
+        self.stream_kinds = kinds;
+        self.events = self.events.take().map(|sink| sink.with_kinds(kinds));
     }
 
     /// Adds a metadata entry.
@@ -241,10 +292,11 @@ impl RunOptions {
         self.multitask
     }
 
-    /// Sends the run's events to `sink` (what `stream_events` does for you).
+    /// Sends the run's events to `sink` (what `stream_events` does for you), those its
+    /// [`stream_mode`](Self::stream_mode) asks for.
     #[must_use]
     pub fn events(mut self, sink: EventSink) -> Self {
-        self.events = Some(sink);
+        self.events = Some(sink.with_kinds(self.stream_kinds));
         self
     }
 

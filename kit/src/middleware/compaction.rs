@@ -259,7 +259,7 @@ impl Middleware for CompactionMiddleware {
                 let mut kept = Vec::with_capacity(state.messages.len() - cut + 1);
                 kept.push(summary);
                 kept.extend_from_slice(&state.messages[cut..]);
-                if let Some(sink) = rt.node().events() {
+                if let Some(sink) = rt.node().events_of(crate::event::EventKind::Middleware) {
                     let data = json!({"summarized": cut, "kept": state.messages.len() - cut});
                     let event = rt.node().event(
                         "Compaction.summary",

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::agent::{AgentError, ModelSource, Runtime};
-use crate::event::EventData;
+use crate::event::{EventData, EventKind};
 use crate::model::ChatModel;
 
 /// Sends a `middleware` event named `<middleware>.<what>` with `data`, when someone listens,
@@ -16,7 +16,7 @@ pub(crate) async fn report(rt: &Runtime, middleware: &str, what: &str, data: Val
     if let Some(run) = crate::trace::current() {
         run.add_metadata(&format!("{middleware}.{what}"), data.clone());
     }
-    if let Some(sink) = rt.node().events() {
+    if let Some(sink) = rt.node().events_of(EventKind::Middleware) {
         let event = rt
             .node()
             .event(format!("{middleware}.{what}"), EventData::Middleware(data));

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::agent::middleware::{Hook, JumpTo, Runtime, run_hook};
 use crate::agent::{AgentError, AgentState, AgentStateUpdate};
-use crate::event::EventData;
+use crate::event::{EventData, EventKind};
 use crate::graph::{END, NodeContext, NodeError, NodeOutput, Send};
 use crate::message::{Message, ToolCall};
 use crate::state::Write;
@@ -61,7 +61,7 @@ impl HookNode {
             }
             .into());
         }
-        if let Some(sink) = ctx.events() {
+        if let Some(sink) = ctx.events_of(EventKind::Middleware) {
             let data = json!({
                 "middleware": mw.name(),
                 "hook": self.hook.as_str(),

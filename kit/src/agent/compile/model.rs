@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::agent::middleware::{Middleware, ModelExecution, ModelNext, Runtime};
 use crate::agent::structured::Verdict;
 use crate::agent::{AgentError, AgentState, StructuredStrategy};
-use crate::event::{EventData, ModelDelta, ToolCallDelta};
+use crate::event::{EventData, EventKind, ModelDelta, ToolCallDelta};
 use crate::graph::{NodeContext, NodeError, NodeOutput};
 use crate::model::{
     ChatModel, ModelChunk, ModelRequest, ModelResponse, StreamAssembler, ToolChoice,
@@ -243,7 +243,7 @@ where
             }
         }
     }
-    if let (Some(sink), Ok(execution)) = (ctx.events(), &result) {
+    if let (Some(sink), Ok(execution)) = (ctx.events_of(EventKind::ModelEnd), &result) {
         let end = EventData::ModelEnd {
             message: Box::new(execution.response.message.clone()),
             usage: execution.response.message.usage,
@@ -253,23 +253,25 @@ where
     result
 }
 
-/// Calls the model, streaming tokens as events when someone listens.
+/// Calls the model, streaming tokens as events when someone listens for them.
 async fn call_model(
     model: &dyn ChatModel,
     request: ModelRequest,
     ctx: &NodeContext,
 ) -> Result<ModelResponse, AgentError> {
-    let Some(sink) = ctx.events() else {
+    if let Some(sink) = ctx.events_of(EventKind::ModelStart) {
+        let start = EventData::ModelStart {
+            provider: model.provider().to_string(),
+            model: model.model_name().to_string(),
+            messages: request.messages.len(),
+            tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+        };
+        sink.send(ctx.event(model.model_name(), start)).await;
+    }
+    let Some(sink) = ctx.events_of(EventKind::ModelDelta) else {
         return Ok(model.generate(request).await?);
     };
     let model_name = model.model_name().to_string();
-    let start = EventData::ModelStart {
-        provider: model.provider().to_string(),
-        model: model_name.clone(),
-        messages: request.messages.len(),
-        tools: request.tools.iter().map(|t| t.name.clone()).collect(),
-    };
-    sink.send(ctx.event(model_name.clone(), start)).await;
     let mut stream = model.stream(request).await?;
     let mut assembler = StreamAssembler::new();
     while let Some(chunk) = stream.next().await {

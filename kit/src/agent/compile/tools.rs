@@ -6,7 +6,7 @@ use futures::future::BoxFuture;
 
 use crate::agent::middleware::{Middleware, Runtime, ToolNext};
 use crate::agent::{AgentState, AgentStateUpdate};
-use crate::event::EventData;
+use crate::event::{EventData, EventKind};
 use crate::graph::{NodeContext, NodeError, NodeOutput, Pause};
 use crate::message::ToolCall;
 use crate::tool::{Tool, ToolContext, ToolExecution};
@@ -26,7 +26,7 @@ pub(super) async fn tools_node(
         state: state.clone(),
     };
     let tool_ctx = ToolContext::new(call.id.clone(), state.clone(), Some(ctx.clone()));
-    if let Some(sink) = ctx.events() {
+    if let Some(sink) = ctx.events_of(EventKind::ToolStart) {
         let data = EventData::ToolStart {
             args: call.args.clone(),
             tool_call_id: call.id.clone(),
@@ -69,7 +69,7 @@ pub(super) async fn tools_node(
         crate::agent::tool::finish_tool_run(run, &execution);
     }
     let execution = execution?;
-    if let Some(sink) = ctx.events() {
+    if let Some(sink) = ctx.events_of(EventKind::ToolEnd) {
         let data = EventData::ToolEnd {
             result: execution.message.content.clone(),
             status: execution.message.status,

@@ -78,6 +78,8 @@ pub(crate) struct Exec<S: State> {
     changes: Vec<ChannelChange>,
     /// Run ids of the current step's tasks (when streaming), so start and end events match.
     task_run_ids: Vec<String>,
+    /// When a streamed run last let its consumer run (see [`Exec::let_consumer_run`]).
+    last_yield: Option<std::time::Instant>,
     /// A checkpoint write of the async durability mode, polled while the next step runs.
     inflight: Option<futures::future::BoxFuture<'static, Result<(), CheckpointError>>>,
     /// This invocation's run in the trace tree.
@@ -156,6 +158,7 @@ impl<S: State> Exec<S> {
             pending: HashMap::new(),
             changes: Vec::new(),
             task_run_ids: Vec::new(),
+            last_yield: None,
             inflight: None,
             trace: crate::trace::Run::disabled(),
             exit_buffer: None,
@@ -365,23 +368,20 @@ impl<S: State> Exec<S> {
                         output: Some(output),
                         interrupts: None,
                     };
-                    sink.send(self.event(data, self.inner().name.to_string(), None))
-                        .await;
+                    sink.send(self.event(data)).await;
                 }
                 Ok(Outcome::Interrupted(i)) => {
                     let interrupts = serde_json::to_value(&i.interrupts).unwrap_or(Value::Null);
                     let data = EventData::Interrupt {
                         interrupts: interrupts.clone(),
                     };
-                    sink.send(self.event(data, self.inner().name.to_string(), None))
-                        .await;
+                    sink.send(self.event(data)).await;
                     let data = EventData::RunEnd {
                         status: RunEndStatus::Interrupted,
                         output: None,
                         interrupts: Some(interrupts),
                     };
-                    sink.send(self.event(data, self.inner().name.to_string(), None))
-                        .await;
+                    sink.send(self.event(data)).await;
                 }
                 // One `cancelled` event for the whole run: a subgraph's or subagent's run,
                 // cancelled with it, says nothing of its own.
@@ -391,16 +391,14 @@ impl<S: State> Exec<S> {
                     let data = EventData::Cancelled {
                         reason: reason.unwrap_or("the run was cancelled").into(),
                     };
-                    sink.send(self.event(data, self.inner().name.to_string(), None))
-                        .await;
+                    sink.send(self.event(data)).await;
                 }
                 Err(e) => {
                     let data = EventData::Error {
                         message: e.to_string(),
                         kind: (self.inner().error_kind)(e).to_string(),
                     };
-                    sink.send(self.event(data, self.inner().name.to_string(), None))
-                        .await;
+                    sink.send(self.event(data)).await;
                 }
             }
         }
@@ -450,8 +448,7 @@ impl<S: State> Exec<S> {
                     resume: true,
                 },
             };
-            sink.send(self.event(data, self.inner().name.to_string(), None))
-                .await;
+            sink.send(self.event(data)).await;
         }
         // Running from an older checkpoint forks the thread there.
         if self.loaded && self.opts.checkpoint_id.is_some() && self.parent != self.head {
@@ -573,21 +570,32 @@ impl<S: State> Exec<S> {
         Ok(())
     }
 
-    pub(super) fn event(&self, data: EventData, name: String, node: Option<&str>) -> Event {
-        let mut parent_ids = self.opts.parent_ids.clone();
-        let run_id = if node.is_some() {
-            parent_ids.push(self.run.run_id.clone());
-            ids::random()
-        } else {
-            self.run.run_id.clone()
-        };
+    /// An event of the run itself (`run_start`, `checkpoint`, `run_end`, …).
+    pub(super) fn event(&self, data: EventData) -> Event {
         Event {
             data,
-            name,
+            name: self.inner().name.to_string(),
+            run_id: self.run.run_id.clone(),
+            parent_ids: self.opts.parent_ids.clone(),
+            metadata: EventMetadata {
+                step: u64::try_from(self.step).ok(),
+                ..EventMetadata::default()
+            },
+        }
+    }
+
+    /// An event of the task of `node` whose run id is `run_id` (a `node_end`).
+    pub(super) fn node_event(&self, data: EventData, node: &str, run_id: String) -> Event {
+        let mut parent_ids = Vec::with_capacity(self.opts.parent_ids.len() + 1);
+        parent_ids.extend_from_slice(&self.opts.parent_ids);
+        parent_ids.push(self.run.run_id.clone());
+        Event {
+            data,
+            name: node.to_string(),
             run_id,
             parent_ids,
             metadata: EventMetadata {
-                node: node.map(String::from),
+                node: Some(node.to_string()),
                 step: u64::try_from(self.step).ok(),
                 ..EventMetadata::default()
             },

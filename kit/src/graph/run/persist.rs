@@ -6,7 +6,7 @@ use super::{BodyOut, Exec, TaskRecord};
 use crate::checkpoint::{
     BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
 };
-use crate::event::EventData;
+use crate::event::{EventData, EventKind};
 use crate::graph::error::GraphError;
 use crate::graph::node::SendArg;
 use crate::graph::options::Durability;
@@ -223,7 +223,8 @@ impl<S: State> Exec<S> {
             return;
         }
         let durable = std::mem::take(&mut self.durable);
-        let Some(sink) = &self.opts.events else {
+        let Some(sink) = (self.opts.events.as_ref()).filter(|s| s.wants(EventKind::Checkpoint))
+        else {
             return;
         };
         for (checkpoint_id, step) in durable {
@@ -231,7 +232,7 @@ impl<S: State> Exec<S> {
                 checkpoint_id,
                 step,
             };
-            let event = self.event(data, self.inner().name.to_string(), None);
+            let event = self.event(data);
             sink.send(event).await;
         }
     }

@@ -6,11 +6,15 @@ use serde_json::Value;
 
 use super::{Exec, TaskSpec, merge_tasks};
 use crate::checkpoint::{CheckpointSource, PendingWrite, pending};
-use crate::event::{Event, EventData};
+use crate::event::{Event, EventData, EventKind};
 use crate::graph::error::GraphError;
 use crate::graph::interrupt::{Interrupt, Interrupted, Outcome};
 use crate::graph::node::{Goto, NodeError, NodeErrorKind, NodeOutput, task_id};
 use crate::state::State;
+
+/// How long a streamed run of nodes that never wait holds the thread before its consumer gets a
+/// turn.
+const STREAM_LATENCY: std::time::Duration = std::time::Duration::from_micros(50);
 
 impl<S: State> Exec<S> {
     /// A step that failed or paused: keep the successful tasks' outputs as pending writes, so a
@@ -100,27 +104,29 @@ impl<S: State> Exec<S> {
         let mut updates: Vec<S::Update> = Vec::with_capacity(outputs.len());
         let mut gotos: Vec<Vec<Goto>> = Vec::with_capacity(outputs.len());
         let mut node_end_events: Vec<Event> = Vec::new();
-        let streaming = self.opts.events.is_some();
+        let node_ends = self
+            .opts
+            .events
+            .as_ref()
+            .is_some_and(|s| s.wants(EventKind::NodeEnd));
         for (i, (task, out)) in tasks.iter().zip(outputs).enumerate() {
-            if streaming {
+            if node_ends {
                 let node = &self.inner().nodes[task.node];
                 let update = match out.updates.len() {
                     0 => Value::Null,
                     1 => serde_json::to_value(&out.updates[0]).unwrap_or(Value::Null),
                     _ => serde_json::to_value(&out.updates).unwrap_or(Value::Null),
                 };
-                let mut event = self.event(
-                    EventData::NodeEnd {
-                        update,
-                        cached: out.cached,
-                    },
-                    node.name.to_string(),
-                    Some(&node.name),
-                );
-                if let Some(id) = self.task_run_ids.get(i).filter(|id| !id.is_empty()) {
-                    event.run_id = id.clone();
-                }
-                node_end_events.push(event);
+                // The task's run id, which its node_start and its own events carry.
+                let run_id = match self.task_run_ids.get(i).filter(|id| !id.is_empty()) {
+                    Some(id) => id.clone(),
+                    None => crate::ids::random(),
+                };
+                let data = EventData::NodeEnd {
+                    update,
+                    cached: out.cached,
+                };
+                node_end_events.push(self.node_event(data, &node.name, run_id));
             }
             updates.extend(out.updates);
             gotos.push(out.goto);
@@ -135,30 +141,35 @@ impl<S: State> Exec<S> {
         }
         self.next = merge_tasks(next, sends, self.inner().nodes.len());
         self.save(CheckpointSource::Loop).await?;
-        if self.opts.events.is_none() {
+        let Some(sink) = &self.opts.events else {
             return Ok(());
-        }
-        if let Some(sink) = &self.opts.events {
-            for event in node_end_events {
-                sink.send(event).await;
-            }
-        }
-        self.send_checkpoint_events().await;
-        if self.opts.stream_values
-            && let Some(sink) = &self.opts.events
-        {
-            let state = serde_json::to_value(&*self.state).unwrap_or(Value::Null);
-            let event = self.event(
-                EventData::Values(state),
-                self.inner().name.to_string(),
-                None,
-            );
+        };
+        for event in node_end_events {
             sink.send(event).await;
         }
-        // Let the consumer see this step's events now rather than after the whole run (on a
-        // single-threaded runtime the run would otherwise never yield).
-        tokio::task::yield_now().await;
+        self.send_checkpoint_events().await;
+        if let Some(sink) = (self.opts.events.as_ref()).filter(|s| s.wants(EventKind::Values)) {
+            let state = serde_json::to_value(&*self.state).unwrap_or(Value::Null);
+            sink.send(self.event(EventData::Values(state))).await;
+        }
+        self.let_consumer_run().await;
         Ok(())
+    }
+
+    /// Lets the stream's consumer see the events sent so far: after the first step, then at
+    /// most every [`STREAM_LATENCY`]. A run of sync nodes never waits on anything, so on a
+    /// single-threaded runtime it would otherwise hold the thread until the channel fills;
+    /// yielding after every step instead costs a poll of tokio's I/O driver (a system call)
+    /// per step, a quarter of a cheap step's cost.
+    async fn let_consumer_run(&mut self) {
+        let now = std::time::Instant::now();
+        if self
+            .last_yield
+            .is_none_or(|last| now.duration_since(last) >= STREAM_LATENCY)
+        {
+            tokio::task::yield_now().await;
+            self.last_yield = Some(now);
+        }
     }
 
     /// Applies updates to the state (copy-on-write only if a node kept a snapshot alive).

@@ -9,7 +9,7 @@ use futures::FutureExt;
 use serde_json::{Value, json};
 
 use super::{Exec, TaskSpec};
-use crate::event::EventData;
+use crate::event::{EventData, EventKind};
 use crate::graph::node::{NodeContext, NodeError, NodeOutput, TaskContext, task_id};
 use crate::ids;
 use crate::state::State;
@@ -62,14 +62,13 @@ impl<S: State> Exec<S> {
                     run_id,
                 }),
             };
-            if let Some(sink) = &self.opts.events {
+            if let Some(sink) =
+                (self.opts.events.as_ref()).filter(|s| s.wants(EventKind::NodeStart))
+            {
                 let data = EventData::NodeStart {
                     task_id: ctx.task_id(),
                 };
-                let mut event = ctx.event(node.name.to_string(), data);
-                event.run_id = ctx.run_id().to_string();
-                event.parent_ids.pop();
-                sink.send(event).await;
+                sink.send(ctx.task_event(data)).await;
             }
             let fut = match node.retry.clone() {
                 None => attempt(
@@ -189,17 +188,14 @@ pub(super) fn retrying<S: State>(
                 Err(e) if policy.retries(&e, number) => {
                     let delay = policy.delay(number);
                     number += 1;
-                    if let Some(sink) = ctx.events() {
+                    if let Some(sink) = ctx.events_of(EventKind::NodeRetry) {
                         let data = EventData::NodeRetry {
                             task_id: ctx.task_id(),
                             attempt: number,
                             error: e.to_string(),
                             delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                         };
-                        let mut event = ctx.event(node.name.to_string(), data);
-                        event.run_id = ctx.run_id().to_string();
-                        event.parent_ids.pop();
-                        sink.send(event).await;
+                        sink.send(ctx.task_event(data)).await;
                     }
                     tokio::time::sleep(delay).await;
                     ctx = ctx.next_attempt();
