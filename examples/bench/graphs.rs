@@ -208,9 +208,11 @@ pub(crate) async fn w3(reps: usize) {
 // W6: streaming per-node updates of W1
 
 pub(crate) async fn w6(reps: usize) {
-    header("W6 streaming updates of W1 (100 node_end events per invoke)");
+    header("W6 streaming updates of W1 (stream_mode=updates: 100 node_end events per invoke)");
     let graph = linear_graph();
-    let opts = RunOptions::new().recursion_limit(1000);
+    let opts = RunOptions::new()
+        .recursion_limit(1000)
+        .stream_mode([kit::event::StreamMode::Updates]);
     // Check once: 100 per-node update events, first and last as specified.
     let updates: Vec<kit::Event> = graph
         .stream_events(linear_input(), &opts)
