@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
+use futures::future::Either;
 use tokio::sync::Notify;
 
 use super::{Exec, RunInput, emit_failure};
@@ -32,14 +33,28 @@ use crate::state::State;
 /// Runs `input` on `graph`, under the thread's lease when the options name a strategy.
 /// Failures before a top-level run starts are reported on its event stream (a started run
 /// reports its own outcome).
-pub(crate) async fn run<S: State>(
+///
+/// Not an `async fn`: a future awaited inside one is held twice in its state, and every run
+/// (and so every subgraph and `invoke`) starts here. The leased path is boxed, since it holds
+/// the run and the lease's watch at once.
+pub(crate) fn run<S: State>(
     graph: &Graph<S>,
     opts: RunOptions,
     input: RunInput<S>,
+) -> impl Future<Output = Result<Outcome<S>, GraphError>> + Send + '_ {
+    match opts.multitask {
+        None => Either::Left(start_and_run(graph, opts, input, None)),
+        Some(strategy) => Either::Right(Box::pin(run_under_lease(graph, opts, input, strategy))),
+    }
+}
+
+/// [`run`] holding the thread's lease for `strategy`.
+async fn run_under_lease<S: State>(
+    graph: &Graph<S>,
+    opts: RunOptions,
+    input: RunInput<S>,
+    strategy: MultitaskStrategy,
 ) -> Result<Outcome<S>, GraphError> {
-    let Some(strategy) = opts.multitask else {
-        return start_and_run(graph, &opts, input, None).await;
-    };
     let lease = match Lease::join(graph, &opts, strategy).await {
         Ok(lease) => Arc::new(lease),
         Err(e) => {
@@ -59,7 +74,7 @@ pub(crate) async fn run<S: State>(
         })
     };
     let result = {
-        let mut run = std::pin::pin!(start_and_run(graph, &run_opts, input, Some(settled)));
+        let mut run = std::pin::pin!(start_and_run(graph, run_opts, input, Some(settled)));
         let stop = tokio::select! {
             result = &mut run => Err(result),
             stop = lease.watch(opts.cancel.as_ref()) => Ok(stop),
@@ -95,22 +110,23 @@ pub(crate) async fn run<S: State>(
 
 async fn start_and_run<S: State>(
     graph: &Graph<S>,
-    opts: &RunOptions,
+    opts: RunOptions,
     input: RunInput<S>,
     settled: Option<super::Settled>,
 ) -> Result<Outcome<S>, GraphError> {
-    // Not boxed here: callers box the whole run once.
-    match Exec::start(graph, opts).await {
+    match Exec::start(graph, &opts).await {
         Ok(mut exec) => {
             if let Some(settled) = settled {
                 exec.on_settled(settled);
             }
-            exec.run(input).await
+            // Boxed: held inline, the executor's future would be copied into this one's state
+            // twice over (see `run`).
+            Box::pin(exec.run(input)).await
         }
         Err(e) => {
             // A subgraph's failure is reported by the run around it.
             if opts.namespace.is_empty() {
-                emit_failure(&graph.inner.name, opts, &e).await;
+                emit_failure(&graph.inner.name, &opts, &e).await;
             }
             Err(e)
         }
