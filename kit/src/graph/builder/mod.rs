@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
+use futures::FutureExt;
+
 #[cfg(doc)]
 use super::START;
 use super::node::{IntoNodeOutput, NodeContext, NodeFn, Send};
@@ -72,8 +74,8 @@ where
     R: IntoNodeOutput<S> + 'static,
 {
     Arc::new(move |state, ctx| {
-        let fut = f(state, ctx);
-        Box::pin(async move { fut.await.into_output() })
+        // `map`, not an `async` block awaiting `fut`: that would hold the node's future twice.
+        Box::pin(f(state, ctx).map(IntoNodeOutput::into_output))
     })
 }
 
