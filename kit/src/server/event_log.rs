@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | (the run starts) | `lifecycle` | `{"event": "running"}` |
 //! | `node_end` | `updates` | `{"node", "values": update}` |
-//! | `model_start`, `model_delta` (text), `model_end` | `messages` | `message-start`, `content-block-start` / `-delta` / `-finish`, `message-finish` |
+//! | `model_start`, `model_delta` (text), `model_end` | `messages` | `message-start`, `content-block-start` / `-delta` / `-finish`, `message-finish`; the deltas of one call that share a write are one `content-block-delta` |
 //! | `tool_start`, `tool_end` | `tools` | `tool-started`, `tool-finished` or `tool-error` |
 //! | `custom` | `custom` | `{"name", "payload"}` |
 //! | `checkpoint` | `checkpoints` | `{"id", "step", "source": "loop"}` |
@@ -86,10 +86,39 @@ pub(crate) fn ending(
 struct Mapper {
     /// Model calls (by their run id) whose text block is open.
     open_text: HashMap<String, bool>,
+    /// The model call whose text delta is the last event of the batch being built: its next
+    /// delta extends that event instead of adding one. A batch waits up to the linger anyway,
+    /// so a reader sees the same text at the same time, in one event per batch instead of one
+    /// per token.
+    last_delta: Option<String>,
 }
 
 impl Mapper {
     fn map(&mut self, event: Event, out: &mut Vec<NewEvent>) {
+        if let EventData::ModelDelta(ModelDelta::Text { text }) = &event.data
+            && self.last_delta.as_deref() == Some(event.run_id.as_str())
+            && let Some(Value::String(so_far)) = out
+                .last_mut()
+                .and_then(|last| last.data.pointer_mut("/delta/text"))
+        {
+            so_far.push_str(text);
+            return;
+        }
+        let before = out.len();
+        let mut delta_of = None;
+        self.map_one(event, out, &mut delta_of);
+        if out.len() != before {
+            self.last_delta = delta_of;
+        }
+    }
+
+    /// The batch was written: the next delta starts an event of its own.
+    fn batch_written(&mut self) {
+        self.last_delta = None;
+    }
+
+    /// Maps one event; `delta_of` is set to the model call when it pushed a text delta.
+    fn map_one(&mut self, event: Event, out: &mut Vec<NewEvent>, delta_of: &mut Option<String>) {
         let namespace = event.metadata.namespace.clone();
         let node = event.metadata.node.clone();
         let mut push = |method: &str, data: Value| {
@@ -135,6 +164,7 @@ impl Mapper {
                     json!({"event": "content-block-delta", "index": 0,
                            "delta": {"type": "text-delta", "text": text}}),
                 );
+                *delta_of = Some(event.run_id);
             }
             EventData::ModelEnd { message, usage } => {
                 let streamed = self.open_text.remove(&event.run_id).unwrap_or(false);
@@ -281,6 +311,7 @@ pub(crate) fn spawn_writer(
             }
             due = None;
             let events = std::mem::take(&mut batch);
+            mapper.batch_written();
             if let Err(e) = append_retrying(&*store, &thread_id, &run_id, events).await {
                 tracing::error!(%thread_id, %run_id, error = %e, "could not write a run's events to the thread's log; they are lost to stream readers");
             }
@@ -368,13 +399,91 @@ mod tests {
                 "message-start",
                 "content-block-start",
                 "content-block-delta",
-                "content-block-delta",
                 "content-block-finish",
                 "message-finish"
             ]
         );
-        assert_eq!(out[4].data["content"]["text"], "Hello");
+        assert_eq!(out[2].data["delta"]["text"], "Hello");
+        assert_eq!(out[3].data["content"]["text"], "Hello");
         assert!(m.open_text.is_empty(), "nothing kept after the call");
+    }
+
+    fn delta(text: &str, run: &str) -> Event {
+        event(
+            EventData::ModelDelta(ModelDelta::Text { text: text.into() }),
+            "m",
+            run,
+        )
+    }
+
+    fn texts(out: &[NewEvent]) -> Vec<String> {
+        out.iter()
+            .filter(|e| e.data["event"] == "content-block-delta")
+            .map(|e| e.data["delta"]["text"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn the_deltas_of_a_model_call_in_one_batch_share_one_event() {
+        let mut m = Mapper::default();
+        let mut out = Vec::new();
+        for piece in ["Hel", "lo", ", ", "world"] {
+            m.map(delta(piece, "call-1"), &mut out);
+        }
+        assert_eq!(out.len(), 2, "content-block-start and one delta");
+        assert_eq!(texts(&out), ["Hello, world"]);
+        // A node starting in between pushes nothing and changes nothing.
+        m.map(
+            event(
+                EventData::NodeStart {
+                    task_id: "1:x".into(),
+                },
+                "x",
+                "t",
+            ),
+            &mut out,
+        );
+        m.map(delta("!", "call-1"), &mut out);
+        assert_eq!(texts(&out), ["Hello, world!"]);
+    }
+
+    #[test]
+    fn deltas_are_not_merged_across_a_write_another_call_or_another_event() {
+        let mut m = Mapper::default();
+        let mut out = Vec::new();
+        m.map(delta("a", "call-1"), &mut out);
+        m.batch_written();
+        let mut next = Vec::new();
+        m.map(delta("b", "call-1"), &mut next);
+        assert_eq!(texts(&next), ["b"], "a new batch starts a new event");
+        // Another model call (a subagent's, say) interleaved.
+        m.map(delta("x", "call-2"), &mut next);
+        m.map(delta("c", "call-1"), &mut next);
+        assert_eq!(texts(&next), ["b", "x", "c"]);
+        // Any event written between two deltas keeps them apart.
+        m.map(
+            event(EventData::Custom(json!({"n": 1})), "progress", "t"),
+            &mut next,
+        );
+        m.map(delta("d", "call-1"), &mut next);
+        assert_eq!(texts(&next), ["b", "x", "c", "d"]);
+        let order: Vec<&str> = next.iter().map(|e| e.method.as_str()).collect();
+        assert_eq!(order.last(), Some(&"messages"));
+        assert_eq!(order[order.len() - 2], "custom");
+    }
+
+    #[test]
+    fn merging_is_linear_in_the_text_1_kib_and_1_mib() {
+        for total in [1usize << 10, 1 << 20] {
+            let mut m = Mapper::default();
+            let mut out = Vec::new();
+            let piece = "x".repeat(64);
+            for _ in 0..total / 64 {
+                m.map(delta(&piece, "call-1"), &mut out);
+            }
+            assert_eq!(out.len(), 2);
+            assert_eq!(texts(&out)[0].len(), total);
+        }
     }
 
     #[test]
