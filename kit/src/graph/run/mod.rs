@@ -57,7 +57,6 @@ struct TaskSpec {
 
 pub(crate) struct Exec<S: State> {
     graph: Graph<S>,
-    opts: RunOptions,
     /// Set when the run persists: a checkpointer and a thread id.
     persist: Option<(Arc<dyn Checkpointer>, String)>,
     ns: String,
@@ -91,6 +90,8 @@ pub(crate) struct Exec<S: State> {
     inflight_checkpoint: Option<(String, i64)>,
     /// The checkpoint the exit buffer becomes (`Durability::Exit`).
     exit_checkpoint: Option<(String, i64)>,
+    /// What every task of the run shares, the run's options among them (the executor reads
+    /// them there rather than holding a copy of its own).
     run: Arc<RunContext>,
     /// Called once the run's outcome is durable, before it is reported (a leased run leaves
     /// its thread here, so a consumer that sees `run_end` finds the thread free).
@@ -142,7 +143,6 @@ impl<S: State> Exec<S> {
         });
         let mut exec = Exec {
             graph: graph.clone(),
-            opts: opts.clone(),
             persist,
             ns,
             state: Arc::new(S::default()),
@@ -318,7 +318,7 @@ impl<S: State> Exec<S> {
     pub(crate) async fn run(mut self, input: RunInput<S>) -> Result<Outcome<S>, GraphError> {
         self.trace = self.start_trace(&input);
         let trace = self.trace.clone();
-        let cancel = self.opts.cancel.clone();
+        let cancel = self.run.options.cancel.clone();
         let run = trace.clone().scope(self.run_inner(input));
         let result = match cancel {
             None => run.await,
@@ -359,7 +359,7 @@ impl<S: State> Exec<S> {
             }
             Err(e) => trace.fail(&e.to_string()),
         }
-        if let Some(sink) = self.opts.events.clone() {
+        if let Some(sink) = self.run.options.events.clone() {
             match &result {
                 Ok(Outcome::Done(state)) => {
                     let output = serde_json::to_value(state).unwrap_or(Value::Null);
@@ -387,7 +387,12 @@ impl<S: State> Exec<S> {
                 // cancelled with it, says nothing of its own.
                 Err(GraphError::Cancelled) if !self.ns.is_empty() => {}
                 Err(GraphError::Cancelled) => {
-                    let reason = self.opts.cancel.as_ref().and_then(CancelToken::reason);
+                    let reason = self
+                        .run
+                        .options
+                        .cancel
+                        .as_ref()
+                        .and_then(CancelToken::reason);
                     let data = EventData::Cancelled {
                         reason: reason.unwrap_or("the run was cancelled").into(),
                     };
@@ -408,20 +413,25 @@ impl<S: State> Exec<S> {
     /// Starts this invocation's trace run: a root run, or a child of the current one (a
     /// subgraph inside a node or tool). `trace: false` options suppress it and its children.
     pub(super) fn start_trace(&self, input: &RunInput<S>) -> crate::trace::Run {
-        let options = self.opts.trace.clone();
+        let options = self.run.options.trace.clone();
         if options.as_ref().is_some_and(|o| !o.is_enabled()) {
             return crate::trace::Run::disabled();
         }
         let tracer = self
-            .opts
+            .run
+            .options
             .tracer
             .clone()
             .unwrap_or_else(crate::trace::global);
         let mut options = options.unwrap_or_default();
         if options.thread_id.is_none() {
-            options.thread_id = self.opts.thread_id.clone();
+            options.thread_id = self.run.options.thread_id.clone();
         }
-        let kind = self.opts.trace_kind.unwrap_or(crate::trace::RunKind::Graph);
+        let kind = self
+            .run
+            .options
+            .trace_kind
+            .unwrap_or(crate::trace::RunKind::Graph);
         tracer.start(
             &self.graph.inner.name,
             kind,
@@ -437,7 +447,7 @@ impl<S: State> Exec<S> {
     }
 
     pub(super) async fn run_inner(&mut self, input: RunInput<S>) -> Result<Outcome<S>, GraphError> {
-        if let Some(sink) = &self.opts.events {
+        if let Some(sink) = &self.run.options.events {
             let data = match &input {
                 RunInput::Input(u) => EventData::RunStart {
                     input: Some(serde_json::to_value(u).unwrap_or(Value::Null)),
@@ -451,7 +461,7 @@ impl<S: State> Exec<S> {
             sink.send(self.event(data)).await;
         }
         // Running from an older checkpoint forks the thread there.
-        if self.loaded && self.opts.checkpoint_id.is_some() && self.parent != self.head {
+        if self.loaded && self.run.options.checkpoint_id.is_some() && self.parent != self.head {
             self.persist_all(CheckpointSource::Fork).await?;
         }
         let mut skip_before = false;
@@ -487,7 +497,8 @@ impl<S: State> Exec<S> {
             }
         }
         let limit = self
-            .opts
+            .run
+            .options
             .recursion_limit
             .or(self.inner().recursion_limit)
             .unwrap_or(DEFAULT_RECURSION_LIMIT);
@@ -576,7 +587,7 @@ impl<S: State> Exec<S> {
             data,
             name: self.inner().name.to_string(),
             run_id: self.run.run_id.clone(),
-            parent_ids: self.opts.parent_ids.clone(),
+            parent_ids: self.run.options.parent_ids.clone(),
             metadata: EventMetadata {
                 step: u64::try_from(self.step).ok(),
                 ..EventMetadata::default()
@@ -586,8 +597,8 @@ impl<S: State> Exec<S> {
 
     /// An event of the task of `node` whose run id is `run_id` (a `node_end`).
     pub(super) fn node_event(&self, data: EventData, node: &str, run_id: String) -> Event {
-        let mut parent_ids = Vec::with_capacity(self.opts.parent_ids.len() + 1);
-        parent_ids.extend_from_slice(&self.opts.parent_ids);
+        let mut parent_ids = Vec::with_capacity(self.run.options.parent_ids.len() + 1);
+        parent_ids.extend_from_slice(&self.run.options.parent_ids);
         parent_ids.push(self.run.run_id.clone());
         Event {
             data,

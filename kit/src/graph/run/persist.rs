@@ -117,7 +117,7 @@ impl<S: State> Exec<S> {
             source,
             created_at: ids::now_rfc3339_millis(),
             next: next.into_iter().map(|t| t.node).collect(),
-            metadata: Value::Object(self.opts.metadata.clone()),
+            metadata: Value::Object(self.run.options.metadata.clone()),
         };
         let (thread_id, expected_head) = match &self.persist {
             Some((_, t)) => (t.clone(), self.head.clone()),
@@ -163,11 +163,12 @@ impl<S: State> Exec<S> {
         };
         // Streamed runs report each checkpoint once it is durable.
         let written = self
-            .opts
+            .run
+            .options
             .events
             .as_ref()
             .map(|_| (write.meta.id.clone(), write.meta.step));
-        match self.opts.durability {
+        match self.run.options.durability {
             Durability::Sync => {
                 cp.put(write).await?;
                 self.durable.extend(written);
@@ -223,7 +224,8 @@ impl<S: State> Exec<S> {
             return;
         }
         let durable = std::mem::take(&mut self.durable);
-        let Some(sink) = (self.opts.events.as_ref()).filter(|s| s.wants(EventKind::Checkpoint))
+        let Some(sink) =
+            (self.run.options.events.as_ref()).filter(|s| s.wants(EventKind::Checkpoint))
         else {
             return;
         };

@@ -105,7 +105,8 @@ impl<S: State> Exec<S> {
         let mut gotos: Vec<Vec<Goto>> = Vec::with_capacity(outputs.len());
         let mut node_end_events: Vec<Event> = Vec::new();
         let node_ends = self
-            .opts
+            .run
+            .options
             .events
             .as_ref()
             .is_some_and(|s| s.wants(EventKind::NodeEnd));
@@ -141,14 +142,16 @@ impl<S: State> Exec<S> {
         }
         self.next = merge_tasks(next, sends, self.inner().nodes.len());
         self.save(CheckpointSource::Loop).await?;
-        let Some(sink) = &self.opts.events else {
+        let Some(sink) = &self.run.options.events else {
             return Ok(());
         };
         for event in node_end_events {
             sink.send(event).await;
         }
         self.send_checkpoint_events().await;
-        if let Some(sink) = (self.opts.events.as_ref()).filter(|s| s.wants(EventKind::Values)) {
+        if let Some(sink) =
+            (self.run.options.events.as_ref()).filter(|s| s.wants(EventKind::Values))
+        {
             let state = serde_json::to_value(&*self.state).unwrap_or(Value::Null);
             sink.send(self.event(EventData::Values(state))).await;
         }

@@ -24,7 +24,7 @@ impl<S: State> Exec<S> {
         let mut results: Vec<Option<Result<NodeOutput<S>, NodeError>>> =
             (0..tasks.len()).map(|_| None).collect();
         let mut futures = Vec::with_capacity(tasks.len());
-        let streaming = self.opts.events.is_some();
+        let streaming = self.run.options.events.is_some();
         self.task_run_ids.clear();
         let graph = self.graph.inner.clone();
         let traced = self.trace.is_recording() || !self.trace.span().is_disabled();
@@ -63,7 +63,7 @@ impl<S: State> Exec<S> {
                 }),
             };
             if let Some(sink) =
-                (self.opts.events.as_ref()).filter(|s| s.wants(EventKind::NodeStart))
+                (self.run.options.events.as_ref()).filter(|s| s.wants(EventKind::NodeStart))
             {
                 let data = EventData::NodeStart {
                     task_id: ctx.task_id(),
