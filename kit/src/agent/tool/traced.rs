@@ -109,6 +109,11 @@ impl Tool {
 
 /// Ends a tool run with what the call came to.
 pub(crate) fn finish_tool_run(run: &Run, execution: &Result<ToolExecution, Pause>) {
+    // A failure also marks the run's `tracing` span; the outputs only matter when recorded.
+    let failed = matches!(execution, Ok(done) if done.message.is_error());
+    if !failed && !run.is_recording() {
+        return;
+    }
     match execution {
         Err(_) => run.finish(json!({"interrupted": true})),
         Ok(done) if done.message.is_error() => run.fail(&done.message.text()),
