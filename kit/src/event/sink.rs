@@ -172,17 +172,14 @@ impl EventSink {
         let mut waiting = None;
         if self.wants(event.kind()) {
             self.stamp(&mut event);
-            match &self.filter {
-                None => waiting = self.queue(event, Vec::new()),
+            waiting = match &self.filter {
+                None => self.queue(std::iter::once(event)),
                 Some(filter) => {
                     let mut out = Vec::new();
                     filter.filter(event, &mut out);
-                    let mut out = out.into_iter();
-                    if let Some(first) = out.next() {
-                        waiting = self.queue(first, out.collect());
-                    }
+                    self.queue(out.into_iter())
                 }
-            }
+            };
         }
         async move {
             if let Some(waiting) = waiting {
@@ -191,23 +188,20 @@ impl EventSink {
         }
     }
 
-    /// Queues `event` and then `rest` while the channel has room; what does not fit is sent
-    /// by the returned future, in order.
+    /// Queues `events` in order while the channel has room; what does not fit is sent by the
+    /// returned future, in order.
     fn queue(
         &self,
-        event: Event,
-        rest: Vec<Event>,
+        mut events: impl Iterator<Item = Event> + Send + 'static,
     ) -> Option<futures::future::BoxFuture<'static, ()>> {
-        let mut rest = rest.into_iter();
-        let mut next = Some(event);
-        while let Some(event) = next.take() {
+        while let Some(event) = events.next() {
             match self.tx.try_send(event) {
-                Ok(()) => next = rest.next(),
+                Ok(()) => {}
                 Err(mpsc::error::TrySendError::Closed(_)) => return None,
                 Err(mpsc::error::TrySendError::Full(event)) => {
                     let tx = self.tx.clone();
                     return Some(Box::pin(async move {
-                        for event in std::iter::once(event).chain(rest) {
+                        for event in std::iter::once(event).chain(events) {
                             if tx.send(event).await.is_err() {
                                 return;
                             }

@@ -65,6 +65,87 @@ async fn filters_apply_inner_first_and_nested_sinks_keep_them() {
 }
 
 /// One payload of every kind, with every optional field present.
+/// Turns each event into two.
+struct Twice;
+
+impl EventFilter for Twice {
+    fn filter(&self, event: Event, out: &mut Vec<Event>) {
+        let mut copy = event.clone();
+        copy.name.push('\'');
+        out.push(event);
+        out.push(copy);
+    }
+}
+
+fn custom(name: &str) -> Event {
+    Event::new(EventData::Custom(Value::Null), name, "r")
+}
+
+#[tokio::test]
+async fn a_full_channel_makes_send_wait_and_loses_or_reorders_nothing() {
+    for filtered in [false, true] {
+        let (sink, mut rx) = EventSink::channel(2);
+        let sink = if filtered {
+            sink.with_filter(Arc::new(Twice))
+        } else {
+            sink
+        };
+        let names: Vec<String> = (0..50).map(|i| format!("e{i}")).collect();
+        let producer = {
+            let names = names.clone();
+            tokio::spawn(async move {
+                for name in &names {
+                    sink.send(custom(name)).await;
+                }
+            })
+        };
+        let mut seen = Vec::new();
+        while let Some(event) = rx.recv().await {
+            seen.push(event.name);
+        }
+        producer.await.unwrap();
+        let expected: Vec<String> = if filtered {
+            names
+                .iter()
+                .flat_map(|n| [n.clone(), format!("{n}'")])
+                .collect()
+        } else {
+            names
+        };
+        assert_eq!(seen, expected, "filtered: {filtered}");
+    }
+}
+
+#[tokio::test]
+async fn send_queues_at_once_when_there_is_room_and_drops_what_the_mode_leaves_out() {
+    let (sink, mut rx) = EventSink::channel(4);
+    // Not awaited: the event is queued by the call itself.
+    let sent = sink.send(custom("now"));
+    assert_eq!(rx.try_recv().unwrap().name, "now");
+    sent.await;
+    let updates = sink
+        .clone()
+        .with_kinds(EventKinds::of_modes([StreamMode::Updates]));
+    updates.send(custom("left out")).await;
+    updates.try_send(custom("left out too"));
+    updates
+        .send(Event::new(
+            EventData::NodeEnd {
+                update: Value::Null,
+                cached: false,
+            },
+            "n",
+            "r",
+        ))
+        .await;
+    assert_eq!(rx.try_recv().unwrap().kind(), EventKind::NodeEnd);
+    assert!(rx.try_recv().is_err(), "nothing else was queued");
+    drop(updates);
+    // A closed stream is ignored.
+    drop(rx);
+    sink.send(custom("nobody listens")).await;
+}
+
 fn one_of_each() -> Vec<EventData> {
     use crate::message::{Content, Message, ToolStatus, Usage};
     vec![

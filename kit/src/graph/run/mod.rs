@@ -37,7 +37,7 @@ use super::{Graph, GraphInner};
 use crate::checkpoint::{
     CheckpointError, CheckpointSource, CheckpointWrite, Checkpointer, LoadedCheckpoint, pending,
 };
-use crate::event::{Event, EventData, EventMetadata, RunEndStatus};
+use crate::event::{Event, EventData, EventKind, EventMetadata, EventSink, RunEndStatus};
 use crate::ids;
 use crate::state::{ChannelChange, State};
 
@@ -579,6 +579,15 @@ impl<S: State> Exec<S> {
         let (next, sends) = self.route_from(None, &[])?;
         self.next = merge_tasks(next, sends, self.inner().nodes.len());
         Ok(())
+    }
+
+    /// The run's event stream, when it carries events of `kind` (checked before building one).
+    pub(super) fn events_of(&self, kind: EventKind) -> Option<&EventSink> {
+        self.run
+            .options
+            .events
+            .as_ref()
+            .filter(|sink| sink.wants(kind))
     }
 
     /// An event of the run itself (`run_start`, `checkpoint`, `run_end`, …).

@@ -161,12 +161,9 @@ impl<S: State> Exec<S> {
         let Some((cp, _)) = self.persist.clone() else {
             return Ok(());
         };
-        // Streamed runs report each checkpoint once it is durable.
+        // Streamed runs report each checkpoint once it is durable, when asked to.
         let written = self
-            .run
-            .options
-            .events
-            .as_ref()
+            .events_of(EventKind::Checkpoint)
             .map(|_| (write.meta.id.clone(), write.meta.step));
         match self.run.options.durability {
             Durability::Sync => {
@@ -224,9 +221,7 @@ impl<S: State> Exec<S> {
             return;
         }
         let durable = std::mem::take(&mut self.durable);
-        let Some(sink) =
-            (self.run.options.events.as_ref()).filter(|s| s.wants(EventKind::Checkpoint))
-        else {
+        let Some(sink) = self.events_of(EventKind::Checkpoint) else {
             return;
         };
         for (checkpoint_id, step) in durable {

@@ -104,12 +104,7 @@ impl<S: State> Exec<S> {
         let mut updates: Vec<S::Update> = Vec::with_capacity(outputs.len());
         let mut gotos: Vec<Vec<Goto>> = Vec::with_capacity(outputs.len());
         let mut node_end_events: Vec<Event> = Vec::new();
-        let node_ends = self
-            .run
-            .options
-            .events
-            .as_ref()
-            .is_some_and(|s| s.wants(EventKind::NodeEnd));
+        let node_ends = self.events_of(EventKind::NodeEnd).is_some();
         for (i, (task, out)) in tasks.iter().zip(outputs).enumerate() {
             if node_ends {
                 let node = &self.inner().nodes[task.node];
@@ -149,9 +144,7 @@ impl<S: State> Exec<S> {
             sink.send(event).await;
         }
         self.send_checkpoint_events().await;
-        if let Some(sink) =
-            (self.run.options.events.as_ref()).filter(|s| s.wants(EventKind::Values))
-        {
+        if let Some(sink) = self.events_of(EventKind::Values) {
             let state = serde_json::to_value(&*self.state).unwrap_or(Value::Null);
             sink.send(self.event(EventData::Values(state))).await;
         }

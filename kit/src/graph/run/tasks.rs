@@ -62,9 +62,7 @@ impl<S: State> Exec<S> {
                     run_id,
                 }),
             };
-            if let Some(sink) =
-                (self.run.options.events.as_ref()).filter(|s| s.wants(EventKind::NodeStart))
-            {
+            if let Some(sink) = self.events_of(EventKind::NodeStart) {
                 let data = EventData::NodeStart {
                     task_id: ctx.task_id(),
                 };
