@@ -84,7 +84,7 @@ pub(crate) fn ending(
 /// model calls opened a text block).
 #[derive(Default)]
 struct Mapper {
-    /// Model calls (by their run id) whose text block is open.
+    /// Model calls (by [`call_key`]) whose text block is open.
     open_text: HashMap<String, bool>,
     /// The model call whose text delta is the last event of the batch being built: its next
     /// delta extends that event instead of adding one. A batch waits up to the linger anyway,
@@ -96,7 +96,7 @@ struct Mapper {
 impl Mapper {
     fn map(&mut self, event: Event, out: &mut Vec<NewEvent>) {
         if let EventData::ModelDelta(ModelDelta::Text { text }) = &event.data
-            && self.last_delta.as_deref() == Some(event.run_id.as_str())
+            && self.last_delta.as_deref() == Some(call_key(&event.parent_ids, &event.run_id))
             && let Some(Value::String(so_far)) = out
                 .last_mut()
                 .and_then(|last| last.data.pointer_mut("/delta/text"))
@@ -120,6 +120,7 @@ impl Mapper {
     /// Maps one event; `delta_of` is set to the model call when it pushed a text delta.
     fn map_one(&mut self, event: Event, out: &mut Vec<NewEvent>, delta_of: &mut Option<String>) {
         let namespace = event.metadata.namespace.clone();
+        let call = call_key(&event.parent_ids, &event.run_id);
         let node = event.metadata.node.clone();
         let mut push = |method: &str, data: Value| {
             out.push(NewEvent {
@@ -143,14 +144,14 @@ impl Mapper {
                 json!({"id": checkpoint_id, "step": step, "source": "loop"}),
             ),
             EventData::ModelStart { .. } => {
-                self.open_text.insert(event.run_id.clone(), false);
+                self.open_text.insert(call.to_string(), false);
                 push(
                     "messages",
-                    json!({"event": "message-start", "role": "ai", "id": event.run_id}),
+                    json!({"event": "message-start", "role": "ai", "id": call}),
                 );
             }
             EventData::ModelDelta(ModelDelta::Text { text }) => {
-                let open = self.open_text.entry(event.run_id.clone()).or_insert(false);
+                let open = self.open_text.entry(call.to_string()).or_insert(false);
                 if !*open {
                     *open = true;
                     push(
@@ -164,10 +165,10 @@ impl Mapper {
                     json!({"event": "content-block-delta", "index": 0,
                            "delta": {"type": "text-delta", "text": text}}),
                 );
-                *delta_of = Some(event.run_id);
+                *delta_of = Some(call.to_string());
             }
             EventData::ModelEnd { message, usage } => {
-                let streamed = self.open_text.remove(&event.run_id).unwrap_or(false);
+                let streamed = self.open_text.remove(call).unwrap_or(false);
                 let text = message.text();
                 let mut index = 0;
                 if streamed || !text.is_empty() {
@@ -200,7 +201,7 @@ impl Mapper {
                     );
                     index += 1;
                 }
-                let mut finish = json!({"event": "message-finish", "id": event.run_id});
+                let mut finish = json!({"event": "message-finish", "id": call});
                 if let Some(usage) = usage {
                     finish["usage"] = json!({"inputTokens": usage.input_tokens,
                                              "outputTokens": usage.output_tokens});
@@ -259,6 +260,13 @@ impl Mapper {
             _ => {}
         }
     }
+}
+
+/// What ties the events of one model call together: the node task that made it (its last
+/// parent). A task calls its model once at a time, so its start, deltas and end follow each
+/// other, while each of those events has a run id of its own.
+fn call_key<'a>(parent_ids: &'a [String], run_id: &'a str) -> &'a str {
+    parent_ids.last().map_or(run_id, String::as_str)
 }
 
 /// How long an event may wait in the writer for others to share its write, by default
@@ -347,8 +355,12 @@ mod tests {
     use super::*;
     use crate::Message;
 
-    fn event(data: EventData, name: &str, run: &str) -> Event {
-        Event::new(data, name, run)
+    /// An event as a node task emits it: a run id of its own (as `NodeContext::event` gives
+    /// every event), the invocation and the task `task` as its parents.
+    fn event(data: EventData, name: &str, task: &str) -> Event {
+        let mut event = Event::new(data, name, crate::ids::random());
+        event.parent_ids = vec!["invocation".into(), task.into()];
+        event
     }
 
     #[test]
@@ -405,6 +417,7 @@ mod tests {
         );
         assert_eq!(out[2].data["delta"]["text"], "Hello");
         assert_eq!(out[3].data["content"]["text"], "Hello");
+        assert_eq!(out[0].data["id"], out[4].data["id"], "one message, one id");
         assert!(m.open_text.is_empty(), "nothing kept after the call");
     }
 
