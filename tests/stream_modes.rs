@@ -172,6 +172,14 @@ async fn stream_values_adds_values_to_a_mode_and_the_order_of_setters_does_not_m
         "run_end",
     ];
     assert_eq!(kinds_of(&graph, &a).await, expected);
+    let b = RunOptions::new()
+        .stream_values(true)
+        .stream_mode([StreamMode::Updates]);
+    assert_eq!(
+        kinds_of(&graph, &b).await,
+        expected,
+        "values asked for first"
+    );
     // A sink given before or after the mode carries what the mode asks for.
     for mode_first in [true, false] {
         let (sink, mut rx) = EventSink::channel(64);

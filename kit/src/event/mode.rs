@@ -105,6 +105,11 @@ impl EventKinds {
         Self::of(ALL).without(EventKind::Values)
     }
 
+    /// Every kind (a sink nobody narrowed).
+    pub(crate) fn all() -> Self {
+        Self::of(ALL)
+    }
+
     /// The lifecycle plus the kinds of `modes`.
     pub(crate) fn of_modes(modes: impl IntoIterator<Item = StreamMode>) -> Self {
         modes.into_iter().fold(Self::of(LIFECYCLE), |set, mode| {

@@ -94,7 +94,7 @@ impl EventSink {
                 tool_call_id: None,
                 thread_id: None,
                 filter: None,
-                kinds: EventKinds::default(),
+                kinds: EventKinds::all(),
             },
             rx,
         )
@@ -143,14 +143,17 @@ impl EventSink {
 
     /// Whether events of `kind` reach the consumer: check it before building an event that
     /// costs something to build. Events of other kinds are dropped by [`send`](Self::send).
+    /// A sink from [`channel`](Self::channel) carries every kind; a run's options narrow the
+    /// sink they are given ([`RunOptions::stream_mode`](crate::RunOptions::stream_mode)).
     ///
     /// ```
-    /// use kit::event::{EventKind, EventSink};
+    /// use kit::RunOptions;
+    /// use kit::event::{EventKind, EventSink, StreamMode};
     ///
     /// let (sink, _events) = EventSink::channel(16);
-    /// // Without a stream mode, everything but the whole state per step.
-    /// assert!(sink.wants(EventKind::NodeEnd));
-    /// assert!(!sink.wants(EventKind::Values));
+    /// assert!(sink.wants(EventKind::Values));
+    /// let opts = RunOptions::new().events(sink).stream_mode([StreamMode::Updates]);
+    /// # let _ = opts;
     /// ```
     pub fn wants(&self, kind: EventKind) -> bool {
         self.kinds.contains(kind)
@@ -165,9 +168,10 @@ impl EventSink {
     /// stream does not carry its kind. A closed stream (the consumer went away) is ignored:
     /// the run goes on.
     ///
-    /// The event is queued at once when the channel has room, and the returned future is
-    /// then ready; only a full channel makes it wait for the consumer (back-pressure). So the
-    /// future is small: awaiting it in a run's loop copies no event around.
+    /// The event is queued by the call itself when the channel has room (even if the returned
+    /// future is then dropped), and the future is then ready; only a full channel makes it
+    /// wait for the consumer (back-pressure), and what did not fit is sent only if it is
+    /// awaited. So the future is small: awaiting it in a run's loop copies no event around.
     pub fn send(&self, mut event: Event) -> impl Future<Output = ()> + Send + 'static {
         let mut waiting = None;
         if self.wants(event.kind()) {
@@ -177,7 +181,9 @@ impl EventSink {
                 Some(filter) => {
                     let mut out = Vec::new();
                     filter.filter(event, &mut out);
-                    self.queue(out.into_iter())
+                    // What a filter adds is held to the stream's kinds too.
+                    let kinds = self.kinds;
+                    self.queue(out.into_iter().filter(move |e| kinds.contains(e.kind())))
                 }
             };
         }
@@ -226,7 +232,7 @@ impl EventSink {
             Some(filter) => {
                 let mut out = Vec::new();
                 filter.filter(event, &mut out);
-                for event in out {
+                for event in out.into_iter().filter(|e| self.wants(e.kind())) {
                     let _ = self.tx.try_send(event);
                 }
             }

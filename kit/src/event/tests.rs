@@ -140,6 +140,39 @@ async fn send_queues_at_once_when_there_is_room_and_drops_what_the_mode_leaves_o
         .await;
     assert_eq!(rx.try_recv().unwrap().kind(), EventKind::NodeEnd);
     assert!(rx.try_recv().is_err(), "nothing else was queued");
+    // What a filter adds is held to the stream's kinds too.
+    struct Report;
+    impl EventFilter for Report {
+        fn filter(&self, event: Event, out: &mut Vec<Event>) {
+            out.push(Event::new(
+                EventData::Middleware(Value::Null),
+                "report",
+                "r",
+            ));
+            out.push(event);
+        }
+    }
+    let reporting = updates.clone().with_filter(Arc::new(Report));
+    reporting
+        .send(Event::new(
+            EventData::NodeEnd {
+                update: Value::Null,
+                cached: false,
+            },
+            "n",
+            "r",
+        ))
+        .await;
+    assert_eq!(rx.try_recv().unwrap().kind(), EventKind::NodeEnd);
+    assert!(
+        rx.try_recv().is_err(),
+        "the filter's report is not an update"
+    );
+    drop(reporting);
+    // A sink nobody narrowed carries every kind, values included.
+    sink.send(Event::new(EventData::Values(Value::Null), "g", "r"))
+        .await;
+    assert_eq!(rx.try_recv().unwrap().kind(), EventKind::Values);
     drop(updates);
     // A closed stream is ignored.
     drop(rx);

@@ -50,8 +50,10 @@ pub struct RunOptions {
     pub(crate) recursion_limit: Option<usize>,
     /// When checkpoints are written.
     pub(crate) durability: Durability,
-    /// The kinds of event the run's stream carries (its stream modes).
+    /// The kinds of event the run's stream carries by its stream modes.
     pub(crate) stream_kinds: EventKinds,
+    /// Also stream `values` events, whatever the modes.
+    pub(crate) stream_values: bool,
     /// Free-form metadata stored with checkpoints and traces.
     pub(crate) metadata: Map<String, Value>,
     /// Trace options (name, user, session, custom fields); `None` uses the defaults.
@@ -177,16 +179,12 @@ impl RunOptions {
         self
     }
 
-    /// Also stream `values` events (the whole state after each step), besides what the
-    /// stream carries already.
+    /// Also stream `values` events (the whole state after each step), whatever the
+    /// [`stream_mode`](Self::stream_mode), set before or after it.
     #[must_use]
     pub fn stream_values(mut self, on: bool) -> Self {
-        let kinds = if on {
-            self.stream_kinds.with(EventKind::Values)
-        } else {
-            self.stream_kinds.without(EventKind::Values)
-        };
-        self.set_stream_kinds(kinds);
+        self.stream_values = on;
+        self.narrow_sink();
         self
     }
 
@@ -226,12 +224,23 @@ impl RunOptions {
     /// ```
     #[must_use]
     pub fn stream_mode(mut self, modes: impl IntoIterator<Item = StreamMode>) -> Self {
-        self.set_stream_kinds(EventKinds::of_modes(modes));
+        self.stream_kinds = EventKinds::of_modes(modes);
+        self.narrow_sink();
         self
     }
 
-    fn set_stream_kinds(&mut self, kinds: EventKinds) {
-        self.stream_kinds = kinds;
+    /// What the run's stream carries: its modes' kinds, and `values` when asked for.
+    fn streamed_kinds(&self) -> EventKinds {
+        if self.stream_values {
+            self.stream_kinds.with(EventKind::Values)
+        } else {
+            self.stream_kinds
+        }
+    }
+
+    /// Narrows the run's sink, when it has one, to what it streams.
+    fn narrow_sink(&mut self) {
+        let kinds = self.streamed_kinds();
         self.events = self.events.take().map(|sink| sink.with_kinds(kinds));
     }
 
@@ -296,7 +305,7 @@ impl RunOptions {
     /// [`stream_mode`](Self::stream_mode) asks for.
     #[must_use]
     pub fn events(mut self, sink: EventSink) -> Self {
-        self.events = Some(sink.with_kinds(self.stream_kinds));
+        self.events = Some(sink.with_kinds(self.streamed_kinds()));
         self
     }
 
