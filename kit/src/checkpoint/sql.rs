@@ -35,6 +35,22 @@ pub(crate) fn corrupt<E>(what: impl std::fmt::Display) -> Fail<E> {
     Fail::Checkpoint(CheckpointError::Corrupt(what.to_string()))
 }
 
+/// A lease row's stored stop request (`kit_thread_leases.stop`), read back.
+pub(crate) fn stop_request<E>(
+    thread_id: &str,
+    stored: Option<String>,
+) -> R<Option<super::MultitaskStrategy>, E> {
+    stored
+        .map(|s| {
+            super::MultitaskStrategy::parse(&s).ok_or_else(|| {
+                corrupt(format_args!(
+                    "thread `{thread_id}`: unknown stop request `{s}` in kit_thread_leases"
+                ))
+            })
+        })
+        .transpose()
+}
+
 /// A value as the text of a JSON column.
 pub(crate) fn to_text<T: serde::Serialize, E>(value: &T) -> R<String, E> {
     serde_json::to_string(value).map_err(|e| {

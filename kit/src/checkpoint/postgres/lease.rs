@@ -10,7 +10,7 @@ use deadpool_postgres::GenericClient;
 
 use super::{PostgresCheckpointer, R};
 use crate::checkpoint::lease::{self, LeaseOp, LeaseRow, LeaseState, MultitaskStrategy};
-use crate::checkpoint::sql::corrupt;
+use crate::checkpoint::sql::stop_request;
 
 /// Locks the thread's lease rows until the transaction ends (a row lock cannot: an idle thread
 /// has no rows to lock).
@@ -164,15 +164,7 @@ async fn lease_rows(client: &impl GenericClient, thread_id: &str) -> R<Vec<Lease
         .await?;
     let mut out = Vec::new();
     for row in client.query(&stmt, &[&thread_id]).await? {
-        let stop: Option<String> = row.try_get(4)?;
-        let stop = match stop {
-            None => None,
-            Some(s) => Some(MultitaskStrategy::parse(&s).ok_or_else(|| {
-                corrupt(format_args!(
-                    "thread `{thread_id}`: unknown stop request `{s}` in kit_thread_leases"
-                ))
-            })?),
-        };
+        let stop = stop_request(thread_id, row.try_get(4)?)?;
         out.push(LeaseRow {
             run_id: row.try_get(0)?,
             ticket: row.try_get(1)?,

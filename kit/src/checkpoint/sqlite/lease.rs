@@ -9,7 +9,7 @@ use rusqlite::{Connection, params};
 use super::R;
 use super::queries::head_of;
 use crate::checkpoint::lease::{self, LeaseOp, LeaseRow, LeaseState, MultitaskStrategy};
-use crate::checkpoint::sql::corrupt;
+use crate::checkpoint::sql::stop_request;
 
 /// A lease operation to run in a write transaction.
 pub(super) struct LeaseArgs {
@@ -77,15 +77,7 @@ pub(super) fn lease_rows(conn: &Connection, thread_id: &str) -> R<Vec<LeaseRow>>
     let mut rows = stmt.query([thread_id])?;
     let mut out = Vec::new();
     while let Some(row) = rows.next()? {
-        let stop: Option<String> = row.get(4)?;
-        let stop = match stop {
-            None => None,
-            Some(s) => Some(MultitaskStrategy::parse(&s).ok_or_else(|| {
-                corrupt(format_args!(
-                    "thread `{thread_id}`: unknown stop request `{s}` in kit_thread_leases"
-                ))
-            })?),
-        };
+        let stop = stop_request(thread_id, row.get(4)?)?;
         out.push(LeaseRow {
             run_id: row.get(0)?,
             ticket: row.get(1)?,
