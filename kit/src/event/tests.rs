@@ -77,6 +77,14 @@ impl EventFilter for Twice {
     }
 }
 
+fn node_end() -> Event {
+    let data = EventData::NodeEnd {
+        update: Value::Null,
+        cached: false,
+    };
+    Event::new(data, "n", "r")
+}
+
 fn custom(name: &str) -> Event {
     Event::new(EventData::Custom(Value::Null), name, "r")
 }
@@ -128,16 +136,7 @@ async fn send_queues_at_once_when_there_is_room_and_drops_what_the_mode_leaves_o
         .with_kinds(EventKinds::of_modes([StreamMode::Updates]));
     updates.send(custom("left out")).await;
     updates.try_send(custom("left out too"));
-    updates
-        .send(Event::new(
-            EventData::NodeEnd {
-                update: Value::Null,
-                cached: false,
-            },
-            "n",
-            "r",
-        ))
-        .await;
+    updates.send(node_end()).await;
     assert_eq!(rx.try_recv().unwrap().kind(), EventKind::NodeEnd);
     assert!(rx.try_recv().is_err(), "nothing else was queued");
     // What a filter adds is held to the stream's kinds too.
@@ -153,16 +152,7 @@ async fn send_queues_at_once_when_there_is_room_and_drops_what_the_mode_leaves_o
         }
     }
     let reporting = updates.clone().with_filter(Arc::new(Report));
-    reporting
-        .send(Event::new(
-            EventData::NodeEnd {
-                update: Value::Null,
-                cached: false,
-            },
-            "n",
-            "r",
-        ))
-        .await;
+    reporting.send(node_end()).await;
     assert_eq!(rx.try_recv().unwrap().kind(), EventKind::NodeEnd);
     assert!(
         rx.try_recv().is_err(),
