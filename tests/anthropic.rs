@@ -32,7 +32,7 @@ async fn collect(
     model: &dyn ChatModel,
     request: ModelRequest,
 ) -> (Vec<ModelChunk>, Option<ModelError>) {
-    let mut stream = model.stream(request).await.unwrap();
+    let mut stream = model.stream(&request).await.unwrap();
     let mut chunks = Vec::new();
     while let Some(item) = stream.next().await {
         match item {
@@ -72,7 +72,7 @@ async fn the_request_body_follows_the_wire_format() {
     request.options = ModelOptions::default().temperature(0.5).max_tokens(1000);
     server
         .model("claude-sonnet-4-5")
-        .generate(request)
+        .generate(&request)
         .await
         .unwrap();
 
@@ -146,7 +146,7 @@ async fn defaults_tool_choice_forms_and_structured_output() {
         server.enqueue(anthropic::json(anthropic::text_message("ok")));
         model
             .generate(
-                ModelRequest::new(vec![Message::user("hi")])
+                &ModelRequest::new(vec![Message::user("hi")])
                     .tools(vec![weather_tool()])
                     .tool_choice(choice.clone()),
             )
@@ -156,7 +156,7 @@ async fn defaults_tool_choice_forms_and_structured_output() {
     server.enqueue(anthropic::json(anthropic::text_message("{}")));
     model
         .generate(
-            ModelRequest::new(vec![Message::system("Be terse."), Message::user("hi")])
+            &ModelRequest::new(vec![Message::system("Be terse."), Message::user("hi")])
                 .system("You report.")
                 .response_format(ResponseFormat {
                     name: "r".into(),
@@ -196,7 +196,7 @@ async fn a_json_answer_with_text_tool_use_and_cache_usage() {
     )));
     let answer = server
         .model("claude-sonnet-4-5")
-        .generate(ModelRequest::new(vec![Message::user("hi")]).tools(vec![weather_tool()]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]).tools(vec![weather_tool()]))
         .await
         .unwrap();
     assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
@@ -303,7 +303,7 @@ async fn overloaded_and_api_errors_are_retried_then_server_errors() {
     ]);
     let answer = server
         .model("claude-haiku-4-5")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap();
     assert_eq!(answer.message.text(), "recovered");
@@ -316,7 +316,7 @@ async fn overloaded_and_api_errors_are_retried_then_server_errors() {
     ]);
     let err = server
         .model("claude-haiku-4-5")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap_err();
     assert!(
@@ -359,7 +359,7 @@ async fn init_resolves_anthropic_and_checks_the_key_first() {
     assert_eq!(model.provider(), "anthropic");
     server.enqueue(anthropic::json(anthropic::text_message("hi")));
     model
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap();
     let body = &server.requests()[0].body;

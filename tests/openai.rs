@@ -56,7 +56,7 @@ async fn collect(
     model: &dyn ChatModel,
     request: ModelRequest,
 ) -> (Vec<ModelChunk>, Option<ModelError>) {
-    let mut stream = model.stream(request).await.unwrap();
+    let mut stream = model.stream(&request).await.unwrap();
     let mut chunks = Vec::new();
     while let Some(item) = stream.next().await {
         match item {
@@ -83,7 +83,7 @@ async fn the_request_body_follows_the_wire_format() {
         });
     let mut request = request;
     request.options = ModelOptions::default().temperature(0.25).max_tokens(300);
-    model.generate(request).await.unwrap();
+    model.generate(&request).await.unwrap();
 
     let got = &server.requests()[0];
     assert_eq!(
@@ -160,11 +160,11 @@ async fn tool_choice_forms() {
         let request = ModelRequest::new(vec![Message::user("hi")])
             .tools(vec![weather_tool()])
             .tool_choice(choice);
-        model.generate(request).await.unwrap();
+        model.generate(&request).await.unwrap();
     }
     server.enqueue(openai::json(openai::completion("ok")));
     model
-        .generate(ModelRequest::new(vec![Message::user("hi")]).tool_choice(ToolChoice::Required))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]).tool_choice(ToolChoice::Required))
         .await
         .unwrap();
     let r = server.requests();
@@ -188,7 +188,7 @@ async fn a_json_answer_with_parallel_tool_calls_and_usage() {
     server.enqueue(openai::json(body));
     let answer = server
         .model("gpt-4o-mini")
-        .generate(ModelRequest::new(vec![Message::user("hi")]).tools(vec![weather_tool()]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]).tools(vec![weather_tool()]))
         .await
         .unwrap();
     assert_eq!(answer.finish_reason, FinishReason::ToolCalls);
@@ -289,7 +289,7 @@ async fn a_bad_request_is_not_retried() {
     ]);
     let err = server
         .model("gpt-4o-mini")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap_err();
     assert!(
@@ -309,7 +309,7 @@ async fn malformed_json_is_reported() {
     ));
     let err = server
         .model("gpt-4o-mini")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap_err();
     assert!(
@@ -321,7 +321,7 @@ async fn malformed_json_is_reported() {
     ));
     let err = server
         .model("gpt-4o-mini")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("no `choices`"), "{err}");
@@ -335,7 +335,7 @@ async fn timeouts_are_typed() {
     request.options = ModelOptions::default().timeout_ms(200).retries(0);
     let err = server
         .model("gpt-4o-mini")
-        .generate(request)
+        .generate(&request)
         .await
         .unwrap_err();
     assert!(
@@ -358,7 +358,7 @@ async fn init_resolves_openai_with_options_and_config() {
     );
     server.enqueue(openai::server_error());
     let err = model
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap_err();
     assert!(matches!(err, ModelError::Server { .. }));
@@ -444,7 +444,7 @@ async fn ollama_needs_no_key_and_uses_max_tokens() {
     .unwrap();
     assert_eq!(model.provider(), "ollama");
     let answer = model
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap();
     assert_eq!(answer.message.text(), "hi from llama");
@@ -460,7 +460,7 @@ async fn azure_uses_its_header_path_and_api_version() {
     server.enqueue(openai::json(openai::completion("hi from azure")));
     let model = OpenAiModel::azure(&server.url(), "my-gpt4o", "2024-10-21", "azure-key-123456");
     model
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap();
     let got = &server.requests()[0];
@@ -479,7 +479,7 @@ async fn compatible_servers_get_extra_headers() {
         .header("HTTP-Referer", "https://example.com")
         .header("X-Title", "kit tests");
     model
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap();
     let got = &server.requests()[0];
@@ -563,7 +563,7 @@ async fn a_key_echoed_by_a_proxy_is_scrubbed_from_errors() {
     ));
     let err = server
         .model("gpt-4o-mini")
-        .generate(ModelRequest::new(vec![Message::user("hi")]))
+        .generate(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap_err();
     let shown = format!("{err} {err:?}");
@@ -587,7 +587,7 @@ async fn init_resolves_openai_responses_to_the_responses_api() {
     .unwrap();
     assert_eq!((m.provider(), m.model_name()), ("openai", "gpt-4o-mini"));
     let answer = m
-        .generate(ModelRequest::new(vec![Message::user("Capital of France?")]).system("Be brief."))
+        .generate(&ModelRequest::new(vec![Message::user("Capital of France?")]).system("Be brief."))
         .await
         .unwrap();
     assert_eq!(answer.message.text(), "Paris is the capital of France.");

@@ -175,7 +175,7 @@ async fn collect(
     model: &dyn ChatModel,
     request: ModelRequest,
 ) -> (Vec<ModelChunk>, Option<ModelError>) {
-    let mut stream = model.stream(request).await.unwrap();
+    let mut stream = model.stream(&request).await.unwrap();
     let mut chunks = Vec::new();
     while let Some(item) = stream.next().await {
         match item {
@@ -193,7 +193,7 @@ fn hi() -> ModelRequest {
 async fn a_json_answer_is_the_message<P: Provider>() {
     let p = P::start().await;
     p.enqueue(P::text("Hello!"));
-    let answer = p.chat_model().generate(hi()).await.unwrap();
+    let answer = p.chat_model().generate(&hi()).await.unwrap();
     assert_eq!(answer.message.text(), "Hello!");
     assert_eq!(answer.finish_reason, FinishReason::Stop);
     assert_eq!(p.requests()[0].method, "POST");
@@ -225,7 +225,7 @@ async fn a_plain_text_stream_assembles<P: Provider>() {
 async fn unauthorized_is_an_authentication_error_and_not_retried<P: Provider>() {
     let p = P::start().await;
     p.enqueue_all([P::unauthorized(), P::text("no")]);
-    let err = p.chat_model().generate(hi()).await.unwrap_err();
+    let err = p.chat_model().generate(&hi()).await.unwrap_err();
     assert!(matches!(err, ModelError::Authentication { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains(P::UNAUTHORIZED_SAYS), "{text}");
@@ -236,7 +236,7 @@ async fn unauthorized_is_an_authentication_error_and_not_retried<P: Provider>() 
 async fn rate_limits_wait_for_retry_after_then_succeed<P: Provider>() {
     let p = P::start().await;
     p.enqueue_all([P::rate_limited(1), P::text("finally")]);
-    let answer = p.chat_model().generate(hi()).await.unwrap();
+    let answer = p.chat_model().generate(&hi()).await.unwrap();
     assert_eq!(answer.message.text(), "finally");
     assert_eq!(p.request_count(), 2);
 }
@@ -246,7 +246,7 @@ async fn a_rate_limit_without_retries_left_carries_retry_after<P: Provider>() {
     p.enqueue(P::rate_limited(20));
     let mut request = hi();
     request.options = ModelOptions::default().retries(0);
-    let err = p.chat_model().generate(request).await.unwrap_err();
+    let err = p.chat_model().generate(&request).await.unwrap_err();
     match &err {
         ModelError::RateLimited {
             retry_after,
@@ -268,11 +268,8 @@ async fn a_rate_limit_without_retries_left_carries_retry_after<P: Provider>() {
 async fn context_overflow_is_recognised_and_not_retried<P: Provider>() {
     let p = P::start().await;
     p.enqueue_all([P::context_overflow(), P::text("no")]);
-    let err = p
-        .chat_model()
-        .generate(ModelRequest::new(vec![Message::user("a very long prompt")]))
-        .await
-        .unwrap_err();
+    let request = ModelRequest::new(vec![Message::user("a very long prompt")]);
+    let err = p.chat_model().generate(&request).await.unwrap_err();
     assert!(err.is_context_overflow(), "{err:?}");
     assert!(err.to_string().contains(P::OVERFLOW_SAYS), "{err}");
     assert!(err.to_string().contains("enable compaction"), "{err}");
@@ -282,7 +279,7 @@ async fn context_overflow_is_recognised_and_not_retried<P: Provider>() {
 async fn server_errors_are_retried_then_reported<P: Provider>() {
     let p = P::start().await;
     p.enqueue_all([P::server_error(), P::server_error(), P::server_error()]);
-    let err = p.chat_model().generate(hi()).await.unwrap_err();
+    let err = p.chat_model().generate(&hi()).await.unwrap_err();
     assert!(
         matches!(err, ModelError::Server { status, .. } if status == P::SERVER_ERROR_STATUS),
         "{err:?}"
@@ -291,7 +288,7 @@ async fn server_errors_are_retried_then_reported<P: Provider>() {
     assert_eq!(p.request_count(), 3, "one call and the two default retries");
     // A success within the retries hides the failures.
     p.enqueue_all([P::server_error(), P::text("ok")]);
-    let answer = p.chat_model().generate(hi()).await.unwrap();
+    let answer = p.chat_model().generate(&hi()).await.unwrap();
     assert_eq!(answer.message.text(), "ok");
     assert_eq!(p.request_count(), 5);
 }

@@ -321,11 +321,11 @@ impl ChatModel for Counting {
     fn model_name(&self) -> &str {
         self.inner.model_name()
     }
-    async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
+    async fn generate(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
         self.generated.fetch_add(1, Ordering::SeqCst);
         self.inner.generate(request).await
     }
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+    async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
         self.streamed.fetch_add(1, Ordering::SeqCst);
         self.inner.stream(request).await
     }

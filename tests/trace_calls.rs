@@ -71,7 +71,7 @@ async fn a_direct_model_call_is_one_run_with_its_options_and_reasoning() {
     let (result, runs) = under(&tracer, &collector, async {
         model::generate_traced(
             &scripted,
-            ModelRequest::new(vec![Message::user("Capital?")]),
+            &ModelRequest::new(vec![Message::user("Capital?")]),
             &options,
         )
         .await
@@ -99,7 +99,7 @@ async fn a_direct_model_call_is_one_run_with_its_options_and_reasoning() {
     let (result, runs) = under(&tracer, &collector, async {
         model::generate_traced(
             &scripted,
-            ModelRequest::new(vec![Message::user("x")]),
+            &ModelRequest::new(vec![Message::user("x")]),
             &TraceOptions::disabled(),
         )
         .await

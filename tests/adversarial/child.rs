@@ -241,7 +241,7 @@ async fn endless_sse(shape: SseShape) {
             .max_retries(0),
     );
     let mut stream = model
-        .stream(ModelRequest::new(vec![Message::user("hi")]))
+        .stream(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap();
     // Consumed the way an agent consumes it: every chunk into the assembled answer.

@@ -128,7 +128,7 @@ async fn keep_alive_comments_forever_end_at_the_stream_deadline() {
         .http_client(client.clone());
     let mut stream = tokio::time::timeout(
         Duration::from_secs(30),
-        model.stream(ModelRequest::new(vec![Message::user("hi")])),
+        model.stream(&ModelRequest::new(vec![Message::user("hi")])),
     )
     .await
     .expect("safety timeout")

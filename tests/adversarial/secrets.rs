@@ -262,7 +262,7 @@ async fn planted_secrets_leave_through_no_exit() {
         };
         provider.enqueue(echo);
         let err = openai
-            .generate(request())
+            .generate(&request())
             .await
             .expect_err("hostile answer");
         exits.error(&err);
@@ -272,7 +272,7 @@ async fn planted_secrets_leave_through_no_exit() {
         json!({"error": {"message": format!("bad key {OPENAI_KEY}"), "type": "invalid_request_error"}})
             .to_string(),
     )]));
-    let mut stream = openai.stream(request()).await.unwrap();
+    let mut stream = openai.stream(&request()).await.unwrap();
     while let Some(item) = futures::StreamExt::next(&mut stream).await {
         if let Err(e) = item {
             exits.error(&e);
@@ -288,7 +288,7 @@ async fn planted_secrets_leave_through_no_exit() {
                "message": format!("x-api-key {} is invalid", json_escaped(ANTHROPIC_KEY))}})
         .to_string(),
     )]));
-    let mut stream = anthropic.stream(request()).await.unwrap();
+    let mut stream = anthropic.stream(&request()).await.unwrap();
     while let Some(item) = futures::StreamExt::next(&mut stream).await {
         if let Err(e) = item {
             exits.error(&e);
@@ -302,7 +302,7 @@ async fn planted_secrets_leave_through_no_exit() {
         "text/plain",
         format!("upstream said: api-key: {AZURE_KEY}"),
     ));
-    exits.error(&azure.generate(request()).await.unwrap_err());
+    exits.error(&azure.generate(&request()).await.unwrap_err());
 
     // The same failures inside traced agent runs: the error reaches the agent error, the
     // trace (JSON lines, OTLP), and the `tracing` span's status.
@@ -334,7 +334,7 @@ async fn planted_secrets_leave_through_no_exit() {
     )
     .http_client(HttpClient::new().max_retries(0));
     let _ = writeln!(exits.debug, "{nowhere:?}");
-    exits.error(&nowhere.generate(request()).await.unwrap_err());
+    exits.error(&nowhere.generate(&request()).await.unwrap_err());
     let invalid = HttpClient::new()
         .send(HttpRequest::get(&format!("ht!tp://user:{BASE_URL_PW}@x/")).bearer_auth(OPENAI_KEY))
         .await
@@ -357,12 +357,12 @@ async fn planted_secrets_leave_through_no_exit() {
         OpenAiModel::azure(&redirecting.url, "dep", "2024-06-01", AZURE_KEY),
     ] {
         let model = model.http_client(HttpClient::new().max_retries(0));
-        exits.error(&model.generate(request()).await.unwrap_err());
+        exits.error(&model.generate(&request()).await.unwrap_err());
     }
     let anthropic_redirected = AnthropicModel::new("claude-haiku-4-5", ANTHROPIC_KEY)
         .base_url(&redirecting.url)
         .http_client(HttpClient::new().max_retries(0));
-    exits.error(&anthropic_redirected.generate(request()).await.unwrap_err());
+    exits.error(&anthropic_redirected.generate(&request()).await.unwrap_err());
 
     // --- Trace redaction: what tools return and raise ------------------------------------
     let model = ScriptedModel::new([

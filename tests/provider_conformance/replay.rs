@@ -531,9 +531,9 @@ async fn replay(fixture: &Fixture) -> (Result<ModelResponse, ModelError>, Vec<Mo
     let mut request = ModelRequest::new(vec![Message::user("What's the weather in Paris?")]);
     request.options = ModelOptions::default().retries(0).timeout_ms(10_000);
     if !fixture.stream {
-        return (model.generate(request).await, Vec::new());
+        return (model.generate(&request).await, Vec::new());
     }
-    let mut stream = match model.stream(request).await {
+    let mut stream = match model.stream(&request).await {
         Ok(s) => s,
         Err(e) => return (Err(e), Vec::new()),
     };
@@ -792,7 +792,7 @@ async fn overloaded_and_rate_limited_fixtures_are_retried_then_answered() {
         server.enqueue_all([failure.response(), success.response()]);
         let answer = failure
             .model(&server)
-            .generate(ModelRequest::new(vec![Message::user("hi")]))
+            .generate(&ModelRequest::new(vec![Message::user("hi")]))
             .await;
         assert_eq!(
             answer.map(|a| a.message.text()).ok().as_deref(),
@@ -814,7 +814,7 @@ async fn overloaded_and_rate_limited_fixtures_are_retried_then_answered() {
     ]);
     let mut stream = fixture
         .model(&server)
-        .stream(ModelRequest::new(vec![Message::user("hi")]))
+        .stream(&ModelRequest::new(vec![Message::user("hi")]))
         .await
         .unwrap();
     let last = stream.next().await;

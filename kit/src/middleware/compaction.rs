@@ -198,7 +198,7 @@ pub async fn summarize(
         transcript(messages, budget_chars)
     ))])
     .system(SUMMARY_PROMPT);
-    let response = model.generate(request).await?;
+    let response = model.generate(&request).await?;
     Ok(response.message.text())
 }
 

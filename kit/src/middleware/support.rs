@@ -212,7 +212,7 @@ pub(crate) async fn ask_json(
         strict: true,
     });
     let options = crate::trace::TraceOptions::new().name(run_name);
-    let response = crate::model::generate_traced(model, request, &options).await?;
+    let response = crate::model::generate_traced(model, &request, &options).await?;
     let text = response.message.text();
     let trimmed = text.trim();
     let body = trimmed

@@ -427,6 +427,34 @@ impl Default for ModelProfile {
 ///
 /// Implement [`generate`](ChatModel::generate); override [`stream`](ChatModel::stream) when the
 /// provider streams (the default yields the whole answer as one chunk sequence).
+///
+/// A model borrows its request: the caller keeps it, so a retry, a fallback or a second model
+/// can be sent the same request without copying it.
+///
+/// ```
+/// use kit::model::{ChatModel, FinishReason, ModelError, ModelRequest, ModelResponse};
+/// use kit::Message;
+///
+/// /// Answers with the last user message, shouted.
+/// struct Echo;
+///
+/// #[kit::async_trait]
+/// impl ChatModel for Echo {
+///     fn provider(&self) -> &str { "echo" }
+///     fn model_name(&self) -> &str { "echo-1" }
+///     async fn generate(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+///         let last = request.messages.last().map(Message::text).unwrap_or_default();
+///         Ok(ModelResponse { message: Message::assistant(last.to_uppercase()), finish_reason: FinishReason::Stop })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), ModelError> {
+/// let request = ModelRequest::new(vec![Message::user("hi")]);
+/// let first = Echo.generate(&request).await?;
+/// let again = Echo.generate(&request).await?; // the same request, not a copy
+/// assert_eq!((first.message.text(), again.message.text()), ("HI".into(), "HI".into()));
+/// # Ok(()) }
+/// ```
 #[async_trait::async_trait]
 pub trait ChatModel: Send + Sync + 'static {
     /// The provider's name (`openai`, `anthropic`, `scripted`, ...).
@@ -441,10 +469,10 @@ pub trait ChatModel: Send + Sync + 'static {
     }
 
     /// Generates a complete answer.
-    async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError>;
+    async fn generate(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError>;
 
     /// Streams an answer.
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+    async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
         let response = self.generate(request).await?;
         Ok(Box::pin(futures::stream::iter(
             assemble::chunks_of(&response).into_iter().map(Ok),

@@ -18,15 +18,15 @@ use crate::trace::{ModelInfo, RunKind, TraceOptions};
 /// use kit::Message;
 /// # async fn demo(model: &dyn kit::model::ChatModel) -> Result<(), kit::model::ModelError> {
 /// let request = ModelRequest::new(vec![Message::user("Summarise this.")]);
-/// let answer = model::generate_traced(model, request, &TraceOptions::new().name("summary").user_id("u-7")).await?;
+/// let answer = model::generate_traced(model, &request, &TraceOptions::new().name("summary").user_id("u-7")).await?;
 /// // A call that must not appear in traces (it sees secrets, say):
 /// let quiet = ModelRequest::new(vec![Message::user("…")]);
-/// model::generate_traced(model, quiet, &TraceOptions::disabled()).await?;
+/// model::generate_traced(model, &quiet, &TraceOptions::disabled()).await?;
 /// # let _ = answer; Ok(()) }
 /// ```
 pub async fn generate_traced(
     model: &dyn ChatModel,
-    request: ModelRequest,
+    request: &ModelRequest,
     options: &TraceOptions,
 ) -> Result<ModelResponse, ModelError> {
     let run = crate::trace::global().start(

@@ -238,8 +238,8 @@ impl ChatModel for ScriptedModel {
         self.profile.clone()
     }
 
-    async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
-        match self.next_step(&request)? {
+    async fn generate(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        match self.next_step(request)? {
             ScriptStep::Reply(m) => Ok(response_of(fresh(m))),
             ScriptStep::Chunks(chunks) => {
                 let mut a = StreamAssembler::new();
@@ -252,8 +252,8 @@ impl ChatModel for ScriptedModel {
         }
     }
 
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let chunks = match self.next_step(&request)? {
+    async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
+        let chunks = match self.next_step(request)? {
             ScriptStep::Reply(m) => chunk_message(&m),
             ScriptStep::Chunks(chunks) => chunks,
             ScriptStep::Fail(e) => return Err(e),

@@ -269,10 +269,10 @@ async fn call_model(
         sink.send(ctx.event(model.model_name(), start)).await;
     }
     let Some(sink) = ctx.events_of(EventKind::ModelDelta) else {
-        return Ok(model.generate(request).await?);
+        return Ok(model.generate(&request).await?);
     };
     let model_name = model.model_name().to_string();
-    let mut stream = model.stream(request).await?;
+    let mut stream = model.stream(&request).await?;
     let mut assembler = StreamAssembler::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;

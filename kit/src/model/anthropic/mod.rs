@@ -38,7 +38,8 @@
 //! use kit::Message;
 //! # async fn demo() -> Result<(), kit::model::ModelError> {
 //! let model = AnthropicModel::new("claude-haiku-4-5", std::env::var("ANTHROPIC_API_KEY").unwrap_or_default());
-//! let answer = model.generate(ModelRequest::new(vec![Message::user("Hi!")]).system("Be brief.")).await?;
+//! let request = ModelRequest::new(vec![Message::user("Hi!")]).system("Be brief.");
+//! let answer = model.generate(&request).await?;
 //! println!("{}", answer.message.text());
 //! # Ok(()) }
 //! ```
@@ -416,8 +417,8 @@ impl ChatModel for AnthropicModel {
         self.profile.clone()
     }
 
-    async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
-        let http_request = self.http_request(&request, false);
+    async fn generate(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let http_request = self.http_request(request, false);
         let secrets = http_request.secrets().with(&self.api_key);
         let response = self
             .http
@@ -430,8 +431,8 @@ impl ChatModel for AnthropicModel {
         self.parse_response(&v).map_err(|e| e.scrubbed(&secrets))
     }
 
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let http_request = self.http_request(&request, true);
+    async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
+        let http_request = self.http_request(request, true);
         let secrets: Secrets = http_request.secrets().with(&self.api_key);
         let response = self
             .http

@@ -47,7 +47,7 @@
 //! # async fn demo() -> Result<(), kit::model::ModelError> {
 //! let model = OpenAiModel::new("gpt-4o-mini", std::env::var("OPENAI_API_KEY").unwrap_or_default());
 //! let vllm = OpenAiModel::compatible("vllm", "Qwen/Qwen2.5-7B-Instruct", "http://localhost:8000/v1");
-//! let answer = model.generate(ModelRequest::new(vec![Message::user("Hi!")])).await?;
+//! let answer = model.generate(&ModelRequest::new(vec![Message::user("Hi!")])).await?;
 //! println!("{}", answer.message.text());
 //! # let _ = vllm; Ok(()) }
 //! ```
@@ -394,8 +394,8 @@ impl ChatModel for OpenAiModel {
         self.profile.clone()
     }
 
-    async fn generate(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
-        let http_request = self.http_request(&request, false);
+    async fn generate(&self, request: &ModelRequest) -> Result<ModelResponse, ModelError> {
+        let http_request = self.http_request(request, false);
         let secrets = self.secrets(&http_request);
         let response = self
             .http
@@ -406,8 +406,8 @@ impl ChatModel for OpenAiModel {
         self.parse_body(&v).map_err(|e| e.scrubbed(&secrets))
     }
 
-    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
-        let http_request = self.http_request(&request, true);
+    async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
+        let http_request = self.http_request(request, true);
         let secrets = self.secrets(&http_request);
         let response = self
             .http
