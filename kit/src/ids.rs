@@ -10,6 +10,12 @@ static LAST: Mutex<(u64, u64)> = Mutex::new((0, 0));
 ///
 /// Checkpoint ids sort in creation order, both as strings and as UUIDs.
 pub fn time_ordered() -> String {
+    time_ordered_with_millis().0
+}
+
+/// A new [`time_ordered`] id and the millisecond it carries (the clock's, or the last id's
+/// if the clock went back), so a checkpoint's time and id agree.
+pub(crate) fn time_ordered_with_millis() -> (String, u64) {
     let now = now_millis();
     let (ms, counter) = {
         let mut last = LAST.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -30,15 +36,21 @@ pub fn time_ordered() -> String {
         | ((rand_a as u128) << 64)
         | (0b10u128 << 62)
         | (rand_b as u128 & ((1u128 << 62) - 1));
-    uuid::Uuid::from_u128(value).to_string()
+    (uuid_string(uuid::Uuid::from_u128(value)), ms)
+}
+
+/// A UUID's lowercase hyphenated text, written straight into its string (not through
+/// `Display`, which every checkpoint, message and run id would pay for).
+pub(crate) fn uuid_string(u: uuid::Uuid) -> String {
+    u.hyphenated()
+        .encode_lower(&mut uuid::Uuid::encode_buffer())
+        .to_string()
 }
 
 /// A new random id (UUIDv4 layout), for messages and tool calls.
 pub fn random() -> String {
     let value = fastrand::u128(..);
-    uuid::Builder::from_random_bytes(value.to_le_bytes())
-        .into_uuid()
-        .to_string()
+    uuid_string(uuid::Builder::from_random_bytes(value.to_le_bytes()).into_uuid())
 }
 
 /// Milliseconds since the Unix epoch.
@@ -115,12 +127,11 @@ pub(crate) fn millis_from_rfc3339(s: &str) -> Option<u64> {
     if b[16] != b':' || b[19] != b'.' || b[23] != b'Z' {
         return None;
     }
+    // Every checkpoint's time is read back on the write path: digits by hand, no `parse`.
     let num = |range: std::ops::Range<usize>| -> Option<u64> {
-        let digits = s.get(range)?;
-        digits
-            .bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| digits.parse().ok())?
+        b[range].iter().try_fold(0u64, |n, &c| {
+            c.is_ascii_digit().then(|| n * 10 + u64::from(c - b'0'))
+        })
     };
     let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (hh, mm, ss, ms) = (num(11..13)?, num(14..16)?, num(17..19)?, num(20..23)?);

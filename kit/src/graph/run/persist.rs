@@ -34,7 +34,7 @@ impl<S: State> Exec<S> {
         source: CheckpointSource,
         full_all: bool,
     ) -> Result<CheckpointWrite, GraphError> {
-        let id = ids::time_ordered();
+        let (id, millis) = ids::time_ordered_with_millis();
         let channels = S::channels();
         let mut blobs = Vec::with_capacity(self.changes.len());
         let mut changes = std::mem::take(&mut self.changes);
@@ -115,7 +115,7 @@ impl<S: State> Exec<S> {
             parent_id: self.parent.clone(),
             step: self.step,
             source,
-            created_at: ids::now_rfc3339_millis(),
+            created_at: ids::rfc3339_from_millis(millis, true),
             next: next.into_iter().map(|t| t.node).collect(),
             metadata: Value::Object(self.run.options.metadata.clone()),
         };
