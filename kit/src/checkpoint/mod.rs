@@ -27,6 +27,7 @@
 
 pub mod lease;
 mod memory;
+mod packed;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod retention;

@@ -580,10 +580,28 @@ mod tests {
         let metadata = serde_json::json!({"source": "loop", "writes": {"n": [1, 2]}});
         let empty = serde_json::json!({});
         for (id, parent, created, step, meta) in [
-            (own.as_str(), Some(parent.as_str()), own_time.as_str(), 7, &metadata),
-            (own.as_str(), Some(parent.as_str()), "2026-11-21T12:11:53.690Z", 7, &empty),
+            (
+                own.as_str(),
+                Some(parent.as_str()),
+                own_time.as_str(),
+                7,
+                &metadata,
+            ),
+            (
+                own.as_str(),
+                Some(parent.as_str()),
+                "2026-11-21T12:11:53.690Z",
+                7,
+                &empty,
+            ),
             ("c-2", None, "yesterday", -1, &metadata),
-            ("c-3", Some("custom parent"), "2026-11-21T12:11:53Z", i64::MAX, &empty),
+            (
+                "c-3",
+                Some("custom parent"),
+                "2026-11-21T12:11:53Z",
+                i64::MAX,
+                &empty,
+            ),
         ] {
             let versions = vec![
                 (0, id),
@@ -660,7 +678,8 @@ mod tests {
     fn references_take_one_byte() {
         let own = crate::ids::time_ordered();
         let parent = crate::ids::time_ordered();
-        let created = crate::ids::rfc3339_from_millis(uuid_millis(&uuid_bytes(&own).unwrap()), true);
+        let created =
+            crate::ids::rfc3339_from_millis(uuid_millis(&uuid_bytes(&own).unwrap()), true);
         let empty = serde_json::json!({});
         let f = fields(
             Some(&parent),
@@ -686,7 +705,14 @@ mod tests {
     fn unknown_tags_and_dangling_references_are_refused() {
         let own = crate::ids::time_ordered();
         let empty = serde_json::json!({});
-        let f = fields(None, "2026-11-21T12:11:53.690Z", 1, &empty, vec![(0, own.as_str())], vec![]);
+        let f = fields(
+            None,
+            "2026-11-21T12:11:53.690Z",
+            1,
+            &empty,
+            vec![(0, own.as_str())],
+            vec![],
+        );
         let packed = pack(&own, &f);
         let (head, _) = split(&packed).expect("splits");
         // The source byte sits after the absent parent (1 byte) and the step (1 byte).
@@ -696,7 +722,10 @@ mod tests {
         // A parent reference where there is no parent.
         let mut dangling = head.to_vec();
         let version_tag = dangling.len() - f.body.len() - 1 - 1 - 1;
-        assert_eq!(dangling[version_tag], 3, "the version refers to the checkpoint");
+        assert_eq!(
+            dangling[version_tag], 3,
+            "the version refers to the checkpoint"
+        );
         dangling[version_tag] = 4;
         assert!(unpack(&own, &dangling).is_none());
         assert!(split(&[1, 0]).is_none());

@@ -13,10 +13,9 @@ use super::{
 };
 
 mod lease;
-mod packed;
 mod retention;
 
-use packed::{BlobFields, Fields, Id, Unpacked};
+use super::packed::{self, BlobFields, Fields, Id, Unpacked};
 
 /// Keeps checkpoints in memory, with the same incremental layout as the durable back-ends.
 ///
@@ -64,12 +63,19 @@ struct Stored {
 }
 
 impl Stored {
+    /// Head and data of the buffer.
+    fn parts(&self) -> Result<(&[u8], &[u8]), CheckpointError> {
+        packed::split(&self.packed).ok_or_else(|| self.corrupt())
+    }
+
     fn unpack(&self) -> Result<Unpacked<'_>, CheckpointError> {
-        packed::unpack(&self.packed).ok_or_else(|| self.corrupt())
+        let (head, _) = self.parts()?;
+        packed::unpack(&self.id.to_string(), head).ok_or_else(|| self.corrupt())
     }
 
     fn blobs(&self) -> Result<Vec<packed::UnpackedBlob<'_>>, CheckpointError> {
-        packed::unpack_blobs(&self.packed).ok_or_else(|| self.corrupt())
+        let (head, data) = self.parts()?;
+        packed::unpack_blobs(&self.id.to_string(), head, data).ok_or_else(|| self.corrupt())
     }
 
     fn corrupt(&self) -> CheckpointError {
@@ -80,30 +86,7 @@ impl Stored {
     }
 
     fn meta(&self) -> Result<CheckpointMeta, CheckpointError> {
-        Ok(self.meta_of(self.unpack()?))
-    }
-
-    /// The metadata of this checkpoint, from its unpacked fields.
-    fn meta_of(&self, fields: Unpacked<'_>) -> CheckpointMeta {
-        #[derive(serde::Deserialize, Default)]
-        struct Next {
-            #[serde(default)]
-            next: Vec<Task>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Task {
-            node: String,
-        }
-        let next: Next = serde_json::from_slice(fields.body).unwrap_or_default();
-        CheckpointMeta {
-            id: self.id.to_string(),
-            parent_id: fields.parent_id,
-            step: fields.step,
-            source: fields.source,
-            created_at: fields.created_at,
-            next: next.next.into_iter().map(|t| t.node).collect(),
-            metadata: fields.metadata,
-        }
+        Ok(self.unpack()?.meta(self.id.to_string()))
     }
 }
 
@@ -235,16 +218,19 @@ fn put_locked(
     let meta = &write.meta;
     let stored = Stored {
         id: Id::new(id),
-        packed: packed::pack(&Fields {
-            parent_id: meta.parent_id.as_deref(),
-            step: meta.step,
-            source: meta.source,
-            created_at: &meta.created_at,
-            metadata: &meta.metadata,
-            channel_versions,
-            body: &write.body,
-            blobs,
-        }),
+        packed: packed::pack(
+            id,
+            &Fields {
+                parent_id: meta.parent_id.as_deref(),
+                step: meta.step,
+                source: meta.source,
+                created_at: &meta.created_at,
+                metadata: &meta.metadata,
+                channel_versions,
+                body: &write.body,
+                blobs,
+            },
+        ),
     };
     // Ids are time-ordered, so this is almost always a push at the end.
     let after_last = ns
@@ -393,7 +379,7 @@ impl Checkpointer for MemoryCheckpointer {
         .map_err(|e| e.in_checkpoint(thread_id, id))?;
         let body = fields.body.to_vec();
         Ok(Some(LoadedCheckpoint {
-            meta: stored.meta_of(fields),
+            meta: fields.meta(id.to_string()),
             channel_versions,
             channels,
             body,

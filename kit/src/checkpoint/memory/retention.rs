@@ -4,27 +4,9 @@
 //! blob a kept checkpoint still reads (an unchanged channel's value, or a link of a delta
 //! chain) moves to the namespace's `orphan_blobs` first.
 
-use std::collections::HashMap;
-
-use super::{NsData, Stored};
-use crate::checkpoint::retention::{BlobLink, kept_checkpoints, reachable_blobs};
-use crate::checkpoint::{BlobKind, ChannelBlob, CheckpointError, PruneReport, PruneStrategy};
-
-/// A blob as pruning sees it: where it is and how it links, without its data.
-struct BlobRow {
-    channel: String,
-    version: String,
-    kind: BlobKind,
-    prev_version: Option<String>,
-}
-
-/// A checkpoint as pruning sees it.
-struct CheckpointRow {
-    id: String,
-    parent_id: Option<String>,
-    /// (channel, version) it reads.
-    versions: Vec<(String, String)>,
-}
+use super::NsData;
+use crate::checkpoint::retention::{HeldRow, LooseBlob, plan_held};
+use crate::checkpoint::{ChannelBlob, CheckpointError, PruneReport, PruneStrategy};
 
 impl NsData {
     /// Removes what `strategy` does not keep (see [`crate::checkpoint::retention`]).
@@ -33,84 +15,82 @@ impl NsData {
         strategy: PruneStrategy,
     ) -> Result<PruneReport, CheckpointError> {
         let mut rows = Vec::with_capacity(self.checkpoints.len());
-        let mut blobs = Vec::new();
         for stored in &self.checkpoints {
-            let id = stored.id.to_string();
             let fields = stored.unpack()?;
             let mut versions = Vec::with_capacity(fields.channel_versions.len());
             for (channel, version) in fields.channel_versions {
                 versions.push((self.channel_name(channel)?.to_string(), version));
             }
+            let mut blobs = Vec::new();
             for blob in stored.blobs()? {
-                blobs.push(BlobRow {
-                    channel: self.channel_name(blob.channel)?.to_string(),
-                    version: id.clone(),
-                    kind: blob.kind,
-                    prev_version: blob.prev_version,
-                });
+                let channel = self.channel_name(blob.channel)?.to_string();
+                blobs.push((channel, blob.kind, blob.prev_version));
             }
-            rows.push(CheckpointRow {
-                id,
+            rows.push(HeldRow {
+                id: stored.id.to_string(),
                 parent_id: fields.parent_id,
                 versions,
+                blobs,
             });
         }
-        for orphan in self.orphan_blobs.values().flatten() {
-            blobs.push(BlobRow {
-                channel: orphan.channel.clone(),
-                version: orphan.version.clone(),
-                kind: orphan.kind,
-                prev_version: orphan.prev_version.clone(),
-            });
-        }
-
-        let parent_of = rows
-            .iter()
-            .map(|r| (r.id.as_str(), r.parent_id.as_deref()))
-            .collect();
-        let kept = kept_checkpoints(self.head.as_deref(), &parent_of, strategy)?;
-        let links: HashMap<(&str, &str), BlobLink<'_>> = blobs
-            .iter()
-            .map(|b| {
-                let link = BlobLink {
-                    kind: b.kind,
-                    prev_version: b.prev_version.as_deref(),
-                };
-                ((b.channel.as_str(), b.version.as_str()), link)
+        let loose: Vec<LooseBlob> = self
+            .orphan_blobs
+            .values()
+            .flatten()
+            .map(|b| LooseBlob {
+                channel: b.channel.clone(),
+                version: b.version.clone(),
+                kind: b.kind,
+                prev_version: b.prev_version.clone(),
             })
             .collect();
-        let read = reachable_blobs(
-            rows.iter()
-                .filter(|r| kept.contains(r.id.as_str()))
-                .flat_map(|r| r.versions.iter().map(|(c, v)| (c.as_str(), v.as_str()))),
-            |channel, version| links.get(&(channel, version)).copied(),
-        );
+        let plan = plan_held(self.head.as_deref(), &rows, &loose, strategy)?;
 
-        let mut report = PruneReport::default();
-        let mut moved: Vec<ChannelBlob> = Vec::new();
-        let mut remaining = Vec::with_capacity(kept.len());
-        for (stored, row) in std::mem::take(&mut self.checkpoints).into_iter().zip(&rows) {
-            if kept.contains(row.id.as_str()) {
-                remaining.push(stored);
-                continue;
-            }
-            report.checkpoints += 1;
-            self.move_read_blobs(&stored, &row.id, &read, &mut moved, &mut report)?;
-            if let Some(writes) = self.writes.remove(&row.id) {
+        // Blobs that outlive their checkpoint, copied out before it goes.
+        let mut apart = Vec::with_capacity(plan.keep_apart.len());
+        for (i, channel) in &plan.keep_apart {
+            let stored = &self.checkpoints[*i];
+            let blob = stored
+                .blobs()?
+                .into_iter()
+                .find(|b| self.channel_name(b.channel).is_ok_and(|c| c == channel))
+                .ok_or_else(|| stored.corrupt())?;
+            apart.push(ChannelBlob {
+                channel: channel.clone(),
+                version: rows[*i].id.clone(),
+                prev_version: blob.prev_version,
+                kind: blob.kind,
+                data: blob.data.to_vec(),
+            });
+        }
+        let mut report = PruneReport {
+            checkpoints: plan.removed.len() as u64,
+            blobs: plan.blobs_removed,
+            writes: 0,
+        };
+        for &i in &plan.removed {
+            if let Some(writes) = self.writes.remove(&rows[i].id) {
                 report.writes += writes.len() as u64;
             }
         }
-        self.checkpoints = remaining;
-        self.checkpoints.shrink_to_fit();
-        self.orphan_blobs.retain(|version, blobs| {
-            blobs.retain(|b| {
-                let keep = read.contains(&(b.channel.as_str(), &**version));
-                report.blobs += u64::from(!keep);
-                keep
-            });
-            !blobs.is_empty()
+        let removed: std::collections::HashSet<usize> = plan.removed.into_iter().collect();
+        let mut at = 0;
+        self.checkpoints.retain(|_| {
+            at += 1;
+            !removed.contains(&(at - 1))
         });
-        for blob in moved {
+        self.checkpoints.shrink_to_fit();
+        // A loose blob is known by its (channel, version).
+        let dropped: std::collections::HashSet<(&str, &str)> = plan
+            .drop_loose
+            .iter()
+            .map(|&i| (loose[i].channel.as_str(), loose[i].version.as_str()))
+            .collect();
+        for blobs in self.orphan_blobs.values_mut() {
+            blobs.retain(|b| !dropped.contains(&(b.channel.as_str(), b.version.as_str())));
+        }
+        self.orphan_blobs.retain(|_, blobs| !blobs.is_empty());
+        for blob in apart {
             self.orphan_blobs
                 .entry(blob.version.as_str().into())
                 .or_default()
@@ -118,33 +98,6 @@ impl NsData {
         }
         self.writes.shrink_to_fit();
         Ok(report)
-    }
-
-    /// Copies the blobs of a checkpoint being removed that a kept one still reads into `moved`;
-    /// counts the others as removed.
-    fn move_read_blobs(
-        &self,
-        stored: &Stored,
-        id: &str,
-        read: &std::collections::HashSet<(&str, &str)>,
-        moved: &mut Vec<ChannelBlob>,
-        report: &mut PruneReport,
-    ) -> Result<(), CheckpointError> {
-        for blob in stored.blobs()? {
-            let channel = self.channel_name(blob.channel)?;
-            if read.contains(&(channel, id)) {
-                moved.push(ChannelBlob {
-                    channel: channel.to_string(),
-                    version: id.to_string(),
-                    prev_version: blob.prev_version,
-                    kind: blob.kind,
-                    data: blob.data.to_vec(),
-                });
-            } else {
-                report.blobs += 1;
-            }
-        }
-        Ok(())
     }
 
     /// Bytes of checkpoint data held: packed checkpoints, blobs kept apart from them, and

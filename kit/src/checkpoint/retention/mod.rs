@@ -174,6 +174,104 @@ pub(crate) fn reachable_blobs<'a>(
     reached
 }
 
+/// A checkpoint as pruning sees it where a checkpoint holds the blobs it wrote (the in-memory
+/// and SQLite back-ends): its links, and the links of its blobs (their version is its id).
+pub(crate) struct HeldRow {
+    pub id: String,
+    pub parent_id: Option<String>,
+    /// (channel, version) of each channel it reads.
+    pub versions: Vec<(String, String)>,
+    /// (channel, kind, previous version) of each blob it holds.
+    pub blobs: Vec<(String, BlobKind, Option<String>)>,
+}
+
+/// A blob held apart from any checkpoint: one whose checkpoint was pruned while a kept
+/// checkpoint still reads it, or a step of an exit-durability run.
+pub(crate) struct LooseBlob {
+    pub channel: String,
+    pub version: String,
+    pub kind: BlobKind,
+    pub prev_version: Option<String>,
+}
+
+/// What pruning one namespace of held rows does.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct HeldPlan {
+    /// How many checkpoints stay.
+    pub kept: usize,
+    /// The rows to remove (indexes into the rows), with their pending writes.
+    pub removed: Vec<usize>,
+    /// Blobs of removed rows that a kept checkpoint still reads, to keep apart: (row index,
+    /// channel).
+    pub keep_apart: Vec<(usize, String)>,
+    /// Loose blobs no kept checkpoint reads (indexes into the loose blobs).
+    pub drop_loose: Vec<usize>,
+    /// Blobs removed: those of removed rows not kept apart, and the loose ones dropped.
+    pub blobs_removed: u64,
+}
+
+/// Plans the pruning of one namespace whose checkpoints hold their blobs (see
+/// [`kept_checkpoints`] and [`reachable_blobs`]).
+pub(crate) fn plan_held(
+    head: Option<&str>,
+    rows: &[HeldRow],
+    loose: &[LooseBlob],
+    strategy: PruneStrategy,
+) -> Result<HeldPlan, CheckpointError> {
+    let parent_of = rows
+        .iter()
+        .map(|r| (r.id.as_str(), r.parent_id.as_deref()))
+        .collect();
+    let kept = kept_checkpoints(head, &parent_of, strategy)?;
+    let mut links: HashMap<(&str, &str), BlobLink<'_>> = HashMap::new();
+    for row in rows {
+        for (channel, kind, prev) in &row.blobs {
+            let link = BlobLink {
+                kind: *kind,
+                prev_version: prev.as_deref(),
+            };
+            links.insert((channel.as_str(), row.id.as_str()), link);
+        }
+    }
+    for b in loose {
+        let link = BlobLink {
+            kind: b.kind,
+            prev_version: b.prev_version.as_deref(),
+        };
+        links.insert((b.channel.as_str(), b.version.as_str()), link);
+    }
+    let read = reachable_blobs(
+        rows.iter()
+            .filter(|r| kept.contains(r.id.as_str()))
+            .flat_map(|r| r.versions.iter().map(|(c, v)| (c.as_str(), v.as_str()))),
+        |channel, version| links.get(&(channel, version)).copied(),
+    );
+    let mut plan = HeldPlan {
+        kept: kept.len(),
+        ..HeldPlan::default()
+    };
+    for (i, row) in rows.iter().enumerate() {
+        if kept.contains(row.id.as_str()) {
+            continue;
+        }
+        plan.removed.push(i);
+        for (channel, ..) in &row.blobs {
+            if read.contains(&(channel.as_str(), row.id.as_str())) {
+                plan.keep_apart.push((i, channel.clone()));
+            } else {
+                plan.blobs_removed += 1;
+            }
+        }
+    }
+    for (i, b) in loose.iter().enumerate() {
+        if !read.contains(&(b.channel.as_str(), b.version.as_str())) {
+            plan.drop_loose.push(i);
+            plan.blobs_removed += 1;
+        }
+    }
+    Ok(plan)
+}
+
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 /// A stored checkpoint as the SQL back-ends read it to prune: id, parent, and channel versions
 /// as JSON text.
