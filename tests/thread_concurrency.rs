@@ -731,16 +731,20 @@ async fn a_subgraph_inside_a_leased_run_does_not_wait_for_its_parent() {
 }
 
 /// A database written by the kit before leases (schema version 1) gains the lease table when
-/// opened, keeping its threads.
+/// opened, keeping its threads. The file: the schema-2 fixture of `sqlite_migration.rs` with
+/// its lease table taken out, as a schema-1 kit left it.
 #[tokio::test]
 async fn a_version_1_sqlite_file_migrates_to_leases() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v1.sqlite");
-    release(dir.path(), "old");
-    let first =
-        graph(dir.path()).with_checkpointer(Arc::new(SqliteCheckpointer::open(&path).unwrap()));
-    first.invoke(input("old")).thread_id("t").await.unwrap();
-    drop(first);
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/sqlite-v2.sqlite"
+        ),
+        &path,
+    )
+    .unwrap();
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
@@ -748,20 +752,17 @@ async fn a_version_1_sqlite_file_migrates_to_leases() {
         )
         .unwrap();
     }
-    let second =
-        graph(dir.path()).with_checkpointer(Arc::new(SqliteCheckpointer::open(&path).unwrap()));
+    let cp = Arc::new(SqliteCheckpointer::open(&path).unwrap());
+    let kept = cp.history("chain", "", None).await.unwrap();
+    assert_eq!(kept.len(), 12, "the old thread was kept");
+    let graph = graph(dir.path()).with_checkpointer(cp);
     release(dir.path(), "new");
-    let out = second
+    let out = graph
         .invoke(input("new"))
         .options(&options("t", MultitaskStrategy::Reject))
         .await
         .unwrap();
-    assert_eq!(
-        out.state().log.len(),
-        6,
-        "the old thread was kept: {:?}",
-        out.state().log
-    );
+    assert_eq!(out.state().log, ["new:start", "new:a", "new:b"]);
     let conn = rusqlite::Connection::open(&path).unwrap();
     let version: i64 = conn
         .query_row("SELECT version FROM kit_schema_version", [], |r| r.get(0))

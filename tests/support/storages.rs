@@ -41,11 +41,12 @@ impl Storage {
     }
 
     /// Bytes the storage holds for `thread`: channel data, checkpoint bodies, metadata and
-    /// channel versions, and pending writes (memory: what `thread_stored_bytes` counts).
+    /// channel versions, and pending writes (memory: what `thread_stored_bytes` counts; SQLite:
+    /// its packed checkpoint rows).
     pub async fn footprint(&self, thread: &str) -> u64 {
         const SQLITE: &str = "SELECT
             (SELECT COALESCE(SUM(length(data)), 0) FROM kit_blobs WHERE thread_id = ?1)
-          + (SELECT COALESCE(SUM(length(body) + length(metadata) + length(channel_versions)), 0)
+          + (SELECT COALESCE(SUM(length(head) + length(data)), 0)
                FROM kit_checkpoints WHERE thread_id = ?1)
           + (SELECT COALESCE(SUM(length(value)), 0) FROM kit_writes WHERE thread_id = ?1)";
         const POSTGRES: &str = "SELECT

@@ -4,11 +4,16 @@
 
 use std::time::Duration;
 
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
 use rusqlite::{Connection, params};
 
 use super::R;
+use super::key::{Key, id_of};
 use super::queries::head_of;
 use crate::checkpoint::lease::{self, LeaseOp, LeaseRow, LeaseState, MultitaskStrategy};
+use crate::checkpoint::packed::Id;
 use crate::checkpoint::sql::stop_request;
 
 /// A lease operation to run in a write transaction.
@@ -94,23 +99,53 @@ pub(super) fn lease_rows(conn: &Connection, thread_id: &str) -> R<Vec<LeaseRow>>
 /// Deletes what a thread got after `marker` and moves each namespace's head back.
 pub(super) fn rollback_tx(tx: &rusqlite::Transaction<'_>, args: &(String, String)) -> R<u64> {
     let (thread_id, marker) = args;
-    let deleted = tx
-        .prepare_cached("DELETE FROM kit_checkpoints WHERE thread_id = ?1 AND checkpoint_id > ?2")?
-        .execute(params![thread_id, marker])?;
+    // Ids of both stored kinds, compared as their texts (see `super::key`): keys only, no data.
+    let mut ids: Vec<(String, Id)> = Vec::new();
+    {
+        let mut stmt = tx
+            .prepare_cached("SELECT ns, checkpoint_id FROM kit_checkpoints WHERE thread_id = ?1")?;
+        let mut rows = stmt.query([thread_id])?;
+        while let Some(row) = rows.next()? {
+            ids.push((row.get(0)?, id_of(row.get_ref(1)?)?));
+        }
+    }
+    // Each namespace's newest remaining checkpoint and how many remain.
+    let mut remaining: HashMap<String, (Option<Id>, i64)> = HashMap::new();
+    let mut deleted = 0u64;
+    let mut drop = tx.prepare_cached(
+        "DELETE FROM kit_checkpoints WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3",
+    )?;
+    for (ns, id) in ids {
+        if id.cmp_str(marker) == Ordering::Greater {
+            drop.execute(params![thread_id, ns, Key::from(&id)])?;
+            deleted += 1;
+            continue;
+        }
+        let (newest, count) = remaining.entry(ns).or_default();
+        *count += 1;
+        if newest
+            .as_ref()
+            .is_none_or(|n| id.cmp_id(n) == Ordering::Greater)
+        {
+            *newest = Some(id);
+        }
+    }
     tx.prepare_cached("DELETE FROM kit_blobs WHERE thread_id = ?1 AND version > ?2")?
         .execute(params![thread_id, marker])?;
     tx.prepare_cached("DELETE FROM kit_writes WHERE thread_id = ?1 AND checkpoint_id > ?2")?
         .execute(params![thread_id, marker])?;
-    tx.prepare_cached(
-        "UPDATE kit_threads SET
-                head = (SELECT MAX(c.checkpoint_id) FROM kit_checkpoints c
-                         WHERE c.thread_id = kit_threads.thread_id AND c.ns = kit_threads.ns),
-                checkpoints = (SELECT COUNT(*) FROM kit_checkpoints c
-                         WHERE c.thread_id = kit_threads.thread_id AND c.ns = kit_threads.ns)
-          WHERE thread_id = ?1",
-    )?
-    .execute([thread_id])?;
+    let namespaces: Vec<String> = tx
+        .prepare_cached("SELECT ns FROM kit_threads WHERE thread_id = ?1")?
+        .query_map([thread_id], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut update = tx.prepare_cached(
+        "UPDATE kit_threads SET head = ?3, checkpoints = ?4 WHERE thread_id = ?1 AND ns = ?2",
+    )?;
+    for ns in namespaces {
+        let (head, count) = remaining.remove(&ns).unwrap_or_default();
+        update.execute(params![thread_id, ns, head.map(|h| h.to_string()), count])?;
+    }
     tx.prepare_cached("DELETE FROM kit_threads WHERE thread_id = ?1 AND checkpoints = 0")?
         .execute([thread_id])?;
-    Ok(deleted as u64)
+    Ok(deleted)
 }

@@ -32,13 +32,13 @@
 //!   bound; with it the WAL file stays around 20 MB under a constant stream of writes). Other
 //!   processes opening the file keep SQLite's automatic checkpoint.
 
-//! # Schema (version 2)
+//! # Schema (version 3)
 //!
 //! ```text
 //! kit_schema_version(version)                         one row: the schema version
 //! kit_threads(thread_id, ns, head, updated_at, checkpoints)          PK (thread_id, ns)
-//! kit_checkpoints(thread_id, ns, checkpoint_id, parent_id, step, source, created_at,
-//!                 next, metadata, channel_versions, body)   PK (thread_id, ns, checkpoint_id)
+//! kit_checkpoints(thread_id, ns, checkpoint_id, head, data)  PK (thread_id, ns, checkpoint_id)
+//! kit_channels(idx, name)                              PK idx; name UNIQUE
 //! kit_blobs(thread_id, ns, channel, version, prev_version, kind, data)
 //!                                                      PK (thread_id, ns, channel, version)
 //! kit_writes(thread_id, ns, checkpoint_id, task_id, channel, idx, value)
@@ -47,22 +47,31 @@
 //!                   rollback_from)                       PK (thread_id, run_id)
 //! ```
 //!
+//! A step writes **one row**: `kit_checkpoints` holds a checkpoint packed as the in-memory
+//! checkpointer packs it (`head`: parent, step, source, time, metadata, channel versions, the
+//! executor's body and the headers of the blobs the step wrote; `data`: those blobs' bytes — a
+//! delta or, once the deltas outweigh the value, a full snapshot; see the [module
+//! docs](super)), and it moves the head in `kit_threads`. `checkpoint_id` holds a UUID as kit
+//! makes them in 16 bytes and any other id as text. Ids in a row refer to the checkpoint itself
+//! or its parent in one byte, channel names are indexes into `kit_channels`, and the time is
+//! read from the id's UUIDv7 millisecond: so a step costs the same hundred-odd bytes at message
+//! 10 and at message 10,000. `kit_blobs` holds only the blobs no checkpoint row owns: the steps
+//! of an exit-durability run, and values a prune kept for the checkpoints that still read them.
+//! Loading walks each channel's chain by primary-key lookups, reading each row once; a history
+//! reads the heads only, never the blobs' bytes.
+//!
 //! `kit_thread_leases` (version 2) holds the runs that hold or wait for a thread (see
 //! [`lease`](crate::checkpoint::lease)); a lease operation is one `BEGIN IMMEDIATE`
 //! transaction.
 //!
 //! All tables are `WITHOUT ROWID`, clustered on their primary key, so a thread's rows sit
-//! together and a checkpoint id range scan is an index walk. JSON columns are text; channel
-//! data and the executor's body (opaque bytes) are BLOBs. A step inserts one `kit_checkpoints` row, one `kit_blobs` row per channel it
-//! changed (a delta or, once the deltas outweigh the value, a full snapshot — see the
-//! [module docs](super)) and updates one `kit_threads` row: the same few hundred bytes at
-//! message 10 and at message 10,000. Loading walks each channel's chain with one recursive
-//! query.
+//! together and a checkpoint id range scan is an index walk.
 //!
 //! Opening a file migrates it forward (each migration in one transaction, under SQLite's write
-//! lock so two processes opening a new file at once do not race). A file whose schema version
-//! is newer than this build knows is refused with [`CheckpointError::SchemaTooNew`] before
-//! anything is written to it.
+//! lock so two processes opening a new file at once do not race): a version 2 file's checkpoints
+//! and blobs are rewritten as packed rows, once, by the first kit of schema 3 that opens it. A
+//! file whose schema version is newer than this build knows is refused with
+//! [`CheckpointError::SchemaTooNew`] before anything is written to it.
 //!
 //! # Concurrency
 //!
@@ -85,15 +94,16 @@
 //!
 //! # Size
 //!
-//! W5 (100-node chain, 100 invokes): 101 checkpoint rows and 202 blob rows per invoke, about
-//! 47 KB of file per invoke (Python LangGraph's SqliteSaver: about 938 KB).
+//! W5 (100-node chain, 100 invokes): 101 checkpoint rows per invoke and no blob rows, about
+//! 14 KB of file per invoke (schema 2, a row per blob and ids as text: 47 KB; Python
+//! LangGraph's SqliteSaver: about 938 KB).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, params};
+use rusqlite::{Connection, ErrorCode};
 
 use super::retention::timestamp;
 use super::sql;
@@ -102,18 +112,21 @@ use super::{
     LoadedCheckpoint, PendingWrite, PruneReport, PruneStrategy, ThreadActivity, ThreadInfo,
 };
 
+mod channels;
 mod conn;
+mod key;
 mod lease;
 mod queries;
 mod retention;
 mod schema;
 
+use channels::ChannelNames;
 pub use conn::WAL_CHECKPOINT_BYTES;
 use conn::{configure, open_connection};
 use queries::{
-    META_COLUMNS, WritesArgs, delete_tx, head_of, load_tx, meta_from_row, put_tx, put_writes_tx,
+    PutArgs, WritesArgs, delete_tx, head_of, load_tx, meta_of, newest, put_tx, put_writes_tx,
 };
-use retention::{delete_before_tx, prune_tx};
+use retention::{PruneArgs, delete_before_tx, prune_tx};
 pub use schema::SQLITE_SCHEMA_VERSION;
 use schema::{check_version, migrate};
 
@@ -179,6 +192,8 @@ struct Inner {
     /// Checkpoints started.
     wal_rounds: AtomicU64,
     checkpointing: AtomicBool,
+    /// The channel names of the file, as far as read.
+    names: Arc<ChannelNames>,
 }
 
 impl std::fmt::Debug for SqliteCheckpointer {
@@ -281,6 +296,7 @@ impl SqliteCheckpointer {
                 wal_bytes: AtomicU64::new(0),
                 wal_rounds: AtomicU64::new(0),
                 checkpointing: AtomicBool::new(false),
+                names: Arc::default(),
             }),
         })
     }
@@ -303,6 +319,7 @@ impl SqliteCheckpointer {
                 wal_bytes: AtomicU64::new(0),
                 wal_rounds: AtomicU64::new(0),
                 checkpointing: AtomicBool::new(false),
+                names: Arc::default(),
             }),
         })
     }
@@ -339,8 +356,13 @@ impl SqliteCheckpointer {
 impl Checkpointer for SqliteCheckpointer {
     async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError> {
         let bytes = write.blob_bytes();
-        self.write("writing a checkpoint", write, bytes, put_tx)
-            .await
+        let names = self.inner.names.clone();
+        let args = PutArgs { write, names };
+        let added = self
+            .write("writing a checkpoint", args, bytes, put_tx)
+            .await?;
+        self.inner.names.remember(added);
+        Ok(())
     }
 
     async fn put_writes(
@@ -368,10 +390,11 @@ impl Checkpointer for SqliteCheckpointer {
     ) -> Result<Option<LoadedCheckpoint>, CheckpointError> {
         let (thread_id, ns) = (thread_id.to_string(), ns.to_string());
         let checkpoint_id = checkpoint_id.map(String::from);
+        let names = self.inner.names.clone();
         self.read("loading a checkpoint", move |conn| {
             // One read transaction: a consistent snapshot of the thread.
             let tx = conn.unchecked_transaction()?;
-            let out = load_tx(&tx, &thread_id, &ns, checkpoint_id.as_deref())?;
+            let out = load_tx(&tx, &names, &thread_id, &ns, checkpoint_id.as_deref())?;
             tx.commit()?;
             Ok(out)
         })
@@ -393,18 +416,12 @@ impl Checkpointer for SqliteCheckpointer {
         limit: Option<usize>,
     ) -> Result<Vec<CheckpointMeta>, CheckpointError> {
         let (thread_id, ns) = (thread_id.to_string(), ns.to_string());
-        let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
         self.read("reading the history", move |conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {META_COLUMNS} FROM kit_checkpoints
-                  WHERE thread_id = ?1 AND ns = ?2 ORDER BY checkpoint_id DESC LIMIT ?3"
-            ))?;
-            let mut rows = stmt.query(params![thread_id, ns, limit])?;
-            let mut out = Vec::new();
-            while let Some(row) = rows.next()? {
-                out.push(meta_from_row(row)?);
-            }
-            Ok(out)
+            // One read transaction: both kinds of ids from one snapshot.
+            let tx = conn.unchecked_transaction()?;
+            let rows = newest(&tx, &thread_id, &ns, limit)?;
+            tx.commit()?;
+            rows.iter().map(|(id, head)| meta_of(id, head)).collect()
         })
         .await
     }
@@ -457,7 +474,11 @@ impl Checkpointer for SqliteCheckpointer {
         thread_id: &str,
         strategy: PruneStrategy,
     ) -> Result<PruneReport, CheckpointError> {
-        let args = (thread_id.to_string(), strategy);
+        let args = PruneArgs {
+            thread_id: thread_id.to_string(),
+            strategy,
+            names: self.inner.names.clone(),
+        };
         self.write_blocking("pruning a thread", args, 0, prune_tx)
             .await
     }

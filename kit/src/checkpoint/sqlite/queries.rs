@@ -1,14 +1,18 @@
 //! The SQL of each operation, inside one transaction.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::channels::{Added, ChannelNames};
+use super::key::{Key, id_of};
 use super::{Fail, R};
+use crate::checkpoint::packed::{self, BlobFields, Fields, Id};
 use crate::checkpoint::sql::{corrupt, parse_json, to_text};
 use crate::checkpoint::{
-    BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
-    LoadedCheckpoint, PendingWrite, resolve_channels,
+    BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointWrite, LoadedCheckpoint,
+    PendingWrite, resolve_channels,
 };
 
 pub(super) fn head_of(conn: &Connection, thread_id: &str, ns: &str) -> R<Option<Option<String>>> {
@@ -20,71 +24,108 @@ pub(super) fn head_of(conn: &Connection, thread_id: &str, ns: &str) -> R<Option<
         .optional()?)
 }
 
-pub(super) fn put_tx(tx: &rusqlite::Transaction<'_>, w: &CheckpointWrite) -> R<()> {
-    let found = head_of(tx, &w.thread_id, &w.ns)?.flatten();
-    if found != w.expected_head {
-        return Err(Fail::Checkpoint(CheckpointError::Conflict {
-            thread_id: w.thread_id.clone(),
-            expected: w.expected_head.clone(),
-            found,
-        }));
-    }
-    {
-        let mut insert = tx.prepare_cached(
-            "INSERT OR REPLACE INTO kit_blobs
-                (thread_id, ns, channel, version, prev_version, kind, data)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )?;
-        for b in &w.blobs {
-            insert.execute(params![
-                w.thread_id,
-                w.ns,
-                b.channel,
-                b.version,
-                b.prev_version,
-                b.kind.as_str(),
-                b.data
-            ])?;
-        }
-    }
-    tx.prepare_cached(
-        "INSERT OR REPLACE INTO kit_checkpoints
-            (thread_id, ns, checkpoint_id, parent_id, step, source, created_at, next, metadata,
-             channel_versions, body)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?
-    .execute(params![
-        w.thread_id,
-        w.ns,
-        w.meta.id,
-        w.meta.parent_id,
-        w.meta.step,
-        w.meta.source.as_str(),
-        w.meta.created_at,
-        to_text(&w.meta.next)?,
-        to_text(&metadata(&w.meta.metadata))?,
-        to_text(&w.channel_versions)?,
-        w.body,
-    ])?;
-    tx.prepare_cached(
-        "INSERT INTO kit_threads (thread_id, ns, head, updated_at, checkpoints)
-         VALUES (?1, ?2, ?3, ?4, 1)
-         ON CONFLICT (thread_id, ns) DO UPDATE SET
-            head = excluded.head, updated_at = excluded.updated_at,
-            checkpoints = checkpoints + 1",
-    )?
-    .execute(params![w.thread_id, w.ns, w.meta.id, w.meta.created_at])?;
-    Ok(())
+/// A checkpoint to write, and the channel names of the file.
+pub(super) struct PutArgs {
+    pub(super) write: CheckpointWrite,
+    pub(super) names: Arc<ChannelNames>,
 }
 
-/// Metadata as stored: `null` becomes `{}` (as the memory back-end returns it).
-pub(super) fn metadata(value: &serde_json::Value) -> std::borrow::Cow<'_, serde_json::Value> {
-    match value {
-        serde_json::Value::Null => {
-            std::borrow::Cow::Owned(serde_json::Value::Object(Default::default()))
-        }
-        other => std::borrow::Cow::Borrowed(other),
+/// Moves the head of the write's thread to its checkpoint if it is still the one the writer
+/// expects, else fails with [`CheckpointError::Conflict`]. One statement on the usual path.
+fn move_head(tx: &rusqlite::Transaction<'_>, w: &CheckpointWrite) -> R<()> {
+    let moved = tx
+        .prepare_cached(
+            "UPDATE kit_threads SET head = ?3, updated_at = ?4, checkpoints = checkpoints + 1
+              WHERE thread_id = ?1 AND ns = ?2 AND head IS ?5",
+        )?
+        .execute(params![
+            w.thread_id,
+            w.ns,
+            w.meta.id,
+            w.meta.created_at,
+            w.expected_head
+        ])?;
+    if moved == 1 {
+        return Ok(());
     }
+    match head_of(tx, &w.thread_id, &w.ns)? {
+        None if w.expected_head.is_none() => {
+            tx.prepare_cached(
+                "INSERT INTO kit_threads (thread_id, ns, head, updated_at, checkpoints)
+                 VALUES (?1, ?2, ?3, ?4, 1)",
+            )?
+            .execute(params![w.thread_id, w.ns, w.meta.id, w.meta.created_at])?;
+            Ok(())
+        }
+        found => Err(Fail::Checkpoint(CheckpointError::Conflict {
+            thread_id: w.thread_id.clone(),
+            expected: w.expected_head.clone(),
+            found: found.flatten(),
+        })),
+    }
+}
+
+/// Writes a checkpoint as one packed row (with the blobs whose version is its id) and moves the
+/// thread's head; returns the channel names it gave an index.
+pub(super) fn put_tx(tx: &rusqlite::Transaction<'_>, a: &PutArgs) -> R<Added> {
+    let w = &a.write;
+    move_head(tx, w)?;
+    let mut added = Added::new();
+    let mut channel_versions = Vec::with_capacity(w.channel_versions.len());
+    for (channel, version) in &w.channel_versions {
+        channel_versions.push((a.names.index(tx, channel, &mut added)?, version.as_str()));
+    }
+    let mut blobs = Vec::with_capacity(w.blobs.len());
+    for b in w.blobs.iter().filter(|b| b.version == w.meta.id) {
+        blobs.push(BlobFields {
+            channel: a.names.index(tx, &b.channel, &mut added)?,
+            prev_version: b.prev_version.as_deref(),
+            kind: b.kind,
+            data: &b.data,
+        });
+    }
+    let buffer = packed::pack(
+        &w.meta.id,
+        &Fields {
+            parent_id: w.meta.parent_id.as_deref(),
+            step: w.meta.step,
+            source: w.meta.source,
+            created_at: &w.meta.created_at,
+            metadata: &w.meta.metadata,
+            channel_versions,
+            body: &w.body,
+            blobs,
+        },
+    );
+    let (head, data) = packed::split(&buffer)
+        .ok_or_else(|| corrupt(format_args!("checkpoint {} did not pack", w.meta.id)))?;
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO kit_checkpoints (thread_id, ns, checkpoint_id, head, data)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![w.thread_id, w.ns, Key::of(&w.meta.id), head, data])?;
+    // Blobs of steps that have no checkpoint of their own (exit durability).
+    let mut orphan = None;
+    for b in w.blobs.iter().filter(|b| b.version != w.meta.id) {
+        let insert = match &mut orphan {
+            Some(insert) => insert,
+            None => orphan.insert(tx.prepare_cached(
+                "INSERT OR REPLACE INTO kit_blobs
+                    (thread_id, ns, channel, version, prev_version, kind, data)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?),
+        };
+        insert.execute(params![
+            w.thread_id,
+            w.ns,
+            b.channel,
+            b.version,
+            b.prev_version,
+            b.kind.as_str(),
+            b.data
+        ])?;
+    }
+    Ok(added)
 }
 
 pub(super) struct WritesArgs {
@@ -138,28 +179,75 @@ pub(super) fn delete_tx(tx: &rusqlite::Transaction<'_>, thread_id: &String) -> R
     Ok(())
 }
 
-pub(super) fn meta_from_row(row: &rusqlite::Row<'_>) -> R<CheckpointMeta> {
-    let id: String = row.get(0)?;
-    let source: String = row.get(3)?;
-    let next: String = row.get(5)?;
-    let metadata: String = row.get(6)?;
-    Ok(CheckpointMeta {
-        parent_id: row.get(1)?,
-        step: row.get(2)?,
-        source: CheckpointSource::parse(&source)
-            .ok_or_else(|| corrupt(format_args!("checkpoint {id}: unknown source `{source}`")))?,
-        created_at: row.get(4)?,
-        next: parse_json(&next, "next nodes", &id)?,
-        metadata: parse_json(&metadata, "metadata", &id)?,
-        id,
-    })
+/// A checkpoint row's head read back as its metadata.
+pub(super) fn meta_of(id: &Id, head: &[u8]) -> R<CheckpointMeta> {
+    let text = id.to_string();
+    let fields = packed::unpack(&text, head).ok_or_else(|| unreadable(&text))?;
+    Ok(fields.meta(text))
 }
 
-pub(super) const META_COLUMNS: &str =
-    "checkpoint_id, parent_id, step, source, created_at, next, metadata";
+fn unreadable(id: &str) -> Fail {
+    corrupt(format_args!(
+        "checkpoint {id} could not be read back (its row is damaged); load an earlier \
+         checkpoint by id, or delete the thread"
+    ))
+}
+
+/// The newest `limit` checkpoints of (thread, ns) as (id, head), newest first. Ids of the two
+/// stored kinds (UUIDs, text) are read apart, each in index order, and merged as their texts
+/// order (see [`super::key`]).
+pub(super) fn newest(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    limit: Option<usize>,
+) -> R<Vec<(Id, Vec<u8>)>> {
+    let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+    let mut kinds = Vec::with_capacity(2);
+    for range in ["checkpoint_id >= X''", "checkpoint_id < X''"] {
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT checkpoint_id, head FROM kit_checkpoints
+              WHERE thread_id = ?1 AND ns = ?2 AND {range}
+              ORDER BY checkpoint_id DESC LIMIT ?3"
+        ))?;
+        let mut rows = stmt.query(params![thread_id, ns, limit])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            out.push((id_of(row.get_ref(0)?)?, row.get::<_, Vec<u8>>(1)?));
+        }
+        kinds.push(out);
+    }
+    let texts = kinds.pop().unwrap_or_default();
+    let uuids = kinds.pop().unwrap_or_default();
+    if texts.is_empty() {
+        return Ok(uuids);
+    }
+    let mut merged: Vec<(Id, Vec<u8>)> = uuids.into_iter().chain(texts).collect();
+    merged.sort_by(|a, b| b.0.cmp_id(&a.0));
+    if limit >= 0 {
+        merged.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    }
+    Ok(merged)
+}
+
+/// A checkpoint row: its head and the bytes of the blobs it wrote.
+type Row = (Vec<u8>, Vec<u8>);
+
+fn row_of(conn: &Connection, thread_id: &str, ns: &str, id: &str) -> R<Option<Row>> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT head, data FROM kit_checkpoints
+              WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3",
+        )?
+        .query_row(params![thread_id, ns, Key::of(id)], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .optional()?)
+}
 
 pub(super) fn load_tx(
     conn: &Connection,
+    names: &ChannelNames,
     thread_id: &str,
     ns: &str,
     checkpoint_id: Option<&str>,
@@ -185,73 +273,63 @@ pub(super) fn load_tx(
         return Ok(None);
     };
     let id = checkpoint_id.unwrap_or(&head);
-    let row = conn
-        .prepare_cached(&format!(
-            "SELECT {META_COLUMNS}, channel_versions, body FROM kit_checkpoints
-              WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3"
-        ))?
-        .query_row(params![thread_id, ns, id], |row| {
-            Ok((
-                meta_from_row(row),
-                row.get::<_, String>(7)?,
-                row.get::<_, Vec<u8>>(8)?,
-            ))
-        })
-        .optional()?;
-    let Some((meta, versions_text, body)) = row else {
+    let Some(row) = row_of(conn, thread_id, ns, id)? else {
         return Err(Fail::Checkpoint(CheckpointError::NotFound {
             thread_id: thread_id.to_string(),
             checkpoint_id: id.to_string(),
         }));
     };
-    let meta = meta?;
-    let channel_versions = parse_json(&versions_text, "channel versions", id)?;
-
-    // Walk every channel's chain back to its full value in one recursive query. UNION (not
-    // UNION ALL) drops a row already seen, so a chain that loops in a damaged file ends after
-    // one lap instead of growing until memory runs out; resolve_channels then reports it.
-    let mut blobs: HashMap<(String, String), ChannelBlob> = HashMap::new();
-    {
-        let mut stmt = conn.prepare_cached(
-            "WITH RECURSIVE chain(channel, version, prev_version, kind) AS (
-                SELECT b.channel, b.version, b.prev_version, b.kind
-                  FROM json_each(?3) AS cv
-                  JOIN kit_blobs AS b
-                    ON b.thread_id = ?1 AND b.ns = ?2 AND b.channel = cv.key
-                   AND b.version = cv.value
-                UNION
-                SELECT b.channel, b.version, b.prev_version, b.kind
-                  FROM chain AS c
-                  JOIN kit_blobs AS b
-                    ON b.thread_id = ?1 AND b.ns = ?2 AND b.channel = c.channel
-                   AND b.version = c.prev_version
-                 WHERE c.kind = 'delta'
-             )
-             SELECT c.channel, c.version, c.prev_version, c.kind, b.data
-               FROM chain AS c
-               JOIN kit_blobs AS b
-                 ON b.thread_id = ?1 AND b.ns = ?2 AND b.channel = c.channel
-                AND b.version = c.version",
-        )?;
-        let mut rows = stmt.query(params![thread_id, ns, versions_text])?;
-        while let Some(row) = rows.next()? {
-            let kind: String = row.get(3)?;
-            let blob = ChannelBlob {
-                channel: row.get(0)?,
-                version: row.get(1)?,
-                prev_version: row.get(2)?,
-                kind: BlobKind::parse(&kind).ok_or_else(|| {
-                    corrupt(format_args!("checkpoint {id}: unknown blob kind `{kind}`"))
-                })?,
-                data: row.get(4)?,
-            };
-            blobs.insert((blob.channel.clone(), blob.version.clone()), blob);
-        }
+    let fields = packed::unpack(id, &row.0).ok_or_else(|| unreadable(id))?;
+    let meta = fields.meta(id.to_string());
+    let body = fields.body.to_vec();
+    let mut channel_versions = BTreeMap::new();
+    let mut index_of = HashMap::new();
+    for (index, version) in fields.channel_versions {
+        let name = names.name(conn, index)?;
+        index_of.insert(name.clone(), index);
+        channel_versions.insert(name, version);
     }
+
+    // Each blob is read from the row of the checkpoint that wrote it (a lookup by primary
+    // key), else from the blobs no checkpoint owns. Rows are read once per load.
+    let mut rows: HashMap<String, Option<Row>> = HashMap::new();
+    rows.insert(id.to_string(), Some(row));
+    let mut take = |channel: &str, version: &str| -> R<Option<ChannelBlob>> {
+        if !rows.contains_key(version) {
+            let row = row_of(conn, thread_id, ns, version)?;
+            rows.insert(version.to_string(), row);
+        }
+        if let (Some(Some((head, data))), Some(&index)) = (rows.get(version), index_of.get(channel))
+        {
+            let blobs =
+                packed::unpack_blobs(version, head, data).ok_or_else(|| unreadable(version))?;
+            if let Some(b) = blobs.into_iter().find(|b| b.channel == index) {
+                return Ok(Some(ChannelBlob {
+                    channel: channel.to_string(),
+                    version: version.to_string(),
+                    prev_version: b.prev_version,
+                    kind: b.kind,
+                    data: b.data.to_vec(),
+                }));
+            }
+        }
+        orphan_blob(conn, thread_id, ns, channel, version)
+    };
+    let mut failure = None;
     let channels = resolve_channels(&channel_versions, |channel, version| {
-        Ok(blobs.remove(&(channel.to_string(), version.to_string())))
-    })
-    .map_err(|e| e.in_checkpoint(thread_id, id))?;
+        take(channel, version).map_err(|fail| match fail {
+            Fail::Checkpoint(e) => e,
+            Fail::Sql(e) => {
+                let text = e.to_string();
+                failure = Some(e);
+                CheckpointError::Backend(text)
+            }
+        })
+    });
+    if let Some(e) = failure {
+        return Err(Fail::Sql(e));
+    }
+    let channels = channels.map_err(|e| Fail::Checkpoint(e.in_checkpoint(thread_id, id)))?;
 
     let mut pending_writes = Vec::new();
     {
@@ -276,5 +354,43 @@ pub(super) fn load_tx(
         body,
         pending_writes,
         head,
+    }))
+}
+
+/// A blob no checkpoint row holds (see the module docs).
+fn orphan_blob(
+    conn: &Connection,
+    thread_id: &str,
+    ns: &str,
+    channel: &str,
+    version: &str,
+) -> R<Option<ChannelBlob>> {
+    let row = conn
+        .prepare_cached(
+            "SELECT prev_version, kind, data FROM kit_blobs
+              WHERE thread_id = ?1 AND ns = ?2 AND channel = ?3 AND version = ?4",
+        )?
+        .query_row(params![thread_id, ns, channel, version], |row| {
+            Ok((
+                row.get::<_, Option<String>>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, Vec<u8>>(2)?,
+            ))
+        })
+        .optional()?;
+    let Some((prev_version, kind, data)) = row else {
+        return Ok(None);
+    };
+    let kind = BlobKind::parse(&kind).ok_or_else(|| {
+        corrupt(format_args!(
+            "blob {channel}@{version} has unknown kind `{kind}`"
+        ))
+    })?;
+    Ok(Some(ChannelBlob {
+        channel: channel.to_string(),
+        version: version.to_string(),
+        prev_version,
+        kind,
+        data,
     }))
 }

@@ -1,17 +1,27 @@
 //! The file's schema: its version and the forward migrations.
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::{Connection, OptionalExtension, params};
 
+use super::channels::stored_index;
 use super::{Fail, R, SqliteOptions, sql_error};
-use crate::checkpoint::CheckpointError;
+use crate::checkpoint::packed::{self, BlobFields, Fields};
+use crate::checkpoint::sql::{corrupt, parse_json};
+use crate::checkpoint::{BlobKind, CheckpointError, CheckpointSource};
 
 /// The newest schema version this build knows.
-pub const SQLITE_SCHEMA_VERSION: i64 = 2;
+pub const SQLITE_SCHEMA_VERSION: i64 = 3;
+
+/// A forward migration: SQL, or code where rows must be rewritten.
+pub(super) enum Migration {
+    Sql(&'static str),
+    Code(fn(&Connection) -> R<()>),
+}
 
 /// Forward migrations; entry `i` takes the schema from version `i` to `i + 1`.
-pub(super) const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[Migration] = &[
     // 0 -> 1
-    "CREATE TABLE kit_threads (
+    Migration::Sql(
+        "CREATE TABLE kit_threads (
         thread_id TEXT NOT NULL,
         ns TEXT NOT NULL,
         head TEXT,
@@ -53,8 +63,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL,
         PRIMARY KEY (thread_id, ns, checkpoint_id, task_id, channel)
     ) WITHOUT ROWID;",
+    ),
     // 1 -> 2: thread leases (multitask strategies)
-    "CREATE TABLE kit_thread_leases (
+    Migration::Sql(
+        "CREATE TABLE kit_thread_leases (
         thread_id TEXT NOT NULL,
         run_id TEXT NOT NULL,
         ticket INTEGER NOT NULL,
@@ -65,7 +77,111 @@ pub(super) const MIGRATIONS: &[&str] = &[
         rollback_from TEXT,
         PRIMARY KEY (thread_id, run_id)
     ) WITHOUT ROWID;",
+    ),
+    // 2 -> 3: a checkpoint is one packed row holding the blobs it wrote
+    Migration::Code(pack_checkpoints),
 ];
+
+/// The checkpoint table of schema 3 (see the module docs), and the channel names it refers to.
+const PACKED_TABLES: &str = "CREATE TABLE kit_channels (
+        idx INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE
+    );
+    CREATE TABLE kit_packed_checkpoints (
+        thread_id TEXT NOT NULL,
+        ns TEXT NOT NULL,
+        checkpoint_id BLOB NOT NULL,
+        head BLOB NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (thread_id, ns, checkpoint_id)
+    ) WITHOUT ROWID;";
+
+/// 2 -> 3: rewrites each checkpoint row of schema 2, with the blobs whose version is its id, as
+/// one packed row. Blobs no checkpoint owns (the steps of an exit-durability run, the values a
+/// prune kept for later checkpoints) stay in `kit_blobs`.
+fn pack_checkpoints(conn: &Connection) -> R<()> {
+    conn.execute_batch(PACKED_TABLES)?;
+    let mut read = conn.prepare(
+        "SELECT thread_id, ns, checkpoint_id, parent_id, step, source, created_at, metadata,
+                channel_versions, body
+           FROM kit_checkpoints",
+    )?;
+    let mut blobs_of = conn.prepare(
+        "SELECT channel, prev_version, kind, data FROM kit_blobs
+          WHERE thread_id = ?1 AND ns = ?2 AND version = ?3",
+    )?;
+    let mut insert = conn.prepare(
+        "INSERT INTO kit_packed_checkpoints (thread_id, ns, checkpoint_id, head, data)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    let mut rows = read.query([])?;
+    while let Some(row) = rows.next()? {
+        let (thread_id, ns, id): (String, String, String) = (row.get(0)?, row.get(1)?, row.get(2)?);
+        let source: String = row.get(5)?;
+        let source = CheckpointSource::parse(&source).ok_or_else(|| {
+            corrupt(format_args!(
+                "migrating checkpoint {id} of thread `{thread_id}`: unknown source `{source}`"
+            ))
+        })?;
+        let metadata: serde_json::Value = parse_json(&row.get::<_, String>(7)?, "metadata", &id)?;
+        let versions: std::collections::BTreeMap<String, String> =
+            parse_json(&row.get::<_, String>(8)?, "channel versions", &id)?;
+        let mut channel_versions = Vec::with_capacity(versions.len());
+        for (channel, version) in &versions {
+            channel_versions.push((stored_index(conn, channel)?, version.as_str()));
+        }
+        let mut owned = Vec::new();
+        let mut found = blobs_of.query(params![thread_id, ns, id])?;
+        while let Some(b) = found.next()? {
+            let (channel, prev, kind, data): (String, Option<String>, String, Vec<u8>) =
+                (b.get(0)?, b.get(1)?, b.get(2)?, b.get(3)?);
+            let kind = BlobKind::parse(&kind).ok_or_else(|| {
+                corrupt(format_args!(
+                    "migrating checkpoint {id} of thread `{thread_id}`: blob {channel} has \
+                     unknown kind `{kind}`"
+                ))
+            })?;
+            owned.push((stored_index(conn, &channel)?, prev, kind, data));
+        }
+        let parent: Option<String> = row.get(3)?;
+        let created_at: String = row.get(6)?;
+        let body: Vec<u8> = row.get(9)?;
+        let buffer = packed::pack(
+            &id,
+            &Fields {
+                parent_id: parent.as_deref(),
+                step: row.get(4)?,
+                source,
+                created_at: &created_at,
+                metadata: &metadata,
+                channel_versions,
+                body: &body,
+                blobs: owned
+                    .iter()
+                    .map(|(channel, prev, kind, data)| BlobFields {
+                        channel: *channel,
+                        prev_version: prev.as_deref(),
+                        kind: *kind,
+                        data,
+                    })
+                    .collect(),
+            },
+        );
+        let (head, data) = packed::split(&buffer)
+            .ok_or_else(|| corrupt(format_args!("checkpoint {id} did not pack")))?;
+        insert.execute(params![thread_id, ns, super::key::Key::of(&id), head, data])?;
+    }
+    drop(rows);
+    conn.execute_batch(
+        "DELETE FROM kit_blobs WHERE EXISTS (
+            SELECT 1 FROM kit_checkpoints AS c
+             WHERE c.thread_id = kit_blobs.thread_id AND c.ns = kit_blobs.ns
+               AND c.checkpoint_id = kit_blobs.version);
+         DROP TABLE kit_checkpoints;
+         ALTER TABLE kit_packed_checkpoints RENAME TO kit_checkpoints;",
+    )?;
+    Ok(())
+}
 
 /// The schema version stored in the file (0 for a new file); reads only.
 pub(super) fn stored_version(conn: &Connection) -> rusqlite::Result<i64> {
@@ -121,8 +237,11 @@ pub(super) fn migrate(
             conn.execute_batch(
                 "CREATE TABLE IF NOT EXISTS kit_schema_version (version INTEGER NOT NULL)",
             )?;
-            for sql in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
-                conn.execute_batch(sql)?;
+            for migration in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+                match migration {
+                    Migration::Sql(sql) => conn.execute_batch(sql)?,
+                    Migration::Code(run) => run(conn)?,
+                }
             }
             conn.execute("DELETE FROM kit_schema_version", [])?;
             conn.execute(
