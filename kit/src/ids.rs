@@ -42,9 +42,11 @@ pub(crate) fn time_ordered_with_millis() -> (String, u64) {
 /// A UUID's lowercase hyphenated text, written straight into its string (not through
 /// `Display`, which every checkpoint, message and run id would pay for).
 pub(crate) fn uuid_string(u: uuid::Uuid) -> String {
-    u.hyphenated()
-        .encode_lower(&mut uuid::Uuid::encode_buffer())
-        .to_string()
+    // `&mut str`'s `to_string` would go through `Display` after all: copy the bytes.
+    String::from(
+        &*u.hyphenated()
+            .encode_lower(&mut uuid::Uuid::encode_buffer()),
+    )
 }
 
 /// A new random id (UUIDv4 layout), for messages and tool calls.

@@ -87,23 +87,36 @@ impl std::fmt::Display for Id {
 /// The 16 bytes of a lowercase hyphenated UUID: the only form whose bytes write back as the
 /// same text. Anything else (upper case, braces, other lengths) is `None` and stays text.
 pub(crate) fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
-    let b = text.as_bytes();
-    if b.len() != 36 || b[8] != b'-' || b[13] != b'-' || b[18] != b'-' || b[23] != b'-' {
+    /// Where each byte's two hex digits start in `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+    const AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
+    /// The value of each lowercase hex digit; 0xff for every other byte.
+    const HEX: [u8; 256] = {
+        let mut table = [0xff; 256];
+        let mut c = 0;
+        while c < 10 {
+            table[b'0' as usize + c] = c as u8;
+            c += 1;
+        }
+        let mut c = 0;
+        while c < 6 {
+            table[b'a' as usize + c] = 10 + c as u8;
+            c += 1;
+        }
+        table
+    };
+    // Every id of every checkpoint goes through here: a table lookup per digit.
+    let b: &[u8; 36] = text.as_bytes().try_into().ok()?;
+    if b[8] != b'-' || b[13] != b'-' || b[18] != b'-' || b[23] != b'-' {
         return None;
     }
-    let nibble = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
     let mut out = [0u8; 16];
-    let mut digits = b.iter().copied().filter(|&c| c != b'-');
-    for byte in &mut out {
-        let hi = nibble(digits.next()?)?;
-        let lo = nibble(digits.next()?)?;
-        *byte = (hi << 4) | lo;
+    let mut bad = 0u8;
+    for (byte, at) in out.iter_mut().zip(AT) {
+        let (hi, lo) = (HEX[usize::from(b[at])], HEX[usize::from(b[at + 1])]);
+        bad |= hi | lo;
+        *byte = (hi << 4) | (lo & 0x0f);
     }
-    Some(out)
+    (bad & 0xf0 == 0).then_some(out)
 }
 
 /// The text of a UUID given as bytes (lowercase, hyphenated).
@@ -213,11 +226,14 @@ fn uuid_millis(bytes: &[u8; 16]) -> u64 {
 
 /// Packs checkpoint `id` into `head length · head · data` (see the module docs).
 pub(crate) fn pack(id: &str, fields: &Fields<'_>) -> Box<[u8]> {
+    // Enough for the head and the data at once: one allocation, shrunk to fit at the end.
     let data_len: usize = fields.blobs.iter().map(|b| b.data.len()).sum();
     let mut out = Vec::with_capacity(
-        64 + fields.body.len() + 8 * fields.channel_versions.len() + 8 * fields.blobs.len(),
+        64 + fields.body.len()
+            + 24 * fields.channel_versions.len()
+            + 32 * fields.blobs.len()
+            + data_len,
     );
-    out.reserve(data_len);
     out.extend_from_slice(&[0; 4]);
     let refs = Refs {
         own: id,

@@ -190,9 +190,13 @@ impl MemoryCheckpointer {
 fn put_locked(
     data: &mut ThreadData,
     thread_id: &str,
-    write: CheckpointWrite,
+    mut write: CheckpointWrite,
 ) -> Result<(), CheckpointError> {
-    let ns = data.namespaces.entry(write.ns.clone()).or_default();
+    // The write's own name is the key (moved, not copied: this is every step's path).
+    let ns = data
+        .namespaces
+        .entry(std::mem::take(&mut write.ns))
+        .or_default();
     if ns.head != write.expected_head {
         return Err(CheckpointError::Conflict {
             thread_id: thread_id.to_string(),
