@@ -222,8 +222,17 @@ pub(crate) enum SendArg {
     Typed {
         value: Arc<dyn Any + std::marker::Send + Sync>,
         to_json: fn(&(dyn Any + std::marker::Send + Sync)) -> Value,
+        to_raw: fn(&(dyn Any + std::marker::Send + Sync)) -> RawJson,
     },
     Json(Value),
+}
+
+/// A JSON text, kept as it was written.
+pub(crate) type RawJson = Box<serde_json::value::RawValue>;
+
+/// `null`, for a value that does not serialise (as [`SendArg::to_json`] gives it).
+fn null_raw() -> RawJson {
+    RawJson::default()
 }
 
 impl SendArg {
@@ -233,16 +242,31 @@ impl SendArg {
                 .and_then(|v| serde_json::to_value(v).ok())
                 .unwrap_or(Value::Null)
         }
+        fn to_raw<T: Serialize + 'static>(v: &(dyn Any + std::marker::Send + Sync)) -> RawJson {
+            v.downcast_ref::<T>()
+                .and_then(|v| serde_json::value::to_raw_value(v).ok())
+                .unwrap_or_else(null_raw)
+        }
         SendArg::Typed {
             value: Arc::new(value),
             to_json: to_json::<T>,
+            to_raw: to_raw::<T>,
         }
     }
 
     pub(crate) fn to_json(&self) -> Value {
         match self {
-            SendArg::Typed { value, to_json } => to_json(value.as_ref()),
+            SendArg::Typed { value, to_json, .. } => to_json(value.as_ref()),
             SendArg::Json(v) => v.clone(),
+        }
+    }
+
+    /// The argument as JSON text, for a checkpoint: written straight from the typed value
+    /// (every step that sends pays for it), not through a [`Value`] tree.
+    pub(crate) fn to_raw(&self) -> RawJson {
+        match self {
+            SendArg::Typed { value, to_raw, .. } => to_raw(value.as_ref()),
+            SendArg::Json(v) => serde_json::value::to_raw_value(v).unwrap_or_else(|_| null_raw()),
         }
     }
 }

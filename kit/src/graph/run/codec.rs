@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::graph::node::{Goto, NodeError, NodeOutput, SendArg};
+use crate::graph::node::{Goto, NodeError, NodeOutput, RawJson, SendArg};
 use crate::state::State;
 
 /// Executor data stored with each checkpoint: the tasks due and the join barriers. Written
@@ -11,9 +11,20 @@ use crate::state::State;
 #[derive(Serialize)]
 pub(super) struct BodyOut<'a> {
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    pub(super) next: &'a [TaskRecord],
+    pub(super) next: &'a [TaskOut<'a>],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub(super) joins: &'a [u64],
+}
+
+/// A task due, as [`BodyOut`] writes it: read back as a [`TaskRecord`].
+#[derive(Serialize)]
+pub(super) struct TaskOut<'a> {
+    pub(super) node: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) send: Option<usize>,
+    /// A `Send`'s argument, written from its typed value (see [`SendArg::to_raw`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) arg: Option<RawJson>,
 }
 
 #[derive(Deserialize, Default)]
@@ -24,7 +35,7 @@ pub(super) struct Body {
     pub(super) joins: Vec<u64>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 pub(super) struct TaskRecord {
     pub(super) node: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{BodyOut, Exec, TaskRecord};
+use super::{BodyOut, Exec, TaskOut};
 use crate::checkpoint::{
     BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
 };
@@ -91,13 +91,13 @@ impl<S: State> Exec<S> {
             blobs.push(blob);
         }
         self.changes = changes;
-        let next: Vec<TaskRecord> = self
+        let next: Vec<TaskOut<'_>> = self
             .next
             .iter()
-            .map(|t| TaskRecord {
-                node: self.graph.inner.nodes[t.node].name.to_string(),
+            .map(|t| TaskOut {
+                node: &self.graph.inner.nodes[t.node].name,
                 send: t.send_index,
-                arg: t.arg.as_ref().map(SendArg::to_json),
+                arg: t.arg.as_ref().map(SendArg::to_raw),
             })
             .collect();
         let joins: &[u64] = if self.joins.iter().any(|j| *j != 0) {
@@ -116,7 +116,7 @@ impl<S: State> Exec<S> {
             step: self.step,
             source,
             created_at: ids::rfc3339_from_millis(millis, true),
-            next: next.into_iter().map(|t| t.node).collect(),
+            next: next.iter().map(|t| t.node.to_string()).collect(),
             metadata: Value::Object(self.run.options.metadata.clone()),
         };
         let (thread_id, expected_head) = match &self.persist {
