@@ -34,7 +34,7 @@ pub fn validate_args(schema: &Value, args: &Value) -> Result<(), Vec<String>> {
         schema,
         schema,
         args,
-        "",
+        Path::Root,
         &mut problems,
         Depth::default(),
         &mut ctx,
@@ -113,10 +113,66 @@ impl Ctx {
             return known;
         }
         let mut sub = Vec::new();
-        check(root, schema, value, "", &mut sub, depth, self);
+        check(root, schema, value, Path::Root, &mut sub, depth, self);
         let ok = sub.is_empty();
         self.memo.insert(key, ok);
         ok
+    }
+}
+
+/// The keywords of one schema object that the checks read, found in one pass over its keys:
+/// a schema object has a handful of keys, and looking each keyword up would search them a
+/// dozen times for every value checked.
+#[derive(Default)]
+struct Keywords<'a> {
+    reference: Option<&'a Value>,
+    nullable: Option<&'a Value>,
+    types: Option<&'a Value>,
+    enumeration: Option<&'a Value>,
+    constant: Option<&'a Value>,
+    any_of: Option<&'a Value>,
+    one_of: Option<&'a Value>,
+    all_of: Option<&'a Value>,
+    properties: Option<&'a Value>,
+    required: Option<&'a Value>,
+    additional: Option<&'a Value>,
+    items: Option<&'a Value>,
+    min_items: Option<&'a Value>,
+    max_items: Option<&'a Value>,
+    min_length: Option<&'a Value>,
+    max_length: Option<&'a Value>,
+    minimum: Option<&'a Value>,
+    maximum: Option<&'a Value>,
+}
+
+impl<'a> Keywords<'a> {
+    fn of(schema: &'a Map<String, Value>) -> Keywords<'a> {
+        let mut k = Keywords::default();
+        for (key, value) in schema {
+            let slot = match key.as_str() {
+                "$ref" => &mut k.reference,
+                "nullable" => &mut k.nullable,
+                "type" => &mut k.types,
+                "enum" => &mut k.enumeration,
+                "const" => &mut k.constant,
+                "anyOf" => &mut k.any_of,
+                "oneOf" => &mut k.one_of,
+                "allOf" => &mut k.all_of,
+                "properties" => &mut k.properties,
+                "required" => &mut k.required,
+                "additionalProperties" => &mut k.additional,
+                "items" => &mut k.items,
+                "minItems" => &mut k.min_items,
+                "maxItems" => &mut k.max_items,
+                "minLength" => &mut k.min_length,
+                "maxLength" => &mut k.max_length,
+                "minimum" => &mut k.minimum,
+                "maximum" => &mut k.maximum,
+                _ => continue,
+            };
+            *slot = Some(value);
+        }
+        k
     }
 }
 
@@ -124,7 +180,7 @@ fn check(
     root: &Value,
     schema: &Value,
     value: &Value,
-    path: &str,
+    path: Path<'_>,
     problems: &mut Vec<String>,
     depth: Depth,
     ctx: &mut Ctx,
@@ -150,7 +206,8 @@ fn check(
         }
         return;
     };
-    if let Some(Value::String(reference)) = s.get("$ref") {
+    let s = Keywords::of(s);
+    if let Some(Value::String(reference)) = s.reference {
         // An unresolvable reference cannot be checked; the handler decides.
         if let Some(target) = resolve(root, reference) {
             check(
@@ -164,26 +221,34 @@ fn check(
             );
         }
     }
-    if value.is_null() && s.get("nullable") == Some(&Value::Bool(true)) {
+    if value.is_null() && s.nullable == Some(&Value::Bool(true)) {
         return;
     }
-    if let Some(t) = s.get("type") {
-        let allowed: Vec<&str> = match t {
-            Value::String(t) => vec![t.as_str()],
-            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
+    if let Some(t) = s.types {
+        let allowed = |t: &Value| match t {
+            Value::String(t) => has_type(value, t),
+            Value::Array(ts) => {
+                let mut names = ts.iter().filter_map(Value::as_str).peekable();
+                names.peek().is_none() || names.any(|t| has_type(value, t))
+            }
+            _ => true,
         };
-        if !allowed.is_empty() && !allowed.iter().any(|t| has_type(value, t)) {
+        if !allowed(t) {
+            let names: Vec<&str> = match t {
+                Value::String(t) => vec![t.as_str()],
+                Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+                _ => Vec::new(),
+            };
             problems.push(format!(
                 "{}: expected {}, got {}",
                 at(path),
-                allowed.join(" or "),
+                names.join(" or "),
                 describe(value)
             ));
             return;
         }
     }
-    if let Some(Value::Array(options)) = s.get("enum")
+    if let Some(Value::Array(options)) = s.enumeration
         && !options.contains(value)
     {
         let list: Vec<String> = options.iter().map(Value::to_string).collect();
@@ -194,13 +259,13 @@ fn check(
             value
         ));
     }
-    if let Some(expected) = s.get("const")
+    if let Some(expected) = s.constant
         && expected != value
     {
         problems.push(format!("{}: must be {expected}, got {value}", at(path)));
     }
-    for key in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(options)) = s.get(key) {
+    for (key, options) in [("anyOf", s.any_of), ("oneOf", s.one_of)] {
+        if let Some(Value::Array(options)) = options {
             let matching = options
                 .iter()
                 .filter(|o| ctx.matches(root, o, value, depth.through_ref()))
@@ -232,21 +297,21 @@ fn check(
             }
         }
     }
-    if let Some(Value::Array(all)) = s.get("allOf") {
+    if let Some(Value::Array(all)) = s.all_of {
         for sub in all {
             check(root, sub, value, path, problems, depth.through_ref(), ctx);
         }
     }
     match value {
-        Value::Object(map) => check_object(root, s, map, path, problems, depth, ctx),
+        Value::Object(map) => check_object(root, &s, map, path, problems, depth, ctx),
         Value::Array(items) => {
-            if let Some(item_schema) = s.get("items") {
+            if let Some(item_schema) = s.items {
                 for (i, item) in items.iter().enumerate() {
                     check(
                         root,
                         item_schema,
                         item,
-                        &format!("{path}[{i}]"),
+                        Path::Index(&path, i),
                         problems,
                         depth.into_value(),
                         ctx,
@@ -254,36 +319,27 @@ fn check(
                 }
             }
             bound(
-                s,
-                "minItems",
+                s.min_items,
                 items.len(),
                 path,
                 "at least",
                 "items",
                 problems,
             );
-            bound(
-                s,
-                "maxItems",
-                items.len(),
-                path,
-                "at most",
-                "items",
-                problems,
-            );
+            bound(s.max_items, items.len(), path, "at most", "items", problems);
         }
         Value::String(text) => {
             let n = text.chars().count();
-            bound(s, "minLength", n, path, "at least", "characters", problems);
-            bound(s, "maxLength", n, path, "at most", "characters", problems);
+            bound(s.min_length, n, path, "at least", "characters", problems);
+            bound(s.max_length, n, path, "at most", "characters", problems);
         }
         Value::Number(n) => {
-            if let (Some(min), Some(v)) = (s.get("minimum").and_then(Value::as_f64), n.as_f64())
+            if let (Some(min), Some(v)) = (s.minimum.and_then(Value::as_f64), n.as_f64())
                 && v < min
             {
                 problems.push(format!("{}: must be at least {min}, got {n}", at(path)));
             }
-            if let (Some(max), Some(v)) = (s.get("maximum").and_then(Value::as_f64), n.as_f64())
+            if let (Some(max), Some(v)) = (s.maximum.and_then(Value::as_f64), n.as_f64())
                 && v > max
             {
                 problems.push(format!("{}: must be at most {max}, got {n}", at(path)));
@@ -295,33 +351,33 @@ fn check(
 
 fn check_object(
     root: &Value,
-    s: &Map<String, Value>,
+    s: &Keywords<'_>,
     map: &Map<String, Value>,
-    path: &str,
+    path: Path<'_>,
     problems: &mut Vec<String>,
     depth: Depth,
     ctx: &mut Ctx,
 ) {
-    let properties = s.get("properties").and_then(Value::as_object);
-    if let Some(Value::Array(required)) = s.get("required") {
+    let properties = s.properties.and_then(Value::as_object);
+    if let Some(Value::Array(required)) = s.required {
         for key in required.iter().filter_map(Value::as_str) {
             if !map.contains_key(key) {
-                problems.push(format!("{} is required", at(&join(path, key))));
+                problems.push(format!("{} is required", at(Path::Key(&path, key))));
             }
         }
     }
     for (key, value) in map {
-        let child = join(path, key);
+        let child = Path::Key(&path, key);
         match properties.and_then(|p| p.get(key)) {
-            Some(prop) => check(root, prop, value, &child, problems, depth.into_value(), ctx),
-            None => match s.get("additionalProperties") {
+            Some(prop) => check(root, prop, value, child, problems, depth.into_value(), ctx),
+            None => match s.additional {
                 Some(Value::Bool(false)) => {
                     let known: Vec<&String> =
                         properties.map(|p| p.keys().collect()).unwrap_or_default();
                     let known: Vec<&str> = known.iter().map(|k| k.as_str()).collect();
                     problems.push(format!(
                         "{} is not an accepted argument{}",
-                        at(&child),
+                        at(child),
                         if known.is_empty() {
                             String::new()
                         } else {
@@ -329,15 +385,9 @@ fn check_object(
                         }
                     ));
                 }
-                Some(extra @ Value::Object(_)) => check(
-                    root,
-                    extra,
-                    value,
-                    &child,
-                    problems,
-                    depth.into_value(),
-                    ctx,
-                ),
+                Some(extra @ Value::Object(_)) => {
+                    check(root, extra, value, child, problems, depth.into_value(), ctx)
+                }
                 _ => {}
             },
         }
@@ -345,15 +395,14 @@ fn check_object(
 }
 
 fn bound(
-    s: &Map<String, Value>,
-    key: &str,
+    limit: Option<&Value>,
     actual: usize,
-    path: &str,
+    path: Path<'_>,
     word: &str,
     unit: &str,
     problems: &mut Vec<String>,
 ) {
-    if let Some(limit) = s.get(key).and_then(Value::as_u64) {
+    if let Some(limit) = limit.and_then(Value::as_u64) {
         let bad = if word == "at least" {
             (actual as u64) < limit
         } else {
@@ -410,19 +459,31 @@ fn describe(value: &Value) -> String {
     format!("{kind} {clipped}")
 }
 
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
+/// Where a value is in the arguments: written out only for a problem (a valid call builds no
+/// path text at all).
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl std::fmt::Display for Path<'_> {
+    /// `todos[0].status`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root => Ok(()),
+            Path::Key(Path::Root, key) => f.write_str(key),
+            Path::Key(parent, key) => write!(f, "{parent}.{key}"),
+            Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
     }
 }
 
-fn at(path: &str) -> String {
-    if path.is_empty() {
-        "the arguments".to_string()
-    } else {
-        format!("`{path}`")
+fn at(path: Path<'_>) -> String {
+    match path {
+        Path::Root => "the arguments".to_string(),
+        path => format!("`{path}`"),
     }
 }
 
@@ -516,6 +577,41 @@ mod tests {
             problems[0].contains("does not match any of the allowed shapes"),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn problems_name_the_path_of_the_value() {
+        let schema = json!({
+            "type": "object",
+            "properties": {"rows": {"type": "array", "items": {
+                "type": "object",
+                "properties": {"cells": {"type": "array", "items": {"type": ["integer", "null"]}}},
+                "required": ["id"]
+            }}},
+        });
+        let problems = validate_args(
+            &schema,
+            &json!({"rows": [{"id": 1}, {"cells": [1, "x", null]}]}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            problems,
+            [
+                "`rows[1].id` is required",
+                "`rows[1].cells[1]`: expected integer or null, got string \"x\"",
+            ]
+        );
+        let list = json!({"type": "array", "items": {"type": "string"}});
+        assert_eq!(
+            validate_args(&list, &json!(["a", 2])).unwrap_err(),
+            ["`[1]`: expected string, got number 2"]
+        );
+        assert_eq!(
+            validate_args(&schema, &json!("rows")).unwrap_err(),
+            ["the arguments: expected object, got string \"rows\""]
+        );
+        // A list of types with no names in it allows anything, as no `type` would.
+        assert!(validate_args(&json!({"type": [1, 2]}), &json!("x")).is_ok());
     }
 
     #[test]
