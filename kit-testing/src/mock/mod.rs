@@ -16,7 +16,7 @@
 //! # async fn demo() -> std::io::Result<()> {
 //! let server = MockOpenAi::start().await?;
 //! server.enqueue(openai::json(openai::completion("Hello!")));
-//! let answer = server.model("gpt-4o-mini").generate(ModelRequest::new(vec![Message::user("Hi")])).await;
+//! let answer = server.model("gpt-4o-mini").generate(&ModelRequest::new(vec![Message::user("Hi")])).await;
 //! assert_eq!(answer.map(|a| a.message.text()).ok().as_deref(), Some("Hello!"));
 //! assert_eq!(server.requests()[0].body["messages"][0]["content"], "Hi");
 //! # Ok(()) }
