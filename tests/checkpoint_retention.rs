@@ -63,11 +63,12 @@ fn raw(r: Raw<'_>) -> CheckpointWrite {
             next: vec![],
             metadata: json!({}),
         },
-        channel_versions: r
-            .versions
-            .iter()
-            .map(|(c, v)| (c.to_string(), v.to_string()))
-            .collect(),
+        channel_versions: std::sync::Arc::new(
+            r.versions
+                .iter()
+                .map(|(c, v)| (c.to_string(), v.to_string()))
+                .collect(),
+        ),
         blobs: r.blobs,
         body: b"{}".to_vec(),
         expected_head: r.parent.map(String::from),

@@ -96,11 +96,12 @@ fn write(w: W<'_>) -> CheckpointWrite {
             next: vec![format!("node{}", w.step + 1)],
             metadata: json!({"step": w.step, "nested": {"list": [1, 2.5, "x"], "flag": true}}),
         },
-        channel_versions: w
-            .versions
-            .iter()
-            .map(|(c, v)| (c.to_string(), v.to_string()))
-            .collect(),
+        channel_versions: std::sync::Arc::new(
+            w.versions
+                .iter()
+                .map(|(c, v)| (c.to_string(), v.to_string()))
+                .collect(),
+        ),
         blobs: w.blobs,
         body: serde_json::to_vec(&json!({"next": [{"node": format!("node{}", w.step + 1)}]}))
             .unwrap(),
@@ -257,7 +258,7 @@ async fn round_trip_with_full_blobs_and_delta_chains(s: &Storage) {
     assert_eq!(at0.meta.step, -1);
     assert_eq!(at0.meta.parent_id, None);
     assert_eq!(at0.meta.created_at, w0.meta.created_at);
-    assert_eq!(at0.channel_versions, w0.channel_versions);
+    assert_eq!(at0.channel_versions, *w0.channel_versions);
     assert_eq!(at0.body, w0.body, "the body comes back byte for byte");
     assert_eq!(
         text(channel(&at0, "todo").full.as_deref().unwrap()),

@@ -176,11 +176,13 @@ async fn write_custom(cp: &dyn Checkpointer) {
         next: next.iter().map(|n| n.to_string()).collect(),
         metadata: json!({"by": "hand", "step": step}),
     };
+    // `into`: a map at schema 2's kit, shared (`Arc`) since.
     let versions = |pairs: &[(&str, &str)]| {
         pairs
             .iter()
             .map(|(c, v)| (c.to_string(), v.to_string()))
-            .collect()
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into()
     };
     let upper = "01A1FE05-29DA-7000-800C-47C39201259F";
     let writes = [

@@ -283,7 +283,7 @@ fn write_bytes(w: &CheckpointWrite) -> usize {
     w.blob_bytes()
         + w.blobs.len() * 64 // the blob rows' keys, roughly
         + w.body.len()
-        + serde_json::to_vec(&w.channel_versions).map(|b| b.len()).unwrap_or(0)
+        + serde_json::to_vec(&*w.channel_versions).map(|b| b.len()).unwrap_or(0)
         + serde_json::to_vec(&w.meta).map(|b| b.len()).unwrap_or(0)
 }
 

@@ -45,6 +45,7 @@ pub use retention::{PruneReport, PruneStrategy, Retention, RetentionTask, SweepR
 pub use sqlite::SqliteCheckpointer;
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -159,8 +160,9 @@ pub struct CheckpointWrite {
     pub ns: String,
     /// The checkpoint itself.
     pub meta: CheckpointMeta,
-    /// The version of every channel at this checkpoint.
-    pub channel_versions: BTreeMap<String, String>,
+    /// The version of every channel at this checkpoint. Shared with the executor, which keeps
+    /// the map from step to step: a write costs no copy of it.
+    pub channel_versions: Arc<BTreeMap<String, String>>,
     /// New blobs written with this checkpoint (only the channels that changed).
     pub blobs: Vec<ChannelBlob>,
     /// Executor data needed to continue (tasks due, join barriers), as JSON bytes. Opaque to

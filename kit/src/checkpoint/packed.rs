@@ -89,8 +89,9 @@ impl std::fmt::Display for Id {
 pub(crate) fn uuid_bytes(text: &str) -> Option<[u8; 16]> {
     /// Where each byte's two hex digits start in `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
     const AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
-    /// The value of each lowercase hex digit; 0xff for every other byte.
-    const HEX: [u8; 256] = {
+    /// The value of each lowercase hex digit; 0xff for every other byte. A `static`: a `const`
+    /// array indexed at run time is copied onto the stack at every call.
+    static HEX: [u8; 256] = {
         let mut table = [0xff; 256];
         let mut c = 0;
         while c < 10 {
@@ -224,8 +225,9 @@ fn uuid_millis(bytes: &[u8; 16]) -> u64 {
         .fold(0u64, |ms, &b| (ms << 8) | u64::from(b))
 }
 
-/// Packs checkpoint `id` into `head length · head · data` (see the module docs).
-pub(crate) fn pack(id: &str, fields: &Fields<'_>) -> Box<[u8]> {
+/// Packs checkpoint `id` into `head length · head · data` (see the module docs). `own` is the
+/// same id, parsed: the caller keeps it as the checkpoint's key.
+pub(crate) fn pack(id: &str, own: &Id, fields: &Fields<'_>) -> Box<[u8]> {
     // Enough for the head and the data at once: one allocation, shrunk to fit at the end.
     let data_len: usize = fields.blobs.iter().map(|b| b.data.len()).sum();
     let mut out = Vec::with_capacity(
@@ -242,7 +244,10 @@ pub(crate) fn pack(id: &str, fields: &Fields<'_>) -> Box<[u8]> {
     put_opt_id(&mut out, fields.parent_id);
     put_varint(&mut out, zigzag(fields.step));
     out.push(source_code(fields.source));
-    let own_millis = uuid_bytes(id).map(|b| uuid_millis(&b));
+    let own_millis = match own {
+        Id::Uuid(bytes) => Some(uuid_millis(bytes)),
+        Id::Text(_) => None,
+    };
     match crate::ids::millis_from_rfc3339(fields.created_at) {
         Some(ms) if Some(ms) == own_millis => out.push(2),
         Some(ms) => {
@@ -646,7 +651,7 @@ mod tests {
                 },
             ];
             let f = fields(parent, created, step, meta, versions, blobs);
-            let packed = pack(id, &f);
+            let packed = pack(id, &Id::new(id), &f);
             let (head, data) = split(&packed).expect("splits");
             assert_eq!(data.len(), 203);
             let back = unpack(id, head).expect("unpacks");
@@ -710,7 +715,7 @@ mod tests {
                 data: b"[1]",
             }],
         );
-        let packed = pack(&own, &f);
+        let packed = pack(&own, &Id::new(&own), &f);
         let (head, _) = split(&packed).expect("splits");
         // parent (17) · step (1) · source (1) · time (1) · metadata (1) · 2 versions (1 + 2×2)
         // · body (1 + len) · 1 blob (1 + 4)
@@ -729,7 +734,7 @@ mod tests {
             vec![(0, own.as_str())],
             vec![],
         );
-        let packed = pack(&own, &f);
+        let packed = pack(&own, &Id::new(&own), &f);
         let (head, _) = split(&packed).expect("splits");
         // The source byte sits after the absent parent (1 byte) and the step (1 byte).
         let mut bad = head.to_vec();

@@ -220,22 +220,22 @@ fn put_locked(
         });
     }
     let meta = &write.meta;
-    let stored = Stored {
-        id: Id::new(id),
-        packed: packed::pack(
-            id,
-            &Fields {
-                parent_id: meta.parent_id.as_deref(),
-                step: meta.step,
-                source: meta.source,
-                created_at: &meta.created_at,
-                metadata: &meta.metadata,
-                channel_versions,
-                body: &write.body,
-                blobs,
-            },
-        ),
-    };
+    let own = Id::new(id);
+    let packed = packed::pack(
+        id,
+        &own,
+        &Fields {
+            parent_id: meta.parent_id.as_deref(),
+            step: meta.step,
+            source: meta.source,
+            created_at: &meta.created_at,
+            metadata: &meta.metadata,
+            channel_versions,
+            body: &write.body,
+            blobs,
+        },
+    );
+    let stored = Stored { id: own, packed };
     // Ids are time-ordered, so this is almost always a push at the end.
     let after_last = ns
         .checkpoints

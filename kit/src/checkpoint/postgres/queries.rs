@@ -117,7 +117,7 @@ impl PostgresCheckpointer {
             serde_json::Value::Null => "{}".to_string(),
             other => to_text(other)?,
         };
-        let versions = to_text(&w.channel_versions)?;
+        let versions = to_text(&*w.channel_versions)?;
         let channels: Vec<&str> = w.blobs.iter().map(|b| b.channel.as_str()).collect();
         let blob_versions: Vec<&str> = w.blobs.iter().map(|b| b.version.as_str()).collect();
         let prevs: Vec<Option<&str>> = w.blobs.iter().map(|b| b.prev_version.as_deref()).collect();

@@ -421,7 +421,9 @@ impl Checkpointer for SqliteCheckpointer {
             let tx = conn.unchecked_transaction()?;
             let rows = newest(&tx, &thread_id, &ns, limit)?;
             tx.commit()?;
-            rows.iter().map(|(id, head)| meta_of(id, head)).collect()
+            rows.iter()
+                .map(|(id, head)| meta_of(&thread_id, id, head))
+                .collect()
         })
         .await
     }

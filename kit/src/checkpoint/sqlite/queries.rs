@@ -72,7 +72,7 @@ pub(super) fn put_tx(tx: &rusqlite::Transaction<'_>, a: &PutArgs) -> R<Added> {
     move_head(tx, w)?;
     let mut added = Added::new();
     let mut channel_versions = Vec::with_capacity(w.channel_versions.len());
-    for (channel, version) in &w.channel_versions {
+    for (channel, version) in w.channel_versions.iter() {
         channel_versions.push((a.names.index(tx, channel, &mut added)?, version.as_str()));
     }
     let mut blobs = Vec::with_capacity(w.blobs.len());
@@ -84,8 +84,10 @@ pub(super) fn put_tx(tx: &rusqlite::Transaction<'_>, a: &PutArgs) -> R<Added> {
             data: &b.data,
         });
     }
+    let own = Id::new(&w.meta.id);
     let buffer = packed::pack(
         &w.meta.id,
+        &own,
         &Fields {
             parent_id: w.meta.parent_id.as_deref(),
             step: w.meta.step,
@@ -103,7 +105,7 @@ pub(super) fn put_tx(tx: &rusqlite::Transaction<'_>, a: &PutArgs) -> R<Added> {
         "INSERT OR REPLACE INTO kit_checkpoints (thread_id, ns, checkpoint_id, head, data)
          VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
-    .execute(params![w.thread_id, w.ns, Key::of(&w.meta.id), head, data])?;
+    .execute(params![w.thread_id, w.ns, Key::from(&own), head, data])?;
     // Blobs of steps that have no checkpoint of their own (exit durability).
     let mut orphan = None;
     for b in w.blobs.iter().filter(|b| b.version != w.meta.id) {
@@ -180,16 +182,17 @@ pub(super) fn delete_tx(tx: &rusqlite::Transaction<'_>, thread_id: &String) -> R
 }
 
 /// A checkpoint row's head read back as its metadata.
-pub(super) fn meta_of(id: &Id, head: &[u8]) -> R<CheckpointMeta> {
+pub(super) fn meta_of(thread_id: &str, id: &Id, head: &[u8]) -> R<CheckpointMeta> {
     let text = id.to_string();
-    let fields = packed::unpack(&text, head).ok_or_else(|| unreadable(&text))?;
+    let fields = packed::unpack(&text, head).ok_or_else(|| unreadable(thread_id, &text))?;
     Ok(fields.meta(text))
 }
 
-fn unreadable(id: &str) -> Fail {
+/// A checkpoint row that does not read back: damaged in the file.
+fn unreadable(thread_id: &str, id: &str) -> Fail {
     corrupt(format_args!(
-        "checkpoint {id} could not be read back (its row is damaged); load an earlier \
-         checkpoint by id, or delete the thread"
+        "thread `{thread_id}`, checkpoint `{id}`: its row could not be read back (the file is \
+         damaged); load an earlier checkpoint by id, or delete the thread"
     ))
 }
 
@@ -279,7 +282,7 @@ pub(super) fn load_tx(
             checkpoint_id: id.to_string(),
         }));
     };
-    let fields = packed::unpack(id, &row.0).ok_or_else(|| unreadable(id))?;
+    let fields = packed::unpack(id, &row.0).ok_or_else(|| unreadable(thread_id, id))?;
     let meta = fields.meta(id.to_string());
     let body = fields.body.to_vec();
     let mut channel_versions = BTreeMap::new();
@@ -301,8 +304,13 @@ pub(super) fn load_tx(
         }
         if let (Some(Some((head, data))), Some(&index)) = (rows.get(version), index_of.get(channel))
         {
-            let blobs =
-                packed::unpack_blobs(version, head, data).ok_or_else(|| unreadable(version))?;
+            // Named with the checkpoint being loaded by `in_checkpoint` below.
+            let blobs = packed::unpack_blobs(version, head, data).ok_or_else(|| {
+                corrupt(format_args!(
+                    "the row of checkpoint `{version}`, which holds a value this checkpoint \
+                     reads, could not be read back (the file is damaged)"
+                ))
+            })?;
             if let Some(b) = blobs.into_iter().find(|b| b.channel == index) {
                 return Ok(Some(ChannelBlob {
                     channel: channel.to_string(),

@@ -4,7 +4,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::channels::stored_index;
 use super::{Fail, R, SqliteOptions, sql_error};
-use crate::checkpoint::packed::{self, BlobFields, Fields};
+use crate::checkpoint::packed::{self, BlobFields, Fields, Id};
 use crate::checkpoint::sql::{corrupt, parse_json};
 use crate::checkpoint::{BlobKind, CheckpointError, CheckpointSource};
 
@@ -146,8 +146,10 @@ fn pack_checkpoints(conn: &Connection) -> R<()> {
         let parent: Option<String> = row.get(3)?;
         let created_at: String = row.get(6)?;
         let body: Vec<u8> = row.get(9)?;
+        let own = Id::new(&id);
         let buffer = packed::pack(
             &id,
+            &own,
             &Fields {
                 parent_id: parent.as_deref(),
                 step: row.get(4)?,
@@ -169,7 +171,13 @@ fn pack_checkpoints(conn: &Connection) -> R<()> {
         );
         let (head, data) = packed::split(&buffer)
             .ok_or_else(|| corrupt(format_args!("checkpoint {id} did not pack")))?;
-        insert.execute(params![thread_id, ns, super::key::Key::of(&id), head, data])?;
+        insert.execute(params![
+            thread_id,
+            ns,
+            super::key::Key::from(&own),
+            head,
+            data
+        ])?;
     }
     drop(rows);
     conn.execute_batch(

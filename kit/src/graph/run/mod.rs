@@ -64,7 +64,9 @@ pub(crate) struct Exec<S: State> {
     step: i64,
     next: Vec<TaskSpec>,
     joins: Vec<u64>,
-    versions: BTreeMap<String, String>,
+    /// Each channel's version: shared with the checkpoint written last, changed in place
+    /// once that write is done with it.
+    versions: Arc<BTreeMap<String, String>>,
     stats: Vec<ChannelStats>,
     /// The thread's head, expected by the next write.
     head: Option<String>,
@@ -150,7 +152,7 @@ impl<S: State> Exec<S> {
             step: -2,
             next: Vec::new(),
             joins: vec![0; graph.inner.joins.len()],
-            versions: BTreeMap::new(),
+            versions: Arc::default(),
             stats: vec![ChannelStats::default(); S::channels().len()],
             head: None,
             parent: None,
@@ -275,7 +277,7 @@ impl<S: State> Exec<S> {
             }
         }
         self.step = loaded.meta.step;
-        self.versions = loaded.channel_versions;
+        self.versions = Arc::new(loaded.channel_versions);
         self.head = Some(loaded.head.clone());
         self.parent = Some(loaded.meta.id.clone());
         for write in loaded.pending_writes {

@@ -1,5 +1,7 @@
 //! Persisting a step: channel deltas or full values, and the durability modes.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::{BodyOut, Exec, TaskOut};
@@ -81,11 +83,13 @@ impl<S: State> Exec<S> {
                     }
                 }
             };
-            // An existing entry takes the new id into its own buffer (ids have one length).
-            match self.versions.get_mut(name) {
+            // An existing entry takes the new id into its own buffer (ids have one length). The
+            // map is copied only if the last write still holds it (one in flight).
+            let versions = Arc::make_mut(&mut self.versions);
+            match versions.get_mut(name) {
                 Some(version) => version.clone_from(&id),
                 None => {
-                    self.versions.insert(name.to_string(), id.clone());
+                    versions.insert(name.to_string(), id.clone());
                 }
             }
             blobs.push(blob);
@@ -115,7 +119,7 @@ impl<S: State> Exec<S> {
             parent_id: self.parent.clone(),
             step: self.step,
             source,
-            created_at: ids::rfc3339_from_millis(millis, true),
+            created_at: ids::rfc3339_millis_cached(millis),
             next: next.iter().map(|t| t.node.to_string()).collect(),
             metadata: Value::Object(self.run.options.metadata.clone()),
         };

@@ -14,7 +14,7 @@
 //! the loader must see), and the number of entries is bounded (least recently used first out).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::persist::ChannelStats;
 use crate::state::State;
@@ -28,7 +28,7 @@ pub(super) struct WarmThread<S> {
     pub(super) head: String,
     pub(super) step: i64,
     pub(super) state: S,
-    pub(super) versions: BTreeMap<String, String>,
+    pub(super) versions: Arc<BTreeMap<String, String>>,
     pub(super) stats: Vec<ChannelStats>,
     pub(super) joins: Vec<u64>,
 }
@@ -117,7 +117,7 @@ mod tests {
             head: head.into(),
             step: n,
             state: S { n },
-            versions: BTreeMap::new(),
+            versions: Arc::default(),
             stats: Vec::new(),
             joins: Vec::new(),
         }
