@@ -33,6 +33,8 @@ pub fn run(case: &str) {
             "checkpoint_self_loop" => checkpoint_loop(false).await,
             "checkpoint_two_row_loop" => checkpoint_loop(true).await,
             "checkpoint_loop_postgres" => checkpoint_loop_postgres().await,
+            "checkpoint_garbled_head" => checkpoint_garbled("head").await,
+            "checkpoint_garbled_data" => checkpoint_garbled("data").await,
             "body_512mib_chunked" => body_512mib(false).await,
             "body_512mib_declared" => body_512mib(true).await,
             "endless_sse_line" => endless_sse(SseShape::Line).await,
@@ -97,7 +99,9 @@ fn log_graph() -> Graph<Log> {
 }
 
 /// A SQLite file whose delta chain loops (each row at itself, or the start of the chain turned
-/// into a delta pointing at its successor), loaded back.
+/// into a delta pointing at its successor), loaded back. The run is written with exit
+/// durability: its one checkpoint row holds the last step's blobs, and the steps before it are
+/// rows of `kit_blobs`, which SQL can damage.
 async fn checkpoint_loop(two_rows: bool) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("cp.sqlite");
@@ -106,7 +110,11 @@ async fn checkpoint_loop(two_rows: bool) {
         log_graph()
             .with_checkpointer(cp)
             .invoke(LogUpdate::new())
-            .options(&RunOptions::new().thread_id("t-loop"))
+            .options(
+                &RunOptions::new()
+                    .thread_id("t-loop")
+                    .durability(kit::graph::Durability::Exit),
+            )
             .await
             .unwrap();
     }
@@ -139,6 +147,50 @@ async fn checkpoint_loop(two_rows: bool) {
     match cp.load("t-loop", "", None).await {
         Ok(_) => report("outcome", "loaded"),
         Err(e) => report("outcome", format!("{e}")),
+    }
+}
+
+/// A SQLite file whose checkpoint rows were overwritten: the head of the newest with bytes that
+/// are no checkpoint (`head`), or the data of every row cut short by a byte (`data`), loaded
+/// back.
+async fn checkpoint_garbled(column: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("cp.sqlite");
+    {
+        let cp = Arc::new(SqliteCheckpointer::open(&db).unwrap());
+        log_graph()
+            .with_checkpointer(cp)
+            .invoke(LogUpdate::new())
+            .options(&RunOptions::new().thread_id("t-garbled"))
+            .await
+            .unwrap();
+    }
+    let cp = SqliteCheckpointer::open(&db).unwrap();
+    let head = cp.history("t-garbled", "", Some(1)).await.unwrap();
+    report("head", &head[0].id);
+    let damage = match column {
+        "head" => {
+            // 0xff is no tag of the layout: the head fails at its first byte.
+            "UPDATE kit_checkpoints SET head = X'ffffffffffffffffffffffffffffffff'
+              WHERE checkpoint_id = (SELECT MAX(checkpoint_id) FROM kit_checkpoints)"
+        }
+        _ => {
+            "UPDATE kit_checkpoints SET data = substr(data, 1, length(data) - 1)
+              WHERE length(data) > 0"
+        }
+    };
+    let changed = rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(damage, [])
+        .unwrap();
+    report("rows_damaged", changed);
+    match cp.load("t-garbled", "", None).await {
+        Ok(_) => report("load", "loaded"),
+        Err(e) => report("load", format!("{e}")),
+    }
+    match cp.history("t-garbled", "", None).await {
+        Ok(h) => report("history", format!("{} checkpoints", h.len())),
+        Err(e) => report("history", format!("{e}")),
     }
 }
 

@@ -254,6 +254,33 @@ fn two_delta_rows_pointing_at_each_other_are_corruption_naming_thread_and_checkp
 }
 
 #[test]
+fn a_checkpoint_row_of_garbage_is_corruption_naming_the_checkpoint() {
+    let r = run_child("checkpoint_garbled_head", CAP_MIB);
+    assert!(r.success, "{}", r.output);
+    assert_eq!(r.get("rows_damaged"), "1");
+    for what in ["load", "history"] {
+        let outcome = r.get(what);
+        assert!(outcome.contains("corrupt"), "{what}: {outcome}");
+        assert!(
+            outcome.contains(r.get("head")),
+            "{what} names it: {outcome}"
+        );
+    }
+}
+
+#[test]
+fn checkpoint_data_cut_short_is_corruption_and_the_history_still_reads() {
+    let r = run_child("checkpoint_garbled_data", CAP_MIB);
+    assert!(r.success, "{}", r.output);
+    assert_ne!(r.get("rows_damaged"), "0");
+    let load = r.get("load");
+    assert!(load.contains("corrupt"), "{load}");
+    assert!(load.contains("thread `t-garbled`"), "{load}");
+    // A history reads the rows' heads only: the blobs' bytes are not needed for it.
+    assert_eq!(r.get("history"), "6 checkpoints");
+}
+
+#[test]
 fn a_delta_chain_that_loops_in_postgresql_is_corruption_too() {
     if std::env::var("KIT_TEST_POSTGRES_URL").is_err() {
         assert!(
