@@ -5,7 +5,8 @@ use crate::graphs::{N_LINEAR, check_linear, invoke_linear, linear_graph};
 use crate::measure::{header, report, stats, time_async};
 use kit::RunOptions;
 
-pub(crate) async fn w5(reps: usize) {
+/// W5; `only` runs one variant (`memory`, `sqlite-sync`, ...) and skips the file size.
+pub(crate) async fn w5(reps: usize, only: Option<&str>) {
     use kit::checkpoint::{Checkpointer, MemoryCheckpointer, SqliteCheckpointer};
     use kit::graph::Durability;
     use std::sync::Arc;
@@ -25,6 +26,7 @@ pub(crate) async fn w5(reps: usize) {
         variants.push(("postgres-async", Some(Durability::Async)));
         variants.push(("postgres-sync", Some(Durability::Sync)));
     }
+    variants.retain(|(tag, _)| only.is_none_or(|o| o == *tag));
     for (tag, durability) in variants {
         // A fresh saver (SQLite: a fresh file; PostgreSQL: a fresh schema) per variant.
         let mut schema_to_drop = None;
@@ -76,6 +78,9 @@ pub(crate) async fn w5(reps: usize) {
         }
     }
 
+    if only.is_some() {
+        return;
+    }
     // Size: a fresh file after exactly 100 invokes on 100 distinct threads (default
     // durability).
     let path = dir.path().join("size.sqlite");

@@ -10,6 +10,7 @@
 //! cargo run --release --example bench -- w1 --reps=500
 //! cargo run --release --example bench -- w2t        # W2 with tracing off / Collector / JSON-lines
 //! cargo run --release --example bench -- w5         # checkpointing: memory, SQLite x3, size
+//! cargo run --release --example bench -- w5 --only=memory   # one variant of it
 //! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w5  # + PostgreSQL
 //! cargo run --release --example bench -- w7         # 1000 async-subagent runs on a worker
 //! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w7pg
@@ -169,7 +170,10 @@ fn main() {
             "w2" => w2(reps).await,
             "w2t" => w2_trace(reps).await,
             "w3" => w3(reps).await,
-            "w5" => w5(if reps_given { reps } else { 100 }).await,
+            "w5" => {
+                let only = args.iter().find_map(|a| a.strip_prefix("--only="));
+                w5(if reps_given { reps } else { 100 }, only).await
+            }
             "w6" => w6(reps).await,
             "policies" => policies::policies(reps).await,
             other => fail(&format!(
