@@ -272,17 +272,17 @@ pub(crate) fn plan_held(
     Ok(plan)
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-/// A stored checkpoint as the SQL back-ends read it to prune: id, parent, and channel versions
-/// as JSON text.
+#[cfg(feature = "postgres")]
+/// A stored checkpoint as the PostgreSQL back-end reads it to prune: id, parent, and channel
+/// versions as JSON text.
 pub(crate) type CheckpointRow = (String, Option<String>, String);
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-/// A stored blob as the SQL back-ends read it to prune: channel, version, previous version and
-/// kind name (no data).
+#[cfg(feature = "postgres")]
+/// A stored blob as the PostgreSQL back-end reads it to prune: channel, version, previous
+/// version and kind name (no data).
 pub(crate) type BlobRow = (String, String, Option<String>, String);
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(feature = "postgres")]
 /// What pruning one namespace removes.
 pub(crate) struct Plan<'a> {
     /// How many checkpoints stay.
@@ -293,7 +293,7 @@ pub(crate) struct Plan<'a> {
     pub blobs: Vec<(&'a str, &'a str)>,
 }
 
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[cfg(feature = "postgres")]
 /// Plans the pruning of one namespace from its rows (see [`kept_checkpoints`] and
 /// [`reachable_blobs`]).
 pub(crate) fn plan<'a>(
