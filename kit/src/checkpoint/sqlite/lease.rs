@@ -25,7 +25,7 @@ pub(super) struct LeaseArgs {
 }
 
 /// One lease operation; a rollback it hands over runs in the same transaction.
-pub(super) fn lease_tx(tx: &rusqlite::Transaction<'_>, args: &LeaseArgs) -> R<LeaseState> {
+pub(super) fn lease_tx(tx: &Connection, args: &LeaseArgs) -> R<LeaseState> {
     let before = lease_rows(tx, &args.thread_id)?;
     let head = head_of(tx, &args.thread_id, "")?.flatten();
     let mut rows = before.clone();
@@ -97,7 +97,7 @@ pub(super) fn lease_rows(conn: &Connection, thread_id: &str) -> R<Vec<LeaseRow>>
 }
 
 /// Deletes what a thread got after `marker` and moves each namespace's head back.
-pub(super) fn rollback_tx(tx: &rusqlite::Transaction<'_>, args: &(String, String)) -> R<u64> {
+pub(super) fn rollback_tx(tx: &Connection, args: &(String, String)) -> R<u64> {
     let (thread_id, marker) = args;
     // Ids of both stored kinds, compared as their texts (see `super::key`): keys only, no data.
     let mut ids: Vec<(String, Id)> = Vec::new();

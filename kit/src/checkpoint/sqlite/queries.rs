@@ -32,7 +32,7 @@ pub(super) struct PutArgs {
 
 /// Moves the head of the write's thread to its checkpoint if it is still the one the writer
 /// expects, else fails with [`CheckpointError::Conflict`]. One statement on the usual path.
-fn move_head(tx: &rusqlite::Transaction<'_>, w: &CheckpointWrite) -> R<()> {
+fn move_head(tx: &Connection, w: &CheckpointWrite) -> R<()> {
     let moved = tx
         .prepare_cached(
             "UPDATE kit_threads SET head = ?3, updated_at = ?4, checkpoints = checkpoints + 1
@@ -67,7 +67,7 @@ fn move_head(tx: &rusqlite::Transaction<'_>, w: &CheckpointWrite) -> R<()> {
 
 /// Writes a checkpoint as one packed row (with the blobs whose version is its id) and moves the
 /// thread's head; returns the channel names it gave an index.
-pub(super) fn put_tx(tx: &rusqlite::Transaction<'_>, a: &PutArgs) -> R<Added> {
+pub(super) fn put_tx(tx: &Connection, a: &PutArgs) -> R<Added> {
     let w = &a.write;
     move_head(tx, w)?;
     let mut added = Added::new();
@@ -137,7 +137,7 @@ pub(super) struct WritesArgs {
     pub(super) writes: Vec<PendingWrite>,
 }
 
-pub(super) fn put_writes_tx(tx: &rusqlite::Transaction<'_>, a: &WritesArgs) -> R<()> {
+pub(super) fn put_writes_tx(tx: &Connection, a: &WritesArgs) -> R<()> {
     tx.prepare_cached(
         "INSERT OR IGNORE INTO kit_threads (thread_id, ns, head, updated_at, checkpoints)
          VALUES (?1, ?2, NULL, NULL, 0)",
@@ -167,7 +167,7 @@ pub(super) fn put_writes_tx(tx: &rusqlite::Transaction<'_>, a: &WritesArgs) -> R
 }
 
 #[allow(clippy::ptr_arg)] // the argument type is fixed by `write`
-pub(super) fn delete_tx(tx: &rusqlite::Transaction<'_>, thread_id: &String) -> R<()> {
+pub(super) fn delete_tx(tx: &Connection, thread_id: &String) -> R<()> {
     for table in [
         "kit_blobs",
         "kit_writes",

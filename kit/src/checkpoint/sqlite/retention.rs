@@ -1,6 +1,6 @@
 //! Pruning a thread and deleting idle threads, each in one write transaction.
 
-use rusqlite::{Transaction, params};
+use rusqlite::{Connection, params};
 
 use super::channels::ChannelNames;
 use super::key::{Key, id_of};
@@ -19,7 +19,7 @@ pub(super) struct PruneArgs {
 }
 
 /// Prunes every namespace of the thread as the strategy says.
-pub(super) fn prune_tx(tx: &Transaction<'_>, args: &PruneArgs) -> R<PruneReport> {
+pub(super) fn prune_tx(tx: &Connection, args: &PruneArgs) -> R<PruneReport> {
     let namespaces: Vec<(String, Option<String>)> = tx
         .prepare_cached("SELECT ns, head FROM kit_threads WHERE thread_id = ?1")?
         .query_map([&args.thread_id], |row| Ok((row.get(0)?, row.get(1)?)))?
@@ -31,12 +31,7 @@ pub(super) fn prune_tx(tx: &Transaction<'_>, args: &PruneArgs) -> R<PruneReport>
     Ok(report)
 }
 
-fn prune_ns(
-    tx: &Transaction<'_>,
-    args: &PruneArgs,
-    ns: &str,
-    head: Option<&str>,
-) -> R<PruneReport> {
+fn prune_ns(tx: &Connection, args: &PruneArgs, ns: &str, head: Option<&str>) -> R<PruneReport> {
     let thread_id = args.thread_id.as_str();
     // Links only: the heads of the rows, not the blobs' data.
     let mut rows = Vec::new();
@@ -146,7 +141,7 @@ fn prune_ns(
 }
 
 /// A checkpoint row as pruning sees it, from its head.
-fn held_row(tx: &Transaction<'_>, names: &ChannelNames, id: String, head: &[u8]) -> R<HeldRow> {
+fn held_row(tx: &Connection, names: &ChannelNames, id: String, head: &[u8]) -> R<HeldRow> {
     let unreadable = || {
         corrupt(format_args!(
             "checkpoint {id}: unreadable row; nothing was pruned"
@@ -171,7 +166,7 @@ fn held_row(tx: &Transaction<'_>, names: &ChannelNames, id: String, head: &[u8])
 
 /// Deletes every thread whose newest checkpoint was written before `cutoff` (RFC 3339 text, as
 /// the checkpoints' times are stored); returns their ids.
-pub(super) fn delete_before_tx(tx: &Transaction<'_>, cutoff: &String) -> R<Vec<String>> {
+pub(super) fn delete_before_tx(tx: &Connection, cutoff: &String) -> R<Vec<String>> {
     let idle: Vec<String> = tx
         .prepare_cached(
             "SELECT thread_id FROM kit_threads GROUP BY thread_id
