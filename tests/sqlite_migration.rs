@@ -188,26 +188,140 @@ async fn a_version_1_file_migrates_through_2_to_3() {
 
 #[tokio::test]
 async fn a_damaged_version_2_file_is_refused_and_left_as_it_was() {
+    let damages = [
+        (
+            "UPDATE kit_checkpoints SET source = 'teleport' WHERE thread_id = 'chain'",
+            "chain",
+            "teleport",
+        ),
+        (
+            "UPDATE kit_checkpoints SET metadata = '{not json' WHERE thread_id = 'big'",
+            "big",
+            "metadata",
+        ),
+        (
+            "UPDATE kit_checkpoints SET channel_versions = '[1, 2]' WHERE thread_id = 'exit'",
+            "exit",
+            "channel versions",
+        ),
+        (
+            "UPDATE kit_blobs SET kind = 'half' WHERE thread_id = 'forked'
+               AND version IN (SELECT checkpoint_id FROM kit_checkpoints WHERE thread_id = 'forked')",
+            "forked",
+            "half",
+        ),
+    ];
+    for (damage, thread, says) in damages {
+        let dir = tempfile::tempdir().unwrap();
+        let path = fixture(dir.path());
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(damage)
+            .unwrap();
+        let before: i64 = sql(&path, "SELECT COUNT(*) FROM kit_blobs");
+        let err = SqliteCheckpointer::open(&path).unwrap_err();
+        assert!(matches!(err, CheckpointError::Corrupt(_)), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("thread `{thread}`")) && text.contains(says),
+            "the error names what is wrong: {text}"
+        );
+        assert!(
+            text.contains("left as it was"),
+            "and what became of the file: {text}"
+        );
+        // The migration is one transaction: nothing of it stayed.
+        assert_eq!(schema_version(&path), 2);
+        assert_eq!(sql::<i64>(&path, "SELECT COUNT(*) FROM kit_blobs"), before);
+        let tables: i64 = sql(
+            &path,
+            "SELECT COUNT(*) FROM sqlite_master
+              WHERE name IN ('kit_channels', 'kit_packed_checkpoints', 'kit_blobs_by_version')",
+        );
+        assert_eq!(tables, 0);
+    }
+}
+
+/// A body SQLite holds as TEXT (written by hand, or by another tool) is read as its bytes.
+#[tokio::test]
+async fn a_body_stored_as_text_migrates() {
     let dir = tempfile::tempdir().unwrap();
     let path = fixture(dir.path());
-    rusqlite::Connection::open(&path)
+    let changed = rusqlite::Connection::open(&path)
         .unwrap()
-        .execute_batch("UPDATE kit_checkpoints SET source = 'teleport' WHERE thread_id = 'chain'")
+        .execute(
+            "UPDATE kit_checkpoints SET body = CAST(body AS TEXT) WHERE thread_id = 'custom'",
+            [],
+        )
         .unwrap();
-    let before: i64 = sql(&path, "SELECT COUNT(*) FROM kit_blobs");
-    let err = SqliteCheckpointer::open(&path).unwrap_err();
-    assert!(matches!(err, CheckpointError::Corrupt(_)), "{err:?}");
-    let text = err.to_string();
-    assert!(
-        text.contains("thread `chain`") && text.contains("teleport"),
-        "the error names what is wrong: {text}"
+    assert_eq!(
+        changed, 4,
+        "three checkpoints at the top, one in a namespace"
     );
-    // The migration is one transaction: nothing of it stayed.
-    assert_eq!(schema_version(&path), 2);
-    assert_eq!(sql::<i64>(&path, "SELECT COUNT(*) FROM kit_blobs"), before);
-    let tables: i64 = sql(
-        &path,
-        "SELECT COUNT(*) FROM sqlite_master WHERE name IN ('kit_channels', 'kit_packed_checkpoints')",
-    );
-    assert_eq!(tables, 0);
+    let cp = SqliteCheckpointer::open(&path).unwrap();
+    let (got, want) = (dump(&cp).await, expected());
+    for key in ["custom|", "custom|sub:1"] {
+        assert_eq!(got[key], want[key], "{key}");
+    }
+}
+
+/// On a migrated file, a rollback and a channel name the file never had both work.
+#[tokio::test]
+async fn a_migrated_file_rolls_back_and_takes_new_channels() {
+    use kit::checkpoint::{
+        BlobKind, ChannelBlob, CheckpointMeta, CheckpointSource, CheckpointWrite,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture(dir.path());
+    let cp = SqliteCheckpointer::open(&path).unwrap();
+    let history = cp.history("chain", "", None).await.unwrap();
+    // Back to the end of the second run: the third run's four checkpoints go.
+    let marker = history[4].id.clone();
+    assert_eq!(cp.rollback_after("chain", &marker).await.unwrap(), 4);
+    assert_eq!(cp.head("chain", "").await.unwrap(), Some(marker.clone()));
+    let state = chain(Arc::new(cp.clone()))
+        .get_state(&RunOptions::new().thread_id("chain"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(state.values.n, 6);
+
+    let id = kit::ids::time_ordered();
+    let mut versions: std::collections::BTreeMap<String, String> = cp
+        .load("chain", "", None)
+        .await
+        .unwrap()
+        .unwrap()
+        .channel_versions;
+    versions.insert("brand_new".into(), id.clone());
+    cp.put(CheckpointWrite {
+        thread_id: "chain".into(),
+        ns: "".into(),
+        meta: CheckpointMeta {
+            id: id.clone(),
+            parent_id: Some(marker.clone()),
+            step: 100,
+            source: CheckpointSource::Update,
+            created_at: kit::ids::now_rfc3339_millis(),
+            next: Vec::new(),
+            metadata: json!({}),
+        },
+        channel_versions: Arc::new(versions),
+        blobs: vec![ChannelBlob {
+            channel: "brand_new".into(),
+            version: id.clone(),
+            prev_version: None,
+            kind: BlobKind::Full,
+            data: b"42".to_vec(),
+        }],
+        body: b"{}".to_vec(),
+        expected_head: Some(marker),
+    })
+    .await
+    .unwrap();
+    let again = SqliteCheckpointer::open(&path).unwrap();
+    let loaded = again.load("chain", "", None).await.unwrap().unwrap();
+    let names: Vec<&str> = loaded.channels.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["brand_new", "log", "n"]);
+    assert_eq!(loaded.channels[0].full.as_deref(), Some(&b"42"[..]));
 }

@@ -226,8 +226,9 @@ fn uuid_millis(bytes: &[u8; 16]) -> u64 {
 }
 
 /// Packs checkpoint `id` into `head length · head · data` (see the module docs). `own` is the
-/// same id, parsed: the caller keeps it as the checkpoint's key.
-pub(crate) fn pack(id: &str, own: &Id, fields: &Fields<'_>) -> Box<[u8]> {
+/// same id, parsed: the caller keeps it as the checkpoint's key. `None` for a head of 4 GiB or
+/// more (metadata or a body that large), which the length cannot say.
+pub(crate) fn pack(id: &str, own: &Id, fields: &Fields<'_>) -> Option<Box<[u8]>> {
     // Enough for the head and the data at once: one allocation, shrunk to fit at the end.
     let data_len: usize = fields.blobs.iter().map(|b| b.data.len()).sum();
     let mut out = Vec::with_capacity(
@@ -280,12 +281,20 @@ pub(crate) fn pack(id: &str, own: &Id, fields: &Fields<'_>) -> Box<[u8]> {
         });
         put_varint(&mut out, blob.data.len() as u64);
     }
-    let head_len = u32::try_from(out.len() - 4).unwrap_or(u32::MAX);
+    let head_len = u32::try_from(out.len() - 4).ok()?;
     out[..4].copy_from_slice(&head_len.to_le_bytes());
     for blob in &fields.blobs {
         out.extend_from_slice(blob.data);
     }
-    out.into_boxed_slice()
+    Some(out.into_boxed_slice())
+}
+
+/// A checkpoint whose metadata and body together reach 4 GiB.
+pub(crate) fn too_large(id: &str) -> crate::checkpoint::CheckpointError {
+    crate::checkpoint::CheckpointError::Backend(format!(
+        "checkpoint {id} was not stored: its metadata and executor body take 4 GiB or more; \
+         keep large values in the state's channels, not in run metadata"
+    ))
 }
 
 /// The head and the data of a buffer [`pack`] wrote.
@@ -651,7 +660,7 @@ mod tests {
                 },
             ];
             let f = fields(parent, created, step, meta, versions, blobs);
-            let packed = pack(id, &Id::new(id), &f);
+            let packed = pack(id, &Id::new(id), &f).expect("packs");
             let (head, data) = split(&packed).expect("splits");
             assert_eq!(data.len(), 203);
             let back = unpack(id, head).expect("unpacks");
@@ -715,7 +724,7 @@ mod tests {
                 data: b"[1]",
             }],
         );
-        let packed = pack(&own, &Id::new(&own), &f);
+        let packed = pack(&own, &Id::new(&own), &f).expect("packs");
         let (head, _) = split(&packed).expect("splits");
         // parent (17) · step (1) · source (1) · time (1) · metadata (1) · 2 versions (1 + 2×2)
         // · body (1 + len) · 1 blob (1 + 4)
@@ -734,7 +743,7 @@ mod tests {
             vec![(0, own.as_str())],
             vec![],
         );
-        let packed = pack(&own, &Id::new(&own), &f);
+        let packed = pack(&own, &Id::new(&own), &f).expect("packs");
         let (head, _) = split(&packed).expect("splits");
         // The source byte sits after the absent parent (1 byte) and the step (1 byte).
         let mut bad = head.to_vec();

@@ -234,7 +234,8 @@ fn put_locked(
             body: &write.body,
             blobs,
         },
-    );
+    )
+    .ok_or_else(|| packed::too_large(id))?;
     let stored = Stored { id: own, packed };
     // Ids are time-ordered, so this is almost always a push at the end.
     let after_last = ns

@@ -98,7 +98,8 @@ pub(super) fn put_tx(tx: &Connection, a: &PutArgs) -> R<Added> {
             body: &w.body,
             blobs,
         },
-    );
+    )
+    .ok_or_else(|| Fail::Checkpoint(packed::too_large(&w.meta.id)))?;
     let (head, data) = packed::split(&buffer)
         .ok_or_else(|| corrupt(format_args!("checkpoint {} did not pack", w.meta.id)))?;
     tx.prepare_cached(

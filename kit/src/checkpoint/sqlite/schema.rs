@@ -3,6 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::channels::stored_index;
+use super::key::Key;
 use super::{Fail, R, SqliteOptions, sql_error};
 use crate::checkpoint::packed::{self, BlobFields, Fields, Id};
 use crate::checkpoint::sql::{corrupt, parse_json};
@@ -98,86 +99,30 @@ const PACKED_TABLES: &str = "CREATE TABLE kit_channels (
 
 /// 2 -> 3: rewrites each checkpoint row of schema 2, with the blobs whose version is its id, as
 /// one packed row. Blobs no checkpoint owns (the steps of an exit-durability run, the values a
-/// prune kept for later checkpoints) stay in `kit_blobs`.
+/// prune kept for later checkpoints) stay in `kit_blobs`. Runs inside the migration's
+/// transaction: a row that cannot be carried over leaves the whole file as it was.
 fn pack_checkpoints(conn: &Connection) -> R<()> {
     conn.execute_batch(PACKED_TABLES)?;
+    // Finding a checkpoint's blobs by version would otherwise scan its thread's blobs for every
+    // checkpoint (the primary key leads with the channel).
+    conn.execute_batch("CREATE INDEX kit_blobs_by_version ON kit_blobs (thread_id, ns, version)")?;
     let mut read = conn.prepare(
         "SELECT thread_id, ns, checkpoint_id, parent_id, step, source, created_at, metadata,
                 channel_versions, body
            FROM kit_checkpoints",
     )?;
-    let mut blobs_of = conn.prepare(
-        "SELECT channel, prev_version, kind, data FROM kit_blobs
-          WHERE thread_id = ?1 AND ns = ?2 AND version = ?3",
-    )?;
-    let mut insert = conn.prepare(
-        "INSERT INTO kit_packed_checkpoints (thread_id, ns, checkpoint_id, head, data)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
     let mut rows = read.query([])?;
     while let Some(row) = rows.next()? {
         let (thread_id, ns, id): (String, String, String) = (row.get(0)?, row.get(1)?, row.get(2)?);
-        let source: String = row.get(5)?;
-        let source = CheckpointSource::parse(&source).ok_or_else(|| {
-            corrupt(format_args!(
-                "migrating checkpoint {id} of thread `{thread_id}`: unknown source `{source}`"
-            ))
+        pack_row(conn, row, &thread_id, &ns, &id).map_err(|fail| match fail {
+            Fail::Checkpoint(CheckpointError::Corrupt(what)) => corrupt(format_args!(
+                "the file was left as it was: checkpoint `{id}` of thread `{thread_id}` \
+                 (namespace `{ns}`) cannot be carried to schema 3: {what}. It did not read back \
+                 with the earlier kit either; delete that row from kit_checkpoints, or restore \
+                 the file from a backup, and open it again"
+            )),
+            other => other,
         })?;
-        let metadata: serde_json::Value = parse_json(&row.get::<_, String>(7)?, "metadata", &id)?;
-        let versions: std::collections::BTreeMap<String, String> =
-            parse_json(&row.get::<_, String>(8)?, "channel versions", &id)?;
-        let mut channel_versions = Vec::with_capacity(versions.len());
-        for (channel, version) in &versions {
-            channel_versions.push((stored_index(conn, channel)?, version.as_str()));
-        }
-        let mut owned = Vec::new();
-        let mut found = blobs_of.query(params![thread_id, ns, id])?;
-        while let Some(b) = found.next()? {
-            let (channel, prev, kind, data): (String, Option<String>, String, Vec<u8>) =
-                (b.get(0)?, b.get(1)?, b.get(2)?, b.get(3)?);
-            let kind = BlobKind::parse(&kind).ok_or_else(|| {
-                corrupt(format_args!(
-                    "migrating checkpoint {id} of thread `{thread_id}`: blob {channel} has \
-                     unknown kind `{kind}`"
-                ))
-            })?;
-            owned.push((stored_index(conn, &channel)?, prev, kind, data));
-        }
-        let parent: Option<String> = row.get(3)?;
-        let created_at: String = row.get(6)?;
-        let body: Vec<u8> = row.get(9)?;
-        let own = Id::new(&id);
-        let buffer = packed::pack(
-            &id,
-            &own,
-            &Fields {
-                parent_id: parent.as_deref(),
-                step: row.get(4)?,
-                source,
-                created_at: &created_at,
-                metadata: &metadata,
-                channel_versions,
-                body: &body,
-                blobs: owned
-                    .iter()
-                    .map(|(channel, prev, kind, data)| BlobFields {
-                        channel: *channel,
-                        prev_version: prev.as_deref(),
-                        kind: *kind,
-                        data,
-                    })
-                    .collect(),
-            },
-        );
-        let (head, data) = packed::split(&buffer)
-            .ok_or_else(|| corrupt(format_args!("checkpoint {id} did not pack")))?;
-        insert.execute(params![
-            thread_id,
-            ns,
-            super::key::Key::from(&own),
-            head,
-            data
-        ])?;
     }
     drop(rows);
     conn.execute_batch(
@@ -185,10 +130,94 @@ fn pack_checkpoints(conn: &Connection) -> R<()> {
             SELECT 1 FROM kit_checkpoints AS c
              WHERE c.thread_id = kit_blobs.thread_id AND c.ns = kit_blobs.ns
                AND c.checkpoint_id = kit_blobs.version);
+         DROP INDEX kit_blobs_by_version;
          DROP TABLE kit_checkpoints;
          ALTER TABLE kit_packed_checkpoints RENAME TO kit_checkpoints;",
     )?;
     Ok(())
+}
+
+/// One schema-2 checkpoint row and the blobs it owns, packed into `kit_packed_checkpoints`.
+fn pack_row(
+    conn: &Connection,
+    row: &rusqlite::Row<'_>,
+    thread_id: &str,
+    ns: &str,
+    id: &str,
+) -> R<()> {
+    let source: String = row.get(5)?;
+    let source = CheckpointSource::parse(&source)
+        .ok_or_else(|| corrupt(format_args!("unknown source `{source}`")))?;
+    let metadata: serde_json::Value = parse_json(&row.get::<_, String>(7)?, "metadata", id)?;
+    let versions: std::collections::BTreeMap<String, String> =
+        parse_json(&row.get::<_, String>(8)?, "channel versions", id)?;
+    let mut channel_versions = Vec::with_capacity(versions.len());
+    for (channel, version) in &versions {
+        channel_versions.push((stored_index(conn, channel)?, version.as_str()));
+    }
+    let mut owned = Vec::new();
+    let mut blobs_of = conn.prepare_cached(
+        "SELECT channel, prev_version, kind, data FROM kit_blobs
+          WHERE thread_id = ?1 AND ns = ?2 AND version = ?3",
+    )?;
+    let mut found = blobs_of.query(params![thread_id, ns, id])?;
+    while let Some(b) = found.next()? {
+        let (channel, prev, kind): (String, Option<String>, String) =
+            (b.get(0)?, b.get(1)?, b.get(2)?);
+        let kind = BlobKind::parse(&kind)
+            .ok_or_else(|| corrupt(format_args!("blob {channel} has unknown kind `{kind}`")))?;
+        owned.push((
+            stored_index(conn, &channel)?,
+            prev,
+            kind,
+            bytes(b.get_ref(3)?)?,
+        ));
+    }
+    let parent: Option<String> = row.get(3)?;
+    let created_at: String = row.get(6)?;
+    let body = bytes(row.get_ref(9)?)?;
+    let own = Id::new(id);
+    let buffer = packed::pack(
+        id,
+        &own,
+        &Fields {
+            parent_id: parent.as_deref(),
+            step: row.get(4)?,
+            source,
+            created_at: &created_at,
+            metadata: &metadata,
+            channel_versions,
+            body: &body,
+            blobs: owned
+                .iter()
+                .map(|(channel, prev, kind, data)| BlobFields {
+                    channel: *channel,
+                    prev_version: prev.as_deref(),
+                    kind: *kind,
+                    data,
+                })
+                .collect(),
+        },
+    )
+    .ok_or_else(|| corrupt("it is too large to pack (a head over 4 GiB)"))?;
+    let (head, data) = packed::split(&buffer).ok_or_else(|| corrupt("it did not pack"))?;
+    conn.prepare_cached(
+        "INSERT INTO kit_packed_checkpoints (thread_id, ns, checkpoint_id, head, data)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![thread_id, ns, Key::from(&own), head, data])?;
+    Ok(())
+}
+
+/// A stored body or blob as bytes, whether SQLite holds it as a BLOB or as TEXT.
+fn bytes(value: rusqlite::types::ValueRef<'_>) -> R<Vec<u8>> {
+    match value {
+        rusqlite::types::ValueRef::Blob(b) | rusqlite::types::ValueRef::Text(b) => Ok(b.to_vec()),
+        other => Err(corrupt(format_args!(
+            "a body or blob of type {:?}",
+            other.data_type()
+        ))),
+    }
 }
 
 /// The schema version stored in the file (0 for a new file); reads only.
@@ -275,6 +304,3 @@ pub(super) fn migrate(
         }
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// the operations (run inside one transaction each)
