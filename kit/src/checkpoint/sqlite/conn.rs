@@ -161,8 +161,8 @@ impl SqliteCheckpointer {
 }
 
 /// Runs `f` in one `BEGIN IMMEDIATE` transaction: committed if it succeeds, rolled back if it
-/// or the commit fails. `BEGIN` and `COMMIT` are prepared once per connection (rusqlite's
-/// `Transaction` parses them again for every write, a tenth of a checkpoint's cost).
+/// or the commit fails, or if `f` panics. `BEGIN` and `COMMIT` are prepared once per connection
+/// (rusqlite's `Transaction` parses them again for every write, a tenth of a checkpoint's cost).
 pub(super) fn run_write<D, T>(
     conn: &mut Connection,
     busy: Duration,
@@ -170,16 +170,29 @@ pub(super) fn run_write<D, T>(
     f: fn(&Connection, &D) -> R<T>,
 ) -> R<T> {
     conn.busy_timeout(busy)?;
-    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
-    let out = f(conn, data).and_then(|out| {
-        conn.prepare_cached("COMMIT")?.execute([])?;
-        Ok(out)
-    });
-    if out.is_err() && !conn.is_autocommit() {
-        // Whatever failed, the transaction must not stay open on the shared writer connection.
-        let _ = conn.execute_batch("ROLLBACK");
+    // A transaction left open (a ROLLBACK that failed) would refuse every later BEGIN and keep
+    // the file's write lock: close it first.
+    if !conn.is_autocommit() {
+        conn.execute_batch("ROLLBACK")?;
     }
-    out
+    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    let open = OpenTransaction(conn);
+    let out = f(open.0, data)?;
+    open.0.prepare_cached("COMMIT")?.execute([])?;
+    Ok(out)
+}
+
+/// Rolls back a transaction still open when dropped: after an error, a failed commit, or a
+/// panic unwinding out of the operation (the writer connection is shared, and its mutex is
+/// taken again after a panic).
+struct OpenTransaction<'c>(&'c Connection);
+
+impl Drop for OpenTransaction<'_> {
+    fn drop(&mut self) {
+        if !self.0.is_autocommit() {
+            let _ = self.0.execute_batch("ROLLBACK");
+        }
+    }
 }
 
 impl Inner {
@@ -231,4 +244,51 @@ pub(super) fn configure(
     conn.busy_timeout(options.busy_timeout)
         .and_then(|()| conn.pragma_update(None, "synchronous", sync))
         .map_err(|e| sql_error(location, "configuring the connection", options, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn count(conn: &Connection) -> i64 {
+        conn.query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+            .unwrap_or(-1)
+    }
+
+    #[test]
+    fn a_write_that_fails_or_panics_leaves_no_transaction_open() {
+        let mut conn = Connection::open_in_memory().expect("opens");
+        conn.execute_batch("CREATE TABLE t (x INTEGER)")
+            .expect("creates");
+        let insert: fn(&Connection, &i64) -> R<()> = |c, x| {
+            c.execute("INSERT INTO t VALUES (?1)", [x])?;
+            Ok(())
+        };
+        let fail: fn(&Connection, &i64) -> R<()> = |c, x| {
+            c.execute("INSERT INTO t VALUES (?1)", [x])?;
+            Err(crate::checkpoint::sql::corrupt("refused"))
+        };
+        let panic: fn(&Connection, &i64) -> R<()> = |c, x| {
+            c.execute("INSERT INTO t VALUES (?1)", [x]).ok();
+            panic!("an operation panicked");
+        };
+        assert!(run_write(&mut conn, Duration::ZERO, &1, insert).is_ok());
+        assert!(run_write(&mut conn, Duration::ZERO, &2, fail).is_err());
+        assert!(conn.is_autocommit(), "the failed write was rolled back");
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_write(&mut conn, Duration::ZERO, &3, panic)
+        }));
+        assert!(unwound.is_err());
+        assert!(conn.is_autocommit(), "the panicked write was rolled back");
+        // A transaction someone left open is closed before the next write.
+        conn.execute_batch("BEGIN; INSERT INTO t VALUES (4)")
+            .expect("opens one");
+        assert!(run_write(&mut conn, Duration::ZERO, &5, insert).is_ok());
+        let rows: Vec<i64> = conn
+            .prepare("SELECT x FROM t ORDER BY x")
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .expect("reads");
+        assert_eq!(rows, [1, 5]);
+        assert_eq!(count(&conn), 2);
+    }
 }
