@@ -99,7 +99,8 @@ pub struct CheckpointMeta {
     pub step: i64,
     /// Why it was written.
     pub source: CheckpointSource,
-    /// When, as RFC 3339 UTC with milliseconds.
+    /// When, as RFC 3339 UTC with milliseconds. kit takes it from the millisecond its id
+    /// carries, so a checkpoint's time never runs behind its parent's even if the clock does.
     pub created_at: String,
     /// The node names due to run next (empty when the run finished).
     pub next: Vec<String>,
@@ -165,8 +166,10 @@ pub struct CheckpointWrite {
     pub channel_versions: Arc<BTreeMap<String, String>>,
     /// New blobs written with this checkpoint (only the channels that changed).
     pub blobs: Vec<ChannelBlob>,
-    /// Executor data needed to continue (tasks due, join barriers), as JSON bytes. Opaque to
-    /// back-ends: store and return it unchanged.
+    /// Executor data needed to continue (tasks due, join barriers), as JSON bytes. Store and
+    /// return it unchanged. kit's in-memory and SQLite back-ends read [`CheckpointMeta::next`]
+    /// back from its `next` tasks instead of storing the names twice, so a write made by hand
+    /// must list the same nodes in both (the executor always does).
     pub body: Vec<u8>,
     /// The head the writer expects the thread to have; `None` for a new thread.
     pub expected_head: Option<String>,

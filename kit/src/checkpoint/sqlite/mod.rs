@@ -69,9 +69,16 @@
 //!
 //! Opening a file migrates it forward (each migration in one transaction, under SQLite's write
 //! lock so two processes opening a new file at once do not race): a version 2 file's checkpoints
-//! and blobs are rewritten as packed rows, once, by the first kit of schema 3 that opens it. A
-//! file whose schema version is newer than this build knows is refused with
+//! and blobs are rewritten as packed rows, once, by the first kit of schema 3 that opens it
+//! (stop the processes of the earlier kit first: they cannot read the new layout). A row that
+//! cannot be carried over leaves the file as it was, with an error naming the row. A file whose
+//! schema version is newer than this build knows is refused with
 //! [`CheckpointError::SchemaTooNew`] before anything is written to it.
+//!
+//! Each process keeps the channel names it has read of `kit_channels`: names are only ever
+//! added, and a name's index never changes, so the cache stays true for the file's life. Replace
+//! the file under a running process (a restore from a backup) only after closing its
+//! checkpointers.
 //!
 //! # Concurrency
 //!
