@@ -33,6 +33,7 @@ suite!(
     round_trip_with_full_blobs_and_delta_chains,
     unknown_threads_and_checkpoints,
     history_is_newest_first_with_limit,
+    ids_of_every_form_list_in_text_order,
     pending_writes_upsert_in_first_appearance_order,
     stale_expected_head_is_a_conflict,
     concurrent_writers_on_one_thread_race_and_one_loses,
@@ -337,6 +338,67 @@ async fn history_is_newest_first_with_limit(s: &Storage) {
     assert!(cp.history("h", "", Some(0)).await.unwrap().is_empty());
     assert_eq!(cp.history("h", "", Some(100)).await.unwrap().len(), 6);
     assert!(cp.history("h", "sub", None).await.unwrap().is_empty());
+}
+
+/// A thread whose ids are kit's UUIDs and ids of the caller's own (text, and a UUID in upper
+/// case, which is not kit's form): history and rollbacks order them as their texts order.
+async fn ids_of_every_form_list_in_text_order(s: &Storage) {
+    let cp = s.reopen().await;
+    let kit_ids = ids(2);
+    let upper = kit::ids::time_ordered().to_uppercase();
+    // Written in this order; as texts: "0-a" < upper < kit_ids[0] < kit_ids[1] < "z".
+    let written = [
+        kit_ids[0].clone(),
+        "z".to_string(),
+        "0-a".to_string(),
+        upper.clone(),
+        kit_ids[1].clone(),
+    ];
+    let mut expected: Option<&str> = None;
+    for (step, id) in written.iter().enumerate() {
+        cp.put(simple("mixed", id, expected, step as i64))
+            .await
+            .unwrap();
+        expected = Some(id);
+    }
+    let mut by_text: Vec<&str> = written.iter().map(String::as_str).collect();
+    by_text.sort_unstable_by(|a, b| b.cmp(a));
+    let listed = |h: Vec<CheckpointMeta>| h.into_iter().map(|m| m.id).collect::<Vec<_>>();
+    let cp = s.reopen().await;
+    assert_eq!(
+        listed(cp.history("mixed", "", None).await.unwrap()),
+        by_text,
+        "{}",
+        s.name
+    );
+    for limit in [1, 2, 3] {
+        assert_eq!(
+            listed(cp.history("mixed", "", Some(limit)).await.unwrap()),
+            by_text[..limit],
+            "{}: limit {limit}",
+            s.name
+        );
+    }
+    // A rollback after kit_ids[0] drops what sorts after it: kit_ids[1] and "z". The head
+    // moves back to the newest left, kit_ids[0], though "0-a" and upper were written later.
+    let dropped = cp.rollback_after("mixed", &kit_ids[0]).await.unwrap();
+    assert_eq!(dropped, 2, "{}", s.name);
+    let left = listed(cp.history("mixed", "", None).await.unwrap());
+    assert_eq!(
+        left,
+        [kit_ids[0].as_str(), upper.as_str(), "0-a"],
+        "{}",
+        s.name
+    );
+    assert_eq!(
+        cp.head("mixed", "").await.unwrap().as_deref(),
+        Some(kit_ids[0].as_str())
+    );
+    let head = cp.load("mixed", "", None).await.unwrap().unwrap();
+    assert_eq!(
+        text(&channel(&head, "c").full.clone().unwrap()),
+        format!("\"{}\"", kit_ids[0])
+    );
 }
 
 async fn pending_writes_upsert_in_first_appearance_order(s: &Storage) {
@@ -1249,6 +1311,65 @@ async fn sqlite_rows_added_per_message_do_not_grow() {
         .unwrap_or(0);
     assert!(wal < 48 << 20, "the WAL grew to {wal} bytes");
     drop(cp);
+}
+
+/// Two processes on one file give channel names their indexes in turn; each reads what the
+/// other wrote under the right names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_instances_sharing_a_file_agree_on_channel_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("names.sqlite");
+    let a = SqliteCheckpointer::open(&path).unwrap();
+    let b = SqliteCheckpointer::open(&path).unwrap();
+    let writes: [(&SqliteCheckpointer, &[&str]); 4] = [
+        (&a, &["x"]),
+        (&b, &["y"]),
+        (&a, &["y", "z"]),
+        (&b, &["z", "x", "w"]),
+    ];
+    for (i, (cp, channels)) in writes.iter().enumerate() {
+        let id = kit::ids::time_ordered();
+        let versions: Vec<(&str, &str)> = channels.iter().map(|c| (*c, id.as_str())).collect();
+        let blobs = channels
+            .iter()
+            .map(|c| blob(c, &id, None, BlobKind::Full, &format!("\"{c}\"")))
+            .collect();
+        cp.put(write(W {
+            thread: &format!("t{i}"),
+            ns: "",
+            id: &id,
+            parent: None,
+            expected: None,
+            step: -1,
+            versions: &versions,
+            blobs,
+        }))
+        .await
+        .unwrap();
+    }
+    for reader in [&a, &b, &SqliteCheckpointer::open(&path).unwrap()] {
+        for (i, (_, channels)) in writes.iter().enumerate() {
+            let loaded = reader
+                .load(&format!("t{i}"), "", None)
+                .await
+                .unwrap()
+                .unwrap();
+            let mut names: Vec<&str> = loaded.channel_versions.keys().map(String::as_str).collect();
+            names.sort_unstable();
+            let mut want = channels.to_vec();
+            want.sort_unstable();
+            assert_eq!(names, want, "thread t{i}");
+            for c in *channels {
+                let full = channel(&loaded, c).full.clone().unwrap();
+                assert_eq!(text(&full), format!("\"{c}\""), "thread t{i}, channel {c}");
+            }
+        }
+    }
+    let names: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM kit_channels", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(names, 4, "one index per name");
 }
 
 #[test]
