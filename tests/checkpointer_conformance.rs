@@ -36,6 +36,7 @@ suite!(
     ids_of_every_form_list_in_text_order,
     pending_writes_upsert_in_first_appearance_order,
     stale_expected_head_is_a_conflict,
+    a_checkpoint_id_is_never_written_twice,
     concurrent_writers_on_one_thread_race_and_one_loses,
     different_threads_are_written_concurrently,
     delete_thread_removes_every_namespace,
@@ -512,6 +513,87 @@ async fn stale_expected_head_is_a_conflict(s: &Storage) {
         Err(CheckpointError::NotFound { .. })
     ));
     assert_eq!(cp.load("cf", "", None).await.unwrap().unwrap().head, id[2]);
+}
+
+/// A checkpoint written again under an id its thread already has: refused on every back-end
+/// (LangGraph's savers overwrite it), and nothing changes. The same id in another thread or
+/// namespace is a different checkpoint and is accepted.
+async fn a_checkpoint_id_is_never_written_twice(s: &Storage) {
+    let cp = s.reopen().await;
+    let id = ids(3);
+    let (x, y) = (&id[0], &id[1]);
+    cp.put(simple("dup", x, None, -1)).await.unwrap();
+    cp.put(simple("dup", y, Some(x), 0)).await.unwrap();
+    // Other content under an id the thread has: the older checkpoint, then the head itself.
+    let again = |id: &str, expected: &str| {
+        let mut w = simple("dup", id, Some(expected), 5);
+        w.blobs = vec![blob("c", id, None, BlobKind::Full, "\"changed\"")];
+        w
+    };
+    for (reused, expected) in [(x, y), (y, y)] {
+        let err = cp.put(again(reused, expected)).await.unwrap_err();
+        match &err {
+            CheckpointError::DuplicateId {
+                thread_id,
+                ns,
+                checkpoint_id,
+            } => {
+                assert_eq!((thread_id.as_str(), ns.as_str()), ("dup", ""));
+                assert_eq!(checkpoint_id, reused);
+            }
+            other => panic!("{}: expected a duplicate id, got {other}", s.name),
+        }
+        let text = err.to_string();
+        assert!(
+            text.contains("never replaced") && text.contains("fresh id"),
+            "{text}"
+        );
+    }
+    // A stale head is reported as the conflict it is, before the id is looked at.
+    let err = cp.put(simple("dup", x, None, -1)).await.unwrap_err();
+    assert!(matches!(err, CheckpointError::Conflict { .. }), "{err}");
+
+    // Nothing changed: history, head, contents, the thread's count.
+    let cp = s.reopen().await;
+    let history = cp.history("dup", "", None).await.unwrap();
+    let got: Vec<&str> = history.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(got, [y.as_str(), x.as_str()], "{}", s.name);
+    for c in [x, y] {
+        let loaded = cp.load("dup", "", Some(c)).await.unwrap().unwrap();
+        assert_eq!(loaded.meta.step, if c == x { -1 } else { 0 });
+        assert_eq!(
+            text(channel(&loaded, "c").full.as_deref().unwrap()),
+            format!("\"{c}\"")
+        );
+    }
+    assert_eq!(cp.load("dup", "", None).await.unwrap().unwrap().head, *y);
+    let info = cp.threads().await.unwrap();
+    let dup = info.iter().find(|t| t.thread_id == "dup").unwrap();
+    assert_eq!(dup.checkpoints, 2, "{}", s.name);
+
+    // Not a duplicate: the same id in another thread, and in another namespace of this one.
+    cp.put(simple("dup-other", x, None, -1)).await.unwrap();
+    let mut sub = simple("dup", x, None, -1);
+    sub.ns = "sub:1".into();
+    cp.put(sub).await.unwrap();
+    // A namespace's own duplicate names that namespace.
+    let mut sub = simple("dup", y, Some(x), 0);
+    sub.ns = "sub:1".into();
+    cp.put(sub.clone()).await.unwrap();
+    sub.expected_head = Some(y.clone());
+    match cp.put(sub).await.unwrap_err() {
+        CheckpointError::DuplicateId { ns, .. } => assert_eq!(ns, "sub:1"),
+        other => panic!("{}: expected a duplicate id, got {other}", s.name),
+    }
+    assert_eq!(
+        cp.history("dup", "sub:1", None).await.unwrap().len(),
+        2,
+        "{}",
+        s.name
+    );
+    // The next checkpoint after a refused one goes on as usual.
+    cp.put(simple("dup", &id[2], Some(y), 1)).await.unwrap();
+    assert_eq!(cp.history("dup", "", None).await.unwrap().len(), 3);
 }
 
 async fn concurrent_writers_on_one_thread_race_and_one_loses(s: &Storage) {

@@ -273,6 +273,22 @@ pub enum CheckpointError {
         /// The checkpoint id asked for.
         checkpoint_id: String,
     },
+    /// A write reused the id of a checkpoint the thread already has. A stored checkpoint is
+    /// never replaced: later checkpoints' deltas are built on its values, so changing them in
+    /// place would change every later state without a trace. Nothing was written.
+    #[error(
+        "thread `{thread_id}` (namespace `{ns}`) already has a checkpoint `{checkpoint_id}`; a \
+         stored checkpoint is never replaced, so nothing was written: write the new one under \
+         a fresh id (kit::ids::time_ordered())"
+    )]
+    DuplicateId {
+        /// The thread.
+        thread_id: String,
+        /// The namespace.
+        ns: String,
+        /// The id written again.
+        checkpoint_id: String,
+    },
     /// Stored data is inconsistent (a missing blob on a chain, unparseable data).
     #[error("checkpoint data is corrupt: {0}")]
     Corrupt(String),
@@ -309,7 +325,9 @@ pub enum CheckpointError {
 #[async_trait::async_trait]
 pub trait Checkpointer: Send + Sync + 'static {
     /// Stores a checkpoint and its blobs, and moves the head of (thread, ns) to it — only if the
-    /// head is still `expected_head`.
+    /// head is still `expected_head` ([`CheckpointError::Conflict`] otherwise) and the
+    /// checkpoint's id is new to (thread, ns) ([`CheckpointError::DuplicateId`] otherwise: a
+    /// stored checkpoint is never replaced). Either error writes nothing.
     async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError>;
 
     /// Records pending writes against a checkpoint (upsert by task id and channel).

@@ -205,6 +205,33 @@ fn put_locked(
         });
     }
     let id = write.meta.id.as_str();
+    let own = Id::new(id);
+    // Ids are time-ordered, so this is almost always a push at the end.
+    let at = match ns.checkpoints.last() {
+        Some(last) if last.id.cmp_id(&own) != std::cmp::Ordering::Less => ns
+            .checkpoints
+            .partition_point(|s| s.id.cmp_id(&own) == std::cmp::Ordering::Less),
+        _ => ns.checkpoints.len(),
+    };
+    if ns
+        .checkpoints
+        .get(at)
+        .is_some_and(|s| s.id.cmp_id(&own) == std::cmp::Ordering::Equal)
+    {
+        // The namespace's name moved into the map; the error path finds it again.
+        let held: *const NsData = ns;
+        let ns = data
+            .namespaces
+            .iter()
+            .find(|(_, n)| std::ptr::eq(*n, held))
+            .map(|(name, _)| name.clone())
+            .unwrap_or_default();
+        return Err(CheckpointError::DuplicateId {
+            thread_id: thread_id.to_string(),
+            ns,
+            checkpoint_id: write.meta.id,
+        });
+    }
     let channel_versions = write
         .channel_versions
         .iter()
@@ -220,7 +247,6 @@ fn put_locked(
         });
     }
     let meta = &write.meta;
-    let own = Id::new(id);
     let packed = packed::pack(
         id,
         &own,
@@ -236,20 +262,7 @@ fn put_locked(
         },
     )
     .ok_or_else(|| packed::too_large(id))?;
-    let stored = Stored { id: own, packed };
-    // Ids are time-ordered, so this is almost always a push at the end.
-    let after_last = ns
-        .checkpoints
-        .last()
-        .is_none_or(|last| last.id.cmp_id(&stored.id) == std::cmp::Ordering::Less);
-    if after_last {
-        ns.checkpoints.push(stored);
-    } else {
-        let at = ns
-            .checkpoints
-            .partition_point(|s| s.id.cmp_id(&stored.id) == std::cmp::Ordering::Less);
-        ns.checkpoints.insert(at, stored);
-    }
+    ns.checkpoints.insert(at, Stored { id: own, packed });
     for blob in write.blobs {
         if blob.version != write.meta.id {
             ns.orphan_blobs

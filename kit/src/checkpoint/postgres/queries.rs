@@ -14,7 +14,8 @@ use crate::checkpoint::{
 /// Writes a checkpoint in one statement (so one round trip, atomic without a transaction):
 /// `moved` advances the thread's head only from the expected one and returns a row if it did;
 /// the checkpoint and its blobs are inserted from `moved`, so nothing is written on a
-/// conflict. Parameters: $1 thread, $2 ns, $3 checkpoint id, $4 created_at, $5 expected head,
+/// conflict, and an id the thread already has fails the statement (`kit_checkpoints_pkey`):
+/// a stored checkpoint is never replaced. Parameters: $1 thread, $2 ns, $3 checkpoint id, $4 created_at, $5 expected head,
 /// $6 parent, $7 step, $8 source, $9 next, $10 metadata, $11 channel versions, $12 body, and
 /// the blobs as arrays: $13 channels, $14 versions, $15 previous versions, $16 kinds, $17 data.
 macro_rules! put_statement {
@@ -29,11 +30,6 @@ macro_rules! put_statement {
                 SELECT $1, $2, $3, $6, $7, $8, $4,
                        $9::text::jsonb, $10::text::jsonb, $11::text::jsonb, $12
                   FROM moved
-                ON CONFLICT (thread_id, ns, checkpoint_id) DO UPDATE SET
-                    parent_id = excluded.parent_id, step = excluded.step,
-                    source = excluded.source, created_at = excluded.created_at,
-                    next = excluded.next, metadata = excluded.metadata,
-                    channel_versions = excluded.channel_versions, body = excluded.body
             ), blobs AS (
                 INSERT INTO kit_blobs
                     (thread_id, ns, channel, version, prev_version, kind, data)
@@ -103,6 +99,23 @@ pub(super) async fn head_of(
     })
 }
 
+/// A put whose checkpoint id the thread already has, as the typed error; other failures as
+/// they are.
+fn duplicate_id(e: tokio_postgres::Error, w: &CheckpointWrite) -> Fail {
+    let duplicate = e.as_db_error().is_some_and(|db| {
+        *db.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+            && db.constraint() == Some("kit_checkpoints_pkey")
+    });
+    if !duplicate {
+        return Fail::Sql(e);
+    }
+    Fail::Checkpoint(CheckpointError::DuplicateId {
+        thread_id: w.thread_id.clone(),
+        ns: w.ns.clone(),
+        checkpoint_id: w.meta.id.clone(),
+    })
+}
+
 impl PostgresCheckpointer {
     /// One statement, so one round trip: move the head (only from the expected one), and
     /// write the checkpoint and its blobs only if it moved.
@@ -147,7 +160,8 @@ impl PostgresCheckpointer {
                     &data,
                 ],
             )
-            .await?
+            .await
+            .map_err(|e| duplicate_id(e, w))?
             .try_get(0)?;
         if moved == 0 {
             let found = head_of(&client, &w.thread_id, &w.ns).await?.flatten();

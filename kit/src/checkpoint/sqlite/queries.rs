@@ -102,11 +102,23 @@ pub(super) fn put_tx(tx: &Connection, a: &PutArgs) -> R<Added> {
     .ok_or_else(|| Fail::Checkpoint(packed::too_large(&w.meta.id)))?;
     let (head, data) = packed::split(&buffer)
         .ok_or_else(|| corrupt(format_args!("checkpoint {} did not pack", w.meta.id)))?;
+    // A plain INSERT: an id the thread already has is refused, never replaced (the caller's
+    // transaction then rolls back the head it moved).
     tx.prepare_cached(
-        "INSERT OR REPLACE INTO kit_checkpoints (thread_id, ns, checkpoint_id, head, data)
+        "INSERT INTO kit_checkpoints (thread_id, ns, checkpoint_id, head, data)
          VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
-    .execute(params![w.thread_id, w.ns, Key::from(&own), head, data])?;
+    .execute(params![w.thread_id, w.ns, Key::from(&own), head, data])
+    .map_err(|e| match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::ConstraintViolation) => {
+            Fail::Checkpoint(CheckpointError::DuplicateId {
+                thread_id: w.thread_id.clone(),
+                ns: w.ns.clone(),
+                checkpoint_id: w.meta.id.clone(),
+            })
+        }
+        _ => Fail::Sql(e),
+    })?;
     // Blobs of steps that have no checkpoint of their own (exit durability).
     let mut orphan = None;
     for b in w.blobs.iter().filter(|b| b.version != w.meta.id) {
