@@ -375,6 +375,9 @@ pub mod derive_support {
         }
     }
 
+    /// The first allocation of a recorded delta.
+    const DELTA_CAPACITY: usize = 256;
+
     /// Applies the checked writes to one reduced field, recording the delta when asked.
     #[allow(clippy::too_many_arguments)]
     pub fn apply_reduced<U, T: Default, V: Serialize>(
@@ -413,7 +416,12 @@ pub mod derive_support {
             if let Some(write) = field(update).take() {
                 let value = write.into_value();
                 if record {
-                    let buf = delta.get_or_insert_with(|| vec![b'[']);
+                    // Room for a typical message: growing from one byte took six copies.
+                    let buf = delta.get_or_insert_with(|| {
+                        let mut buf = Vec::with_capacity(DELTA_CAPACITY);
+                        buf.push(b'[');
+                        buf
+                    });
                     if buf.len() > 1 {
                         buf.push(b',');
                     }

@@ -263,15 +263,17 @@ fn put_locked(
     )
     .ok_or_else(|| packed::too_large(id))?;
     ns.checkpoints.insert(at, Stored { id: own, packed });
-    for blob in write.blobs {
+    for mut blob in write.blobs {
         if blob.version != write.meta.id {
+            // Kept for good: without the room a delta was built with.
+            blob.data.shrink_to_fit();
             ns.orphan_blobs
                 .entry(blob.version.as_str().into())
                 .or_default()
                 .push(blob);
         }
     }
-    ns.head = Some(write.meta.id.clone());
+    ns.head = Some(write.meta.id);
     data.updated_at = write.meta.created_at;
     Ok(())
 }

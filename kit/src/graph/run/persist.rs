@@ -116,18 +116,19 @@ impl<S: State> Exec<S> {
         })?;
         let meta = CheckpointMeta {
             id: id.clone(),
-            parent_id: self.parent.clone(),
+            // Moved: this checkpoint becomes the next one's parent below.
+            parent_id: self.parent.take(),
             step: self.step,
             source,
             created_at: ids::rfc3339_millis_cached(millis),
             next: next.iter().map(|t| t.node.to_string()).collect(),
             metadata: Value::Object(self.run.options.metadata.clone()),
         };
+        let previous_head = self.head.replace(id.clone());
         let (thread_id, expected_head) = match &self.persist {
-            Some((_, t)) => (t.clone(), self.head.clone()),
+            Some((_, t)) => (t.clone(), previous_head),
             None => (String::new(), None),
         };
-        self.head = Some(id.clone());
         self.parent = Some(id);
         Ok(CheckpointWrite {
             thread_id,

@@ -107,16 +107,17 @@ impl<S: State> Exec<S> {
         let node_ends = self.events_of(EventKind::NodeEnd).is_some();
         for (i, (task, out)) in tasks.iter().zip(outputs).enumerate() {
             if node_ends {
+                // The task's run id, which its node_start and its own events carry (taken:
+                // the list is cleared before the next step's tasks).
+                let run_id = match self.task_run_ids.get_mut(i).filter(|id| !id.is_empty()) {
+                    Some(id) => std::mem::take(id),
+                    None => crate::ids::random(),
+                };
                 let node = &self.inner().nodes[task.node];
                 let update = match out.updates.len() {
                     0 => Value::Null,
                     1 => serde_json::to_value(&out.updates[0]).unwrap_or(Value::Null),
                     _ => serde_json::to_value(&out.updates).unwrap_or(Value::Null),
-                };
-                // The task's run id, which its node_start and its own events carry.
-                let run_id = match self.task_run_ids.get(i).filter(|id| !id.is_empty()) {
-                    Some(id) => id.clone(),
-                    None => crate::ids::random(),
                 };
                 let data = EventData::NodeEnd {
                     update,
