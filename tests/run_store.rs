@@ -208,7 +208,7 @@ async fn contract(store: &dyn RunStore) {
     let events = (0..5)
         .map(|i| NewEvent::new("updates", json!({"i": i})))
         .collect::<Vec<_>>();
-    assert_eq!(store.append_events("t1", "b", events).await.unwrap(), 6);
+    assert_eq!(store.append_events("t1", "b", &events).await.unwrap(), 6);
     // A notice names the thread; an empty one (PostgreSQL, when its `LISTEN` connection is
     // (re)established) means "anything may have changed". Once listening, appends are heard.
     let mut heard = tokio::time::timeout(std::time::Duration::from_secs(30), notices.recv())
@@ -218,7 +218,7 @@ async fn contract(store: &dyn RunStore) {
     if heard.is_empty() {
         // Only now is the listener surely listening: append once more and hear it.
         store
-            .append_events("t1", "b", vec![NewEvent::new("updates", json!({"i": 5}))])
+            .append_events("t1", "b", &[NewEvent::new("updates", json!({"i": 5}))])
             .await
             .unwrap();
         while heard.is_empty() {
@@ -229,7 +229,7 @@ async fn contract(store: &dyn RunStore) {
         }
     } else {
         store
-            .append_events("t1", "b", vec![NewEvent::new("updates", json!({"i": 5}))])
+            .append_events("t1", "b", &[NewEvent::new("updates", json!({"i": 5}))])
             .await
             .unwrap();
     }
@@ -240,10 +240,10 @@ async fn contract(store: &dyn RunStore) {
     assert_eq!(page[0].channel(), "updates");
     assert!(store.read_events("t1", 7, 10).await.unwrap().is_empty());
     assert!(store.read_events("t2", 0, 10).await.unwrap().is_empty());
-    assert_eq!(store.append_events("t2", "c", vec![]).await.unwrap(), 0);
+    assert_eq!(store.append_events("t2", "c", &[]).await.unwrap(), 0);
     assert!(matches!(
         store
-            .append_events("no-thread", "x", vec![NewEvent::new("values", json!({}))])
+            .append_events("no-thread", "x", &[NewEvent::new("values", json!({}))])
             .await,
         Err(StoreError::Corrupt(_))
     ));
@@ -251,7 +251,7 @@ async fn contract(store: &dyn RunStore) {
     assert_eq!(store.prune_events(u64::MAX / 2).await.unwrap(), 7);
     assert!(store.read_events("t1", 0, 10).await.unwrap().is_empty());
     let next = vec![NewEvent::new("values", json!({}))];
-    assert_eq!(store.append_events("t1", "b", next).await.unwrap(), 8);
+    assert_eq!(store.append_events("t1", "b", &next).await.unwrap(), 8);
     assert_eq!(store.prune_events(0).await.unwrap(), 0);
 }
 
@@ -433,7 +433,7 @@ async fn concurrent_calls_keep_their_own_outcomes_when_committed_together() {
                     .append_events(
                         "shared",
                         "first",
-                        vec![
+                        &[
                             NewEvent::new("custom", json!({"i": i, "part": 0})),
                             NewEvent::new("custom", json!({"i": i, "part": 1})),
                         ],

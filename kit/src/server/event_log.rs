@@ -337,7 +337,7 @@ pub(crate) async fn append_retrying(
     let mut delay = Duration::from_millis(50);
     let mut attempt = 0;
     loop {
-        match store.append_events(thread_id, run_id, events.clone()).await {
+        match store.append_events(thread_id, run_id, &events).await {
             Ok(seq) => return Ok(seq),
             Err(e) if attempt >= 2 => return Err(e),
             Err(_) => {

@@ -376,11 +376,14 @@ pub trait RunStore: Send + Sync + 'static {
     /// Appends `events` of run `run_id` to the log of `thread_id`, numbered after its last
     /// one (1, 2, 3, … per thread, no gaps); returns the number of the last (0 when `events`
     /// is empty), and wakes [`event_notices`](Self::event_notices) listeners.
+    ///
+    /// The events are borrowed, so a caller can retry a failed append without copying them
+    /// first.
     async fn append_events(
         &self,
         thread_id: &str,
         run_id: &str,
-        events: Vec<NewEvent>,
+        events: &[NewEvent],
     ) -> Result<u64, StoreError>;
 
     /// Up to `limit` events of the thread's log numbered above `after`, in order. A first

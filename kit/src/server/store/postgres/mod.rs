@@ -627,7 +627,7 @@ impl RunStore for PostgresRunStore {
         &self,
         thread_id: &str,
         run_id: &str,
-        events: Vec<NewEvent>,
+        events: &[NewEvent],
     ) -> Result<u64, StoreError> {
         let op = "appending events";
         if events.is_empty() {
@@ -635,8 +635,7 @@ impl RunStore for PostgresRunStore {
         }
         let mut client = self.client(op).await?;
         let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
-        let last =
-            events::append(&tx, thread_id, run_id, &events, crate::ids::now_millis()).await?;
+        let last = events::append(&tx, thread_id, run_id, events, crate::ids::now_millis()).await?;
         tx.commit().await.map_err(|e| sql_error(op, e))?;
         Ok(last)
     }

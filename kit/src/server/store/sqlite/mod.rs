@@ -3,7 +3,9 @@
 mod events;
 mod group;
 mod rows;
+mod savepoint;
 use rows::{get_raw_run, get_run, get_thread, runs_where};
+use savepoint::Savepoint;
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -202,8 +204,8 @@ impl SqliteRunStore {
     }
 
     /// Runs `f` with the connection on the store's database thread, in a transaction it may
-    /// share with other calls: `f` makes its writes atomic with a savepoint
-    /// ([`Connection::savepoint`]), never with a transaction of its own. Returns once the
+    /// share with other calls: `f` makes its writes atomic with a [`Savepoint`], never with a
+    /// transaction of its own. Returns once the
     /// work is committed.
     async fn with<T, F>(&self, op: &'static str, f: F) -> Result<T, StoreError>
     where
@@ -269,8 +271,7 @@ impl RunStore for SqliteRunStore {
         let metadata = to_json(&run.metadata);
         let raw = self.with("creating a run", move |conn| {
             let now = ms(crate::ids::now_millis());
-            let tx = conn
-                .savepoint()
+            let tx = Savepoint::begin(conn)
                 .map_err(|e| backend("creating a run", e))?;
             let existing: Option<(Option<String>, String)> = tx
                 .prepare_cached(
@@ -386,7 +387,7 @@ impl RunStore for SqliteRunStore {
         let graphs = serde_json::to_string(graph_ids).unwrap_or_else(|_| "[]".to_string());
         self.with("claiming runs", move |conn| {
             let now = ms(crate::ids::now_millis());
-            let tx = conn.savepoint().map_err(|e| backend("claiming runs", e))?;
+            let tx = Savepoint::begin(conn).map_err(|e| backend("claiming runs", e))?;
             let ids: Vec<String> = tx
                 .prepare_cached(
                     "SELECT r.run_id FROM kit_worker_runs r
@@ -471,9 +472,8 @@ impl RunStore for SqliteRunStore {
         let thread = self
             .with("recording the end of a run", move |conn| {
                 let now = ms(crate::ids::now_millis());
-                let tx = conn
-                    .savepoint()
-                    .map_err(|e| backend("recording the end of a run", e))?;
+                let tx =
+                    Savepoint::begin(conn).map_err(|e| backend("recording the end of a run", e))?;
                 let changed = tx
                     .prepare_cached(
                         "UPDATE kit_worker_runs SET status = ?3, output = ?4, error = ?5,
@@ -525,18 +525,16 @@ impl RunStore for SqliteRunStore {
         &self,
         thread_id: &str,
         run_id: &str,
-        events: Vec<NewEvent>,
+        events: &[NewEvent],
     ) -> Result<u64, StoreError> {
         if events.is_empty() {
             return Ok(0);
         }
         let (thread, run) = (thread_id.to_string(), run_id.to_string());
-        let events = events::encode(&events);
+        let events = events::encode(events);
         let last = self
             .with("appending events", move |conn| {
-                let tx = conn
-                    .savepoint()
-                    .map_err(|e| backend("appending events", e))?;
+                let tx = Savepoint::begin(conn).map_err(|e| backend("appending events", e))?;
                 let last = events::append(&tx, &thread, &run, &events, crate::ids::now_millis())?;
                 tx.commit().map_err(|e| backend("appending events", e))?;
                 Ok(last)
@@ -589,9 +587,7 @@ impl RunStore for SqliteRunStore {
         let run_id = run_id.to_string();
         self.with("cancelling a run", move |conn| {
             let now = ms(crate::ids::now_millis());
-            let tx = conn
-                .savepoint()
-                .map_err(|e| backend("cancelling a run", e))?;
+            let tx = Savepoint::begin(conn).map_err(|e| backend("cancelling a run", e))?;
             tx.prepare_cached(
                 "UPDATE kit_worker_runs SET status = 'cancelled', finished_at = ?2, updated_at = ?2
                  WHERE run_id = ?1 AND status = 'pending'",
@@ -621,9 +617,7 @@ impl RunStore for SqliteRunStore {
     ) -> Result<Vec<RunRecord>, StoreError> {
         let worker_id = worker_id.to_string();
         self.with("recovering runs", move |conn| {
-            let tx = conn
-                .savepoint()
-                .map_err(|e| backend("recovering runs", e))?;
+            let tx = Savepoint::begin(conn).map_err(|e| backend("recovering runs", e))?;
             let stale = if all_running {
                 runs_where(
                     &tx,
