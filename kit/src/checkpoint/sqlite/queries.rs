@@ -221,10 +221,11 @@ pub(super) fn newest(
     let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
     let mut kinds = Vec::with_capacity(2);
     for range in ["checkpoint_id >= X''", "checkpoint_id < X''"] {
+        // `LIMIT ?3 + 0`: SQLite prepares a statement with a bare `LIMIT ?` again on every run.
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT checkpoint_id, head FROM kit_checkpoints
               WHERE thread_id = ?1 AND ns = ?2 AND {range}
-              ORDER BY checkpoint_id DESC LIMIT ?3"
+              ORDER BY checkpoint_id DESC LIMIT ?3 + 0"
         ))?;
         let mut rows = stmt.query(params![thread_id, ns, limit])?;
         let mut out = Vec::new();

@@ -149,11 +149,12 @@ pub(super) fn search(
         return Ok(());
     }
     let order = "ORDER BY i.updated_at DESC, i.ns, i.key";
+    // `LIMIT ?4 + 0`: SQLite prepares a statement with a bare `LIMIT ?` again on every run.
     let (mut stmt, window) = match collector.window() {
         Some((offset, limit)) => (
             conn.prepare_cached(&format!(
                 "SELECT {ITEM_COLUMNS} FROM kit_store_items i
-                  WHERE {scope} AND {live} {order} LIMIT ?4 OFFSET ?5"
+                  WHERE {scope} AND {live} {order} LIMIT ?4 + 0 OFFSET ?5"
             ))?,
             Some((offset, limit)),
         ),

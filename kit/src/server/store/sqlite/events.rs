@@ -84,8 +84,9 @@ pub(super) fn read(
 ) -> Result<Vec<StoredEvent>, StoreError> {
     let rows = conn
         .prepare_cached(
+            // `+ 0`: SQLite prepares a statement with a bare `LIMIT ?` again on every run.
             "SELECT seq, run_id, method, namespace, data, created_at FROM kit_worker_events
-             WHERE thread_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
+             WHERE thread_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3 + 0",
         )
         .and_then(|mut s| {
             s.query_map(

@@ -362,7 +362,8 @@ impl RunStore for SqliteRunStore {
         self.with("listing runs", move |conn| {
             runs_where(
                 conn,
-                "thread_id = ?1 ORDER BY seq DESC LIMIT ?2 OFFSET ?3",
+                // `+ 0`: SQLite prepares a statement with a bare `LIMIT ?` again on every run.
+                "thread_id = ?1 ORDER BY seq DESC LIMIT ?2 + 0 OFFSET ?3",
                 params![
                     thread_id,
                     i64::try_from(limit).unwrap_or(i64::MAX),
@@ -388,6 +389,8 @@ impl RunStore for SqliteRunStore {
         self.with("claiming runs", move |conn| {
             let now = ms(crate::ids::now_millis());
             let tx = Savepoint::begin(conn).map_err(|e| backend("claiming runs", e))?;
+            // `LIMIT ?2 + 0`: a bare `LIMIT ?` makes SQLite prepare the statement again on
+            // every claim (it plans with the bound value).
             let ids: Vec<String> = tx
                 .prepare_cached(
                     "SELECT r.run_id FROM kit_worker_runs r
@@ -397,7 +400,7 @@ impl RunStore for SqliteRunStore {
                          SELECT 1 FROM kit_worker_runs o
                          WHERE o.thread_id = r.thread_id
                            AND (o.status = 'running' OR (o.status = 'pending' AND o.seq < r.seq)))
-                     ORDER BY r.seq LIMIT ?2",
+                     ORDER BY r.seq LIMIT ?2 + 0",
                 )
                 .and_then(|mut s| {
                     s.query_map(
