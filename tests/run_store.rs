@@ -73,9 +73,9 @@ async fn contract(store: &dyn RunStore) {
         error: None,
         events: vec![NewEvent::new("lifecycle", json!({"event": "completed"}))],
     };
-    assert!(!store.finish("a", "w2", done.clone()).await.unwrap());
-    assert!(store.finish("a", "w1", done.clone()).await.unwrap());
-    assert!(!store.finish("a", "w1", done).await.unwrap(), "only once");
+    assert!(!store.finish("a", "w2", &done).await.unwrap());
+    assert!(store.finish("a", "w1", &done).await.unwrap());
+    assert!(!store.finish("a", "w1", &done).await.unwrap(), "only once");
     let a = store.get_run("a").await.unwrap().unwrap();
     assert_eq!(a.status, RunStatus::Success);
     assert_eq!(a.output.unwrap()["result"], "hi");

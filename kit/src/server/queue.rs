@@ -450,7 +450,7 @@ async fn record_finish(
     for attempt in 0..8 {
         match shared
             .store
-            .finish(run_id, &shared.worker_id, finish.clone())
+            .finish(run_id, &shared.worker_id, &finish)
             .await
         {
             Ok(true) => return,

@@ -356,12 +356,12 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// Records the end of a run that `worker_id` executes. Returns false (and changes
     /// nothing) when the run is no longer `running` under this worker (it was recovered by
-    /// another one).
+    /// another one). The end is borrowed, so a failed attempt is retried without copying it.
     async fn finish(
         &self,
         run_id: &str,
         worker_id: &str,
-        finish: Finish,
+        finish: &Finish,
     ) -> Result<bool, StoreError>;
 
     /// Puts a run `worker_id` is running back in the queue (`pending`, attempt not counted):

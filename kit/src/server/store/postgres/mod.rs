@@ -572,7 +572,7 @@ impl RunStore for PostgresRunStore {
         &self,
         run_id: &str,
         worker_id: &str,
-        finish: Finish,
+        finish: &Finish,
     ) -> Result<bool, StoreError> {
         let op = "recording the end of a run";
         let mut client = self.client(op).await?;

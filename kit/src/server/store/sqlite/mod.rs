@@ -459,7 +459,7 @@ impl RunStore for SqliteRunStore {
         &self,
         run_id: &str,
         worker_id: &str,
-        finish: Finish,
+        finish: &Finish,
     ) -> Result<bool, StoreError> {
         let run_id = run_id.to_string();
         let worker_id = worker_id.to_string();
@@ -471,7 +471,7 @@ impl RunStore for SqliteRunStore {
             .and_then(|o| o.get("values"))
             .map(to_json);
         let encoded = events::encode(&finish.events);
-        let (status, error) = (finish.status, finish.error);
+        let (status, error) = (finish.status, finish.error.clone());
         let thread = self
             .with("recording the end of a run", move |conn| {
                 let now = ms(crate::ids::now_millis());
