@@ -187,12 +187,14 @@ impl SqliteRunStore {
             conn.pragma_update(None, "synchronous", "NORMAL")
                 .map_err(|e| backend("configuring the connection", e))?;
         }
-        // Every job runs in a savepoint, whose journal SQLite otherwise keeps in 64 KiB chunks
-        // (its spill threshold): each job then allocated and freed one, and glibc's malloc
-        // handed that memory back to the kernel every time (madvise and a TLB flush on every
-        // core). In memory, the journal grows by 1 KiB chunks that stay in the allocator.
+        // Most writing jobs run in a savepoint, whose journal SQLite otherwise keeps in chunks
+        // of its 64 KiB spill threshold: each job then allocated and freed one, and glibc's
+        // malloc handed that memory back to the kernel every time (madvise and a TLB flush on
+        // every core). In memory, the journal grows by 1 KiB chunks that stay allocated.
         conn.pragma_update(None, "temp_store", "MEMORY")
             .map_err(|e| backend("configuring the connection", e))?;
+        // Room for every statement the store runs (about 30), so each is prepared once.
+        conn.set_prepared_statement_cache_capacity(64);
         conn.execute_batch(SCHEMA)
             .map_err(|e| backend("creating the tables", e))?;
         migrate(&conn)?;
@@ -205,8 +207,7 @@ impl SqliteRunStore {
 
     /// Runs `f` with the connection on the store's database thread, in a transaction it may
     /// share with other calls: `f` makes its writes atomic with a [`Savepoint`], never with a
-    /// transaction of its own. Returns once the
-    /// work is committed.
+    /// transaction of its own. Returns once the work is committed.
     async fn with<T, F>(&self, op: &'static str, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,

@@ -49,15 +49,20 @@ impl Drop for Savepoint<'_> {
             return;
         }
         // Undo the job's writes, then close the savepoint, leaving the group's transaction
-        // as it was before the job.
-        let _ = self
+        // as it was before the job. Releasing after a failed rollback would keep the writes;
+        // the whole transaction goes instead, and the group sees it lost.
+        let undone = self
             .conn
             .prepare_cached("ROLLBACK TO kit_job")
-            .and_then(|mut s| s.execute([]));
-        let _ = self
-            .conn
-            .prepare_cached("RELEASE kit_job")
-            .and_then(|mut s| s.execute([]));
+            .and_then(|mut s| s.execute([]))
+            .and_then(|_| {
+                self.conn
+                    .prepare_cached("RELEASE kit_job")
+                    .and_then(|mut s| s.execute([]))
+            });
+        if undone.is_err() && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
     }
 }
 
@@ -110,6 +115,59 @@ mod tests {
         kept.commit().unwrap();
         assert!(conn.is_autocommit());
         assert_eq!(count(&conn), 1);
+    }
+
+    #[test]
+    fn a_transaction_sqlite_already_rolled_back_is_left_alone() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE")
+            .unwrap();
+        {
+            let sp = Savepoint::begin(&conn).unwrap();
+            sp.execute("INSERT INTO t VALUES (1)", []).unwrap();
+            // What SQLite does on some I/O and disk-full errors.
+            sp.execute_batch("ROLLBACK").unwrap();
+        }
+        assert!(conn.is_autocommit());
+        assert_eq!(count(&conn), 0);
+        conn.execute_batch("BEGIN IMMEDIATE; INSERT INTO t VALUES (2); COMMIT")
+            .unwrap();
+        assert_eq!(count(&conn), 1);
+    }
+
+    #[test]
+    fn nested_savepoints_undo_only_their_own_writes() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE")
+            .unwrap();
+        let outer = Savepoint::begin(&conn).unwrap();
+        outer.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        {
+            let inner = Savepoint::begin(&outer).unwrap();
+            inner.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        }
+        assert_eq!(count(&outer), 1);
+        let inner = Savepoint::begin(&outer).unwrap();
+        inner.execute("INSERT INTO t VALUES (3)", []).unwrap();
+        inner.commit().unwrap();
+        outer.commit().unwrap();
+        conn.execute_batch("COMMIT").unwrap();
+        assert_eq!(count(&conn), 2);
+    }
+
+    #[test]
+    fn a_savepoint_that_cannot_be_undone_takes_the_transaction_with_it() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE")
+            .unwrap();
+        let sp = Savepoint::begin(&conn).unwrap();
+        sp.execute("INSERT INTO t VALUES (1)", []).unwrap();
+        // The job closed the savepoint itself: its commit fails, and the drop finds nothing to
+        // roll back to. Its write must not be committed with the group.
+        sp.execute_batch("RELEASE kit_job").unwrap();
+        assert!(sp.commit().is_err());
+        assert!(conn.is_autocommit(), "the group sees its transaction lost");
+        assert_eq!(count(&conn), 0);
     }
 
     #[test]
