@@ -318,9 +318,11 @@ pub(crate) fn spawn_writer(
                 None => {}
             }
             due = None;
-            let events = std::mem::take(&mut batch);
             mapper.batch_written();
-            if let Err(e) = append_retrying(&*store, &thread_id, &run_id, events).await {
+            let written = append_retrying(&*store, &thread_id, &run_id, &batch).await;
+            // Emptied, not replaced: the next batch reuses its room.
+            batch.clear();
+            if let Err(e) = written {
                 tracing::error!(%thread_id, %run_id, error = %e, "could not write a run's events to the thread's log; they are lost to stream readers");
             }
         }
@@ -332,12 +334,12 @@ pub(crate) async fn append_retrying(
     store: &dyn RunStore,
     thread_id: &str,
     run_id: &str,
-    events: Vec<NewEvent>,
+    events: &[NewEvent],
 ) -> Result<u64, super::store::StoreError> {
     let mut delay = Duration::from_millis(50);
     let mut attempt = 0;
     loop {
-        match store.append_events(thread_id, run_id, &events).await {
+        match store.append_events(thread_id, run_id, events).await {
             Ok(seq) => return Ok(seq),
             Err(e) if attempt >= 2 => return Err(e),
             Err(_) => {

@@ -313,7 +313,7 @@ async fn execute(shared: &Arc<Shared>, run: RunRecord, stop: oneshot::Receiver<S
     match ending {
         Ending::Release(events) => {
             if let Err(e) =
-                event_log::append_retrying(&*shared.store, &run.thread_id, &run.run_id, events)
+                event_log::append_retrying(&*shared.store, &run.thread_id, &run.run_id, &events)
                     .await
             {
                 tracing::error!(run_id = %run.run_id, error = %e, "could not write a released run's last events to the thread's log");
@@ -464,7 +464,8 @@ async fn record_finish(
                 let mut events = finish.events;
                 events.truncate(events.len().saturating_sub(ending));
                 if let Err(e) =
-                    event_log::append_retrying(&*shared.store, &run.thread_id, run_id, events).await
+                    event_log::append_retrying(&*shared.store, &run.thread_id, run_id, &events)
+                        .await
                 {
                     tracing::error!(run_id, error = %e, "could not write a dropped run's events to the thread's log");
                 }
