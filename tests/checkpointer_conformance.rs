@@ -594,6 +594,45 @@ async fn a_checkpoint_id_is_never_written_twice(s: &Storage) {
     // The next checkpoint after a refused one goes on as usual.
     cp.put(simple("dup", &id[2], Some(y), 1)).await.unwrap();
     assert_eq!(cp.history("dup", "", None).await.unwrap().len(), 3);
+
+    // An id of the caller's own (text, not a UUID) is refused the same way, and a refused
+    // write keeps none of what it carried: here an exit-durability blob of an earlier step
+    // (a version that names no checkpoint), which would otherwise be stored beside it.
+    cp.put(simple("dup-text", "cp-1", None, -1)).await.unwrap();
+    let mut again = simple("dup-text", "cp-1", Some("cp-1"), 0);
+    again.channel_versions = std::sync::Arc::new(
+        [("c".to_string(), "cp-1".to_string())]
+            .into_iter()
+            .collect(),
+    );
+    again
+        .blobs
+        .push(blob("d", "cp-0.5", None, BlobKind::Full, "\"kept?\""));
+    match cp.put(again).await.unwrap_err() {
+        CheckpointError::DuplicateId { checkpoint_id, .. } => assert_eq!(checkpoint_id, "cp-1"),
+        other => panic!("{}: expected a duplicate id, got {other}", s.name),
+    }
+    // A later checkpoint that reads channel `d` at that version finds nothing stored.
+    let mut next = write(W {
+        thread: "dup-text",
+        ns: "",
+        id: "cp-2",
+        parent: Some("cp-1"),
+        expected: Some("cp-1"),
+        step: 1,
+        versions: &[("c", "cp-1"), ("d", "cp-0.5")],
+        blobs: vec![],
+    });
+    next.meta.next = vec![];
+    cp.put(next).await.unwrap();
+    let loaded = cp.load("dup-text", "", Some("cp-2")).await;
+    let d_stored = matches!(&loaded, Ok(Some(l)) if l.channels.iter().any(|c| c.name == "d" && c.full.is_some()));
+    assert!(
+        !d_stored,
+        "{}: the refused write's blob was kept: {loaded:?}",
+        s.name
+    );
+    assert_eq!(cp.history("dup-text", "", None).await.unwrap().len(), 2);
 }
 
 async fn concurrent_writers_on_one_thread_race_and_one_loses(s: &Storage) {

@@ -14,8 +14,8 @@ use crate::checkpoint::{
 /// Writes a checkpoint in one statement (so one round trip, atomic without a transaction):
 /// `moved` advances the thread's head only from the expected one and returns a row if it did;
 /// the checkpoint and its blobs are inserted from `moved`, so nothing is written on a
-/// conflict, and an id the thread already has fails the statement (`kit_checkpoints_pkey`):
-/// a stored checkpoint is never replaced. Parameters: $1 thread, $2 ns, $3 checkpoint id, $4 created_at, $5 expected head,
+/// conflict, and an id the thread already has fails the statement (a unique violation on
+/// `kit_checkpoints`): a stored checkpoint is never replaced. Parameters: $1 thread, $2 ns, $3 checkpoint id, $4 created_at, $5 expected head,
 /// $6 parent, $7 step, $8 source, $9 next, $10 metadata, $11 channel versions, $12 body, and
 /// the blobs as arrays: $13 channels, $14 versions, $15 previous versions, $16 kinds, $17 data.
 macro_rules! put_statement {
@@ -104,7 +104,7 @@ pub(super) async fn head_of(
 fn duplicate_id(e: tokio_postgres::Error, w: &CheckpointWrite) -> Fail {
     let duplicate = e.as_db_error().is_some_and(|db| {
         *db.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
-            && db.constraint() == Some("kit_checkpoints_pkey")
+            && db.table() == Some("kit_checkpoints")
     });
     if !duplicate {
         return Fail::Sql(e);

@@ -109,8 +109,10 @@ pub(super) fn put_tx(tx: &Connection, a: &PutArgs) -> R<Added> {
          VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
     .execute(params![w.thread_id, w.ns, Key::from(&own), head, data])
-    .map_err(|e| match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::ConstraintViolation) => {
+    .map_err(|e| match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+        {
             Fail::Checkpoint(CheckpointError::DuplicateId {
                 thread_id: w.thread_id.clone(),
                 ns: w.ns.clone(),
