@@ -38,6 +38,19 @@ fn a_bound_limit_plus_zero_is_prepared_once() {
         reprepares(&conn, "SELECT x FROM t ORDER BY x LIMIT ?1 + 0"),
         0
     );
+    // `+ 0` keeps what a limit means: -1 is no limit, 0 no row, and an offset still applies.
+    let read = |limit: i64, offset: i64| -> Vec<i64> {
+        conn.prepare_cached("SELECT x FROM t ORDER BY x LIMIT ?1 + 0 OFFSET ?2")
+            .unwrap()
+            .query_map(params![limit, offset], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    assert_eq!(read(-1, 0), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(read(0, 0), Vec::<i64>::new());
+    assert_eq!(read(2, 3), [4, 5]);
+    assert_eq!(read(-1, 4), [5, 6]);
 }
 
 #[test]
@@ -53,22 +66,36 @@ fn every_bound_limit_in_kits_sql_is_written_plus_zero() {
                 stack.push(path);
                 continue;
             }
-            if path.extension().is_none_or(|e| e != "rs") {
+            // PostgreSQL's `$N` is not SQLite's, and it plans bound limits generically.
+            if path.extension().is_none_or(|e| e != "rs")
+                || path.components().any(|c| c.as_os_str() == "postgres")
+            {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
             for (n, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("//") {
+                    continue;
+                }
                 let mut rest = line;
-                while let Some(at) = rest.find("LIMIT ?") {
-                    let after = &rest[at + "LIMIT ?".len()..];
-                    let digits = after.chars().take_while(char::is_ascii_digit).count();
-                    if digits > 0 {
-                        checked += 1;
-                        if !after[digits..].starts_with(" + 0") {
-                            bare.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
-                        }
-                    }
+                while let Some(at) = rest.find("LIMIT ") {
+                    let after = &rest[at + "LIMIT ".len()..];
                     rest = after;
+                    // A bound parameter in any of SQLite's forms: ?, ?N, :name, @name, $name.
+                    let Some(first) = after.chars().next() else {
+                        continue;
+                    };
+                    if !matches!(first, '?' | ':' | '@' | '$') {
+                        continue;
+                    }
+                    checked += 1;
+                    let name = after[1..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .count();
+                    if first != '?' || name == 0 || !after[1 + name..].starts_with(" + 0") {
+                        bare.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                    }
                 }
             }
         }
