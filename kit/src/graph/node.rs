@@ -563,6 +563,15 @@ impl NodeContext {
         Some(self.arg())
     }
 
+    /// The [`Send`] input of this task, borrowed, when it was sent as a `T` (not as JSON, as
+    /// a resumed task's input is).
+    pub(crate) fn arg_ref<T: 'static>(&self) -> Option<&T> {
+        match &self.task.arg {
+            Some(SendArg::Typed { value, .. }) => value.downcast_ref::<T>(),
+            _ => None,
+        }
+    }
+
     /// The [`Send`] input of this task, when it was started by a `Send`.
     pub fn arg<T: DeserializeOwned + Clone + 'static>(&self) -> Result<T, NodeError> {
         match &self.task.arg {

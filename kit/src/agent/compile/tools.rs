@@ -18,7 +18,15 @@ pub(super) async fn tools_node(
     state: Arc<AgentState>,
     ctx: NodeContext,
 ) -> Result<NodeOutput<AgentState>, NodeError> {
-    let call: ToolCall = ctx.arg()?;
+    // Borrowed when it can be: the chain below takes its own copy of the call.
+    let sent: ToolCall;
+    let call: &ToolCall = match ctx.arg_ref::<ToolCall>() {
+        Some(call) => call,
+        None => {
+            sent = ctx.arg()?;
+            &sent
+        }
+    };
     let rt = Runtime {
         node: ctx.clone(),
         agent: core.name.clone(),
@@ -52,7 +60,7 @@ pub(super) async fn tools_node(
             call.args.clone()
         });
         match core.tool_index.get(&call.name) {
-            Some(&i) => core.tools[i].describe_run(&run, &call),
+            Some(&i) => core.tools[i].describe_run(&run, call),
             None => run.set_tool(crate::trace::ToolInfo {
                 name: call.name.clone(),
                 call_id: call.id.clone(),
