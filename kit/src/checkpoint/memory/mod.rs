@@ -1,5 +1,6 @@
 //! An in-process checkpointer for tests and local use.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -193,45 +194,28 @@ fn put_locked(
     mut write: CheckpointWrite,
 ) -> Result<(), CheckpointError> {
     // The write's own name is the key (moved, not copied: this is every step's path).
-    let ns = data
-        .namespaces
-        .entry(std::mem::take(&mut write.ns))
-        .or_default();
-    if ns.head != write.expected_head {
+    let entry = data.namespaces.entry(std::mem::take(&mut write.ns));
+    let own = Id::new(&write.meta.id);
+    let (head, slot) = match &entry {
+        Entry::Occupied(o) => (o.get().head.as_deref(), o.get().slot_for(&own)),
+        Entry::Vacant(_) => (None, Some(0)),
+    };
+    if head != write.expected_head.as_deref() {
         return Err(CheckpointError::Conflict {
             thread_id: thread_id.to_string(),
             expected: write.expected_head,
-            found: ns.head.clone(),
+            found: head.map(String::from),
         });
     }
-    let id = write.meta.id.as_str();
-    let own = Id::new(id);
-    // Ids are time-ordered, so this is almost always a push at the end.
-    let at = match ns.checkpoints.last() {
-        Some(last) if last.id.cmp_id(&own) != std::cmp::Ordering::Less => ns
-            .checkpoints
-            .partition_point(|s| s.id.cmp_id(&own) == std::cmp::Ordering::Less),
-        _ => ns.checkpoints.len(),
-    };
-    if ns
-        .checkpoints
-        .get(at)
-        .is_some_and(|s| s.id.cmp_id(&own) == std::cmp::Ordering::Equal)
-    {
-        // The namespace's name moved into the map; the error path finds it again.
-        let held: *const NsData = ns;
-        let ns = data
-            .namespaces
-            .iter()
-            .find(|(_, n)| std::ptr::eq(*n, held))
-            .map(|(name, _)| name.clone())
-            .unwrap_or_default();
+    let Some(at) = slot else {
         return Err(CheckpointError::DuplicateId {
             thread_id: thread_id.to_string(),
-            ns,
+            ns: entry.key().clone(),
             checkpoint_id: write.meta.id,
         });
-    }
+    };
+    let ns = entry.or_default();
+    let id = write.meta.id.as_str();
     let channel_versions = write
         .channel_versions
         .iter()
@@ -283,6 +267,22 @@ fn lock(t: &Mutex<ThreadData>) -> std::sync::MutexGuard<'_, ThreadData> {
 }
 
 impl NsData {
+    /// Where a checkpoint with id `own` goes in id order; `None` when one has that id.
+    fn slot_for(&self, own: &Id) -> Option<usize> {
+        // Ids are time-ordered, so this is almost always a push at the end.
+        let at = match self.checkpoints.last() {
+            Some(last) if last.id.cmp_id(own) != std::cmp::Ordering::Less => self
+                .checkpoints
+                .partition_point(|s| s.id.cmp_id(own) == std::cmp::Ordering::Less),
+            _ => self.checkpoints.len(),
+        };
+        let taken = self
+            .checkpoints
+            .get(at)
+            .is_some_and(|s| s.id.cmp_id(own) == std::cmp::Ordering::Equal);
+        (!taken).then_some(at)
+    }
+
     fn checkpoint(&self, id: &str) -> Option<&Stored> {
         // Parsed once: the search then compares 16 bytes per probe, not two texts.
         let id = Id::new(id);
