@@ -71,6 +71,14 @@ impl Drop for Savepoint<'_> {
 mod tests {
     use super::*;
 
+    /// A connection with an empty table `t`, inside a transaction (as a group's jobs are).
+    fn in_transaction() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE")
+            .unwrap();
+        conn
+    }
+
     fn count(conn: &Connection) -> i64 {
         conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
             .unwrap()
@@ -78,9 +86,7 @@ mod tests {
 
     #[test]
     fn committed_work_stays_and_dropped_work_goes_within_one_transaction() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE")
-            .unwrap();
+        let conn = in_transaction();
         let kept = Savepoint::begin(&conn).unwrap();
         kept.execute("INSERT INTO t VALUES (1)", []).unwrap();
         kept.commit().unwrap();
@@ -119,9 +125,7 @@ mod tests {
 
     #[test]
     fn a_transaction_sqlite_already_rolled_back_is_left_alone() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE")
-            .unwrap();
+        let conn = in_transaction();
         {
             let sp = Savepoint::begin(&conn).unwrap();
             sp.execute("INSERT INTO t VALUES (1)", []).unwrap();
@@ -137,9 +141,7 @@ mod tests {
 
     #[test]
     fn nested_savepoints_undo_only_their_own_writes() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE")
-            .unwrap();
+        let conn = in_transaction();
         let outer = Savepoint::begin(&conn).unwrap();
         outer.execute("INSERT INTO t VALUES (1)", []).unwrap();
         {
@@ -157,9 +159,7 @@ mod tests {
 
     #[test]
     fn a_savepoint_that_cannot_be_undone_takes_the_transaction_with_it() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE")
-            .unwrap();
+        let conn = in_transaction();
         let sp = Savepoint::begin(&conn).unwrap();
         sp.execute("INSERT INTO t VALUES (1)", []).unwrap();
         // The job closed the savepoint itself: its commit fails, and the drop finds nothing to
@@ -172,9 +172,7 @@ mod tests {
 
     #[test]
     fn a_panicking_job_leaves_nothing_behind() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE t (x INTEGER); BEGIN IMMEDIATE")
-            .unwrap();
+        let conn = in_transaction();
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let sp = Savepoint::begin(&conn).unwrap();
             sp.execute("INSERT INTO t VALUES (1)", []).unwrap();
