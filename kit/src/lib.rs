@@ -150,6 +150,7 @@ pub mod fuzz;
 pub mod graph;
 pub mod http;
 pub mod ids;
+mod json;
 #[cfg(any(feature = "server", feature = "mcp"))]
 mod listen;
 #[cfg(feature = "mcp")]

@@ -222,18 +222,14 @@ pub(crate) enum SendArg {
     Typed {
         value: Arc<dyn Any + std::marker::Send + Sync>,
         to_json: fn(&(dyn Any + std::marker::Send + Sync)) -> Value,
-        to_raw: fn(&(dyn Any + std::marker::Send + Sync)) -> RawJson,
+        write_json: WriteJson,
     },
     Json(Value),
 }
 
-/// A JSON text, kept as it was written.
-pub(crate) type RawJson = Box<serde_json::value::RawValue>;
-
-/// `null`, for a value that does not serialise (as [`SendArg::to_json`] gives it).
-fn null_raw() -> RawJson {
-    RawJson::default()
-}
+/// Appends a typed `Send` argument's JSON to a buffer.
+type WriteJson =
+    fn(&(dyn Any + std::marker::Send + Sync), &mut Vec<u8>) -> Result<(), serde_json::Error>;
 
 impl SendArg {
     fn typed<T: Serialize + Clone + std::marker::Send + Sync + 'static>(value: T) -> Self {
@@ -242,15 +238,19 @@ impl SendArg {
                 .and_then(|v| serde_json::to_value(v).ok())
                 .unwrap_or(Value::Null)
         }
-        fn to_raw<T: Serialize + 'static>(v: &(dyn Any + std::marker::Send + Sync)) -> RawJson {
-            v.downcast_ref::<T>()
-                .and_then(|v| serde_json::value::to_raw_value(v).ok())
-                .unwrap_or_else(null_raw)
+        fn write_json<T: Serialize + 'static>(
+            v: &(dyn Any + std::marker::Send + Sync),
+            out: &mut Vec<u8>,
+        ) -> Result<(), serde_json::Error> {
+            match v.downcast_ref::<T>() {
+                Some(v) => crate::json::write(out, v),
+                None => Err(serde::ser::Error::custom("a Send argument of another type")),
+            }
         }
         SendArg::Typed {
             value: Arc::new(value),
             to_json: to_json::<T>,
-            to_raw: to_raw::<T>,
+            write_json: write_json::<T>,
         }
     }
 
@@ -261,12 +261,20 @@ impl SendArg {
         }
     }
 
-    /// The argument as JSON text, for a checkpoint: written straight from the typed value
-    /// (every step that sends pays for it), not through a [`Value`] tree.
-    pub(crate) fn to_raw(&self) -> RawJson {
-        match self {
-            SendArg::Typed { value, to_raw, .. } => to_raw(value.as_ref()),
-            SendArg::Json(v) => serde_json::value::to_raw_value(v).unwrap_or_else(|_| null_raw()),
+    /// Appends the argument's JSON, for a checkpoint: written straight from the typed value
+    /// (every step that sends pays for it), not through a [`Value`] tree. A value that does not
+    /// serialise is written `null`, as [`to_json`](Self::to_json) gives it.
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        let written = match self {
+            SendArg::Typed {
+                value, write_json, ..
+            } => write_json(value.as_ref(), out),
+            SendArg::Json(v) => crate::json::write(out, v),
+        };
+        if written.is_err() {
+            out.truncate(start);
+            out.extend_from_slice(b"null");
         }
     }
 }

@@ -285,7 +285,7 @@ impl State for DynState {
         record: bool,
     ) -> Result<(), StateError> {
         let delta = if record {
-            Some(serde_json::to_vec(&updates).map_err(|e| StateError::serde("values", e))?)
+            Some(crate::json::to_vec(&updates).map_err(|e| StateError::serde("values", e))?)
         } else {
             None
         };
@@ -298,7 +298,7 @@ impl State for DynState {
     }
 
     fn save_channel(&self, _channel: usize) -> Result<Vec<u8>, StateError> {
-        serde_json::to_vec(&self.values).map_err(|e| StateError::serde("values", e))
+        crate::json::to_vec(&self.values).map_err(|e| StateError::serde("values", e))
     }
 
     fn restore_channel(

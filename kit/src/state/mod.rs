@@ -425,7 +425,7 @@ pub mod derive_support {
                     if buf.len() > 1 {
                         buf.push(b',');
                     }
-                    serde_json::to_writer(&mut *buf, &value)
+                    crate::json::write(buf, &value)
                         .map_err(|e| StateError::serde(channel_name, e))?;
                 }
                 reducer(target, value);
@@ -443,7 +443,7 @@ pub mod derive_support {
 
     /// Serializes one field.
     pub fn save<T: Serialize>(value: &T, channel: &str) -> Result<Vec<u8>, StateError> {
-        serde_json::to_vec(value).map_err(|e| StateError::serde(channel, e))
+        crate::json::to_vec(value).map_err(|e| StateError::serde(channel, e))
     }
 
     /// Restores a last-value field from its full snapshot (deltas do not exist for it).

@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::graph::node::{Goto, NodeError, NodeOutput, RawJson, SendArg};
+use crate::graph::node::{Goto, NodeError, NodeOutput, SendArg};
+use crate::json::Verbatim;
 use crate::state::State;
 
 /// Executor data stored with each checkpoint: the tasks due and the join barriers. Written
@@ -22,9 +23,10 @@ pub(super) struct TaskOut<'a> {
     pub(super) node: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) send: Option<usize>,
-    /// A `Send`'s argument, written from its typed value (see [`SendArg::to_raw`]).
+    /// A `Send`'s argument, already written from its typed value (see
+    /// [`SendArg::write_json`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(super) arg: Option<RawJson>,
+    pub(super) arg: Option<Verbatim<'a>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -1,5 +1,6 @@
 //! Persisting a step: channel deltas or full values, and the durability modes.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -10,9 +11,9 @@ use crate::checkpoint::{
 };
 use crate::event::{EventData, EventKind};
 use crate::graph::error::GraphError;
-use crate::graph::node::SendArg;
 use crate::graph::options::Durability;
 use crate::ids;
+use crate::json::{self, Verbatim};
 use crate::state::{ChannelChange, State};
 
 /// Deltas are written until they outweigh the last full value or this many bytes, whichever is
@@ -27,6 +28,14 @@ pub(super) struct ChannelStats {
     pub(super) full_bytes: u64,
     /// The deltas written since.
     pub(super) delta_bytes: u64,
+}
+
+/// A checkpoint body that could not be written (a `Send` argument kit wrote itself is never
+/// anything but UTF-8 JSON, so this is a bug, not input).
+fn body_error(e: &dyn std::fmt::Display) -> GraphError {
+    GraphError::Checkpoint(CheckpointError::Corrupt(format!(
+        "checkpoint body could not be encoded: {e}"
+    )))
 }
 
 impl<S: State> Exec<S> {
@@ -95,13 +104,29 @@ impl<S: State> Exec<S> {
             blobs.push(blob);
         }
         self.changes = changes;
+        // The `Send` arguments are written first, all into one buffer, and put into the body
+        // as they are.
+        let mut args = Vec::new();
+        let spans: Vec<Option<Range<usize>>> = self
+            .next
+            .iter()
+            .map(|t| {
+                t.arg.as_ref().map(|arg| {
+                    let start = args.len();
+                    arg.write_json(&mut args);
+                    start..args.len()
+                })
+            })
+            .collect();
+        let args = std::str::from_utf8(&args).map_err(|e| body_error(&e))?;
         let next: Vec<TaskOut<'_>> = self
             .next
             .iter()
-            .map(|t| TaskOut {
+            .zip(spans)
+            .map(|(t, span)| TaskOut {
                 node: &self.graph.inner.nodes[t.node].name,
                 send: t.send_index,
-                arg: t.arg.as_ref().map(SendArg::to_raw),
+                arg: span.and_then(|span| args.get(span)).map(Verbatim),
             })
             .collect();
         let joins: &[u64] = if self.joins.iter().any(|j| *j != 0) {
@@ -109,11 +134,7 @@ impl<S: State> Exec<S> {
         } else {
             &[]
         };
-        let body = serde_json::to_vec(&BodyOut { next: &next, joins }).map_err(|e| {
-            GraphError::Checkpoint(CheckpointError::Corrupt(format!(
-                "checkpoint body could not be encoded: {e}"
-            )))
-        })?;
+        let body = json::to_vec(&BodyOut { next: &next, joins }).map_err(|e| body_error(&e))?;
         let meta = CheckpointMeta {
             id: id.clone(),
             // Moved: this checkpoint becomes the next one's parent below.

@@ -1,0 +1,44 @@
+//! Compact JSON for what a run writes at every step: state deltas, checkpoint bodies, `Send`
+//! arguments, stream updates.
+//!
+//! The bytes are exactly `serde_json::to_writer`'s (the tests hold every shape serde has to
+//! that), so what kit writes here reads back with serde_json and compares equal to what it
+//! wrote before. What differs is the cost of strings: serde_json escapes one byte at a time
+//! through `io::Write`, keys included, and that was a tenth of an agent round.
+
+mod escape;
+mod writer;
+
+use serde::Serialize;
+
+/// JSON text already written, put in as it is: by this writer and by serde_json alike (it is
+/// serde_json's own protocol for `RawValue`), so a part written ahead needs no second pass.
+pub(crate) struct Verbatim<'a>(pub(crate) &'a str);
+
+impl Serialize for Verbatim<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut raw = serializer.serialize_struct(writer::RAW_VALUE_TOKEN, 1)?;
+        raw.serialize_field(writer::RAW_VALUE_TOKEN, self.0)?;
+        raw.end()
+    }
+}
+
+/// Appends `value`'s compact JSON to `out`. On an error, `out` may hold part of it.
+pub(crate) fn write<T: ?Sized + Serialize>(
+    out: &mut Vec<u8>,
+    value: &T,
+) -> Result<(), serde_json::Error> {
+    value.serialize(&mut writer::Writer { out })
+}
+
+/// `value`'s compact JSON.
+pub(crate) fn to_vec<T: ?Sized + Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = Vec::with_capacity(128);
+    write(&mut out, value)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests;
