@@ -6,7 +6,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::agent::middleware::{Middleware, ModelExecution, ModelNext, Runtime};
+use crate::agent::middleware::{ModelExecution, ModelNext, Runtime};
 use crate::agent::structured::Verdict;
 use crate::agent::{AgentError, AgentState, StructuredStrategy};
 use crate::event::{EventData, EventKind, ModelDelta, ToolCallDelta};
@@ -68,9 +68,8 @@ pub(super) async fn model_node(
                 .map(Into::into)
         })
     };
-    let wrappers: Vec<Arc<dyn Middleware>> = core.middleware.clone();
     let next = ModelNext {
-        chain: &wrappers,
+        chain: &core.middleware,
         base: &base,
         rt: &rt,
         model: None,

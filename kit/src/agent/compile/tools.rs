@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use crate::agent::middleware::{Middleware, Runtime, ToolNext};
+use crate::agent::middleware::{Runtime, ToolNext};
 use crate::agent::{AgentState, AgentStateUpdate};
 use crate::event::{EventData, EventKind};
 use crate::graph::{NodeContext, NodeError, NodeOutput, Pause};
@@ -49,9 +49,8 @@ pub(super) async fn tools_node(
             let core = base_core.clone();
             Box::pin(async move { run_tool(&core, &call, tctx).await })
         };
-    let wrappers: Vec<Arc<dyn Middleware>> = core.middleware.clone();
     let next = ToolNext {
-        chain: &wrappers,
+        chain: &core.middleware,
         base: &base,
         rt: &rt,
     };
@@ -69,9 +68,19 @@ pub(super) async fn tools_node(
         }
         run
     });
-    let execution = match &tool_run {
-        Some(run) => run.clone().scope(next.call(call.clone(), tool_ctx)).await,
-        None => next.call(call.clone(), tool_ctx).await,
+    // With no wrappers the call goes straight to the tool, borrowed; a wrapper may change the
+    // call, so the chain takes its own copy.
+    let execution = if core.middleware.is_empty() {
+        let direct = run_tool(&core, call, tool_ctx);
+        match &tool_run {
+            Some(run) => run.clone().scope(direct).await,
+            None => direct.await,
+        }
+    } else {
+        match &tool_run {
+            Some(run) => run.clone().scope(next.call(call.clone(), tool_ctx)).await,
+            None => next.call(call.clone(), tool_ctx).await,
+        }
     };
     if let Some(run) = &tool_run {
         crate::agent::tool::finish_tool_run(run, &execution);

@@ -106,6 +106,13 @@ impl std::fmt::Debug for Tool {
 pub trait DynTool: Send + Sync + 'static {
     /// Runs the tool on already-validated arguments.
     async fn call(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError>;
+
+    /// Runs the tool on borrowed arguments: what [`Tool::execute`] calls. The default copies
+    /// them into [`call`](Self::call); a tool that only reads its arguments (a derived tool
+    /// deserialising them, say) can skip the copy.
+    async fn call_ref(&self, args: &Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        self.call(args.clone(), ctx).await
+    }
 }
 
 /// What `#[derive(Tool)]` generates for an argument struct: the tool's name, description,
@@ -163,8 +170,12 @@ struct TypedTool<T>(std::marker::PhantomData<fn() -> T>);
 #[async_trait::async_trait]
 impl<T: ToolHandler + ToolDefinition> DynTool for TypedTool<T> {
     async fn call(&self, args: Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
-        let input: T =
-            serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+        self.call_ref(&args, ctx).await
+    }
+
+    /// Deserialises straight from the borrowed arguments (no copy of the JSON tree).
+    async fn call_ref(&self, args: &Value, ctx: ToolContext) -> Result<ToolOutput, ToolError> {
+        let input = T::deserialize(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
         let output = input.run(ctx).await?;
         Ok(ToolOutput::json(&output))
     }
@@ -277,7 +288,7 @@ impl Tool {
         let result = match &call.args {
             Value::Object(_) => match validate_args(&self.spec.parameters, &call.args) {
                 Ok(()) => {
-                    let fut = self.handler.call(call.args.clone(), ctx);
+                    let fut = self.handler.call_ref(&call.args, ctx);
                     match AssertUnwindSafe(fut).catch_unwind().await {
                         Ok(result) => result,
                         Err(panic) => Err(ToolError::Failed(format!(
