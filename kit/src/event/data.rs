@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::EventKind;
+use super::{EventKind, LazyJson};
 use crate::message::{Content, Message, ToolStatus, Usage};
 
 /// What an event says, one variant per kind. Match on it instead of indexing JSON; it
@@ -41,8 +41,9 @@ pub enum EventData {
     },
     /// A node finished; what it wrote (the per-node *updates* mode).
     NodeEnd {
-        /// The node's update: `null`, one update, or a list when it made several.
-        update: Value,
+        /// The node's update: `null`, one update, or a list when it made several. Written as
+        /// JSON text when the node ends and read into a `Value` only when used.
+        update: LazyJson,
         /// True when the update came from the node's cache (its cache policy), not from
         /// running it.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]

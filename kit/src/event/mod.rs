@@ -39,10 +39,12 @@
 //! produced it.
 
 mod data;
+mod lazy;
 mod mode;
 mod sink;
 
 pub use data::{EventData, ModelDelta, RunEndStatus, ToolCallDelta};
+pub use lazy::LazyJson;
 pub(crate) use mode::EventKinds;
 pub use mode::StreamMode;
 pub use sink::{EventFilter, EventSink, EventStream};

@@ -11,7 +11,7 @@ fn envelope_serialises_with_required_fields() {
     let e = Event {
         data: EventData::NodeEnd {
             cached: false,
-            update: serde_json::json!({"counter": 1}),
+            update: serde_json::json!({"counter": 1}).into(),
         },
         name: "n0".into(),
         run_id: "r".into(),
@@ -79,7 +79,7 @@ impl EventFilter for Twice {
 
 fn node_end() -> Event {
     let data = EventData::NodeEnd {
-        update: Value::Null,
+        update: LazyJson::null(),
         cached: false,
     };
     Event::new(data, "n", "r")
@@ -184,7 +184,7 @@ fn one_of_each() -> Vec<EventData> {
             task_id: "t1".into(),
         },
         EventData::NodeEnd {
-            update: json!({"n": 2}),
+            update: json!({"n": 2}).into(),
             cached: true,
         },
         EventData::NodeRetry {
@@ -311,4 +311,74 @@ fn the_catalog_lists_every_kind_with_the_fields_its_payload_has() {
             }
         }
     }
+}
+
+#[test]
+fn a_lazy_update_reads_writes_and_compares_as_its_json() {
+    let value = json!({"counter": 1, "log": ["n0", "a \"quoted\"\nline"], "x": 0.1});
+    let written = LazyJson::write(&value).unwrap();
+    // The text is serde_json's compact text; the value is read back only when asked.
+    assert_eq!(written.as_str(), serde_json::to_string(&value).unwrap());
+    assert_eq!(written["log"][1], "a \"quoted\"\nline");
+    assert_eq!(*written, value);
+    assert_eq!(written.clone().into_value(), value);
+    assert_eq!(LazyJson::write(&value).unwrap().into_value(), value);
+    assert_eq!(written, LazyJson::from(value.clone()));
+    assert_ne!(written, LazyJson::null());
+    // In an event: the same envelope as a `Value` update gave, and it reads back.
+    let data = EventData::NodeEnd {
+        update: written,
+        cached: false,
+    };
+    let envelope = serde_json::to_value(&data).unwrap();
+    assert_eq!(
+        envelope,
+        json!({"event": "node_end", "data": {"update": value}})
+    );
+    // Written as the update's own text, in the envelope's field order.
+    assert_eq!(
+        serde_json::to_string(&data).unwrap(),
+        format!(
+            r#"{{"event":"node_end","data":{{"update":{}}}}}"#,
+            serde_json::to_string(&value).unwrap()
+        )
+    );
+    let back = EventData::from_json(EventKind::NodeEnd, data.to_json()).unwrap();
+    assert_eq!(back, data);
+    let parsed: EventData = serde_json::from_str(&serde_json::to_string(&data).unwrap()).unwrap();
+    assert_eq!(parsed, data);
+}
+
+#[derive(crate::State, Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Counted {
+    #[state(reducer = crate::reducers::append)]
+    log: Vec<String>,
+    count: i64,
+}
+
+#[tokio::test]
+async fn a_streamed_update_is_the_nodes_update_as_json() {
+    use futures::StreamExt;
+    let graph = crate::graph::GraphBuilder::<Counted>::new("g")
+        .node("a", |_s, _ctx| async {
+            CountedUpdate::new().log(vec!["é\u{1}".into()]).count(2)
+        })
+        .edge(crate::START, "a")
+        .edge("a", crate::END)
+        .compile()
+        .unwrap();
+    let opts = crate::RunOptions::new().stream_mode([StreamMode::Updates]);
+    let events: Vec<Event> = graph
+        .stream_events(CountedUpdate::new(), &opts)
+        .collect()
+        .await;
+    let update = events
+        .iter()
+        .find_map(|e| match &e.data {
+            EventData::NodeEnd { update, .. } => Some(update.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(update.as_str(), r#"{"log":["é\u0001"],"count":2}"#);
+    assert_eq!(update["count"], 2);
 }

@@ -131,7 +131,10 @@ impl Mapper {
         };
         match event.data {
             EventData::NodeEnd { update, .. } => {
-                push("updates", json!({"node": event.name, "values": update}));
+                push(
+                    "updates",
+                    json!({"node": event.name, "values": update.into_value()}),
+                );
             }
             EventData::Custom(payload) => {
                 push("custom", json!({"name": event.name, "payload": payload}));

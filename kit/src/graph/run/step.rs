@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::{Exec, TaskSpec, merge_tasks};
 use crate::checkpoint::{CheckpointSource, PendingWrite, pending};
-use crate::event::{Event, EventData, EventKind};
+use crate::event::{Event, EventData, EventKind, LazyJson};
 use crate::graph::error::GraphError;
 use crate::graph::interrupt::{Interrupt, Interrupted, Outcome};
 use crate::graph::node::{Goto, NodeError, NodeErrorKind, NodeOutput, task_id};
@@ -103,8 +103,9 @@ impl<S: State> Exec<S> {
     ) -> Result<(), GraphError> {
         let mut updates: Vec<S::Update> = Vec::with_capacity(outputs.len());
         let mut gotos: Vec<Vec<Goto>> = Vec::with_capacity(outputs.len());
-        let mut node_end_events: Vec<Event> = Vec::new();
         let node_ends = self.events_of(EventKind::NodeEnd).is_some();
+        let mut node_end_events: Vec<Event> =
+            Vec::with_capacity(if node_ends { tasks.len() } else { 0 });
         for (i, (task, out)) in tasks.iter().zip(outputs).enumerate() {
             if node_ends {
                 // The task's run id, which its node_start and its own events carry (taken:
@@ -114,11 +115,13 @@ impl<S: State> Exec<S> {
                     None => crate::ids::random(),
                 };
                 let node = &self.inner().nodes[task.node];
+                // Written as text now; a consumer that reads it pays for the `Value`.
                 let update = match out.updates.len() {
-                    0 => Value::Null,
-                    1 => serde_json::to_value(&out.updates[0]).unwrap_or(Value::Null),
-                    _ => serde_json::to_value(&out.updates).unwrap_or(Value::Null),
-                };
+                    0 => Ok(LazyJson::null()),
+                    1 => LazyJson::write(&out.updates[0]),
+                    _ => LazyJson::write(&out.updates),
+                }
+                .unwrap_or_else(|_| LazyJson::null());
                 let data = EventData::NodeEnd {
                     update,
                     cached: out.cached,
