@@ -1295,6 +1295,80 @@ async fn deleting_a_busy_thread_frees_it() {
     }
 }
 
+/// Deleted while a node runs: the run's next checkpoint finds its thread gone (a conflict in
+/// the back-end), and the run reports what happened to it, the lost lease, as it does when
+/// its renewal notices first. Node `a` is held on a gate here so the deletion lands between
+/// two checkpoints every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_thread_deleted_between_checkpoints_loses_its_lease() {
+    for storage in ["memory", "sqlite", "postgres"] {
+        let dir = tempfile::tempdir().unwrap();
+        let pg = match storage {
+            "postgres" => match postgres_store().await {
+                Some(store) => Some(store),
+                None => continue,
+            },
+            _ => None,
+        };
+        let cp: Arc<dyn Checkpointer> = match (storage, &pg) {
+            ("memory", _) => Arc::new(MemoryCheckpointer::new()),
+            ("sqlite", _) => {
+                Arc::new(SqliteCheckpointer::open(dir.path().join("d.sqlite")).unwrap())
+            }
+            (_, Some(store)) => store.open().await,
+            _ => unreachable!(),
+        };
+        let gate = dir.path().join("gate");
+        let entered = dir.path().join("entered");
+        let graph = {
+            let (gate, entered) = (gate.clone(), entered.clone());
+            GraphBuilder::<Log>::new("gated")
+                .node("a", move |s: Arc<Log>, _: NodeContext| {
+                    let (gate, entered) = (gate.clone(), entered.clone());
+                    async move {
+                        std::fs::write(&entered, b"").unwrap();
+                        let deadline = Instant::now() + Duration::from_secs(30);
+                        while !gate.exists() && Instant::now() < deadline {
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
+                        LogUpdate::new().log(vec![format!("{}:a", s.tag)])
+                    }
+                })
+                .edge(START, "a")
+                .edge("a", END)
+                .compile()
+                .unwrap()
+                .with_checkpointer(cp)
+        };
+        let opts = options("t", MultitaskStrategy::Reject);
+        let run = {
+            let graph = graph.clone();
+            let opts = opts.clone();
+            tokio::spawn(async move { graph.invoke(input("holder")).options(&opts).await })
+        };
+        // Inside `a`: the input checkpoint is written, `a`'s is not.
+        wait_until("the run is inside node a", || async { entered.exists() }).await;
+        let busy = RunOptions::new().thread_id("t");
+        graph.delete_thread(&busy).await.unwrap();
+        std::fs::write(&gate, b"").unwrap();
+        let err = run.await.unwrap().unwrap_err();
+        assert!(
+            matches!(err, GraphError::LeaseLost { .. }),
+            "{storage}: {err}"
+        );
+        // Negative: nothing of the deleted thread came back.
+        assert_eq!(
+            graph.thread_activity(&busy).await.unwrap(),
+            None,
+            "{storage}"
+        );
+        assert!(graph.get_state(&busy).await.unwrap().is_none(), "{storage}");
+        if let Some(store) = pg {
+            store.finish().await;
+        }
+    }
+}
+
 /// `ThreadBusy` names the holder by the run id its events carry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_thread_names_its_holder_by_its_run_id() {

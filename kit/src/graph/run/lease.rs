@@ -80,7 +80,7 @@ async fn run_under_lease<S: State>(
             stop = lease.watch(opts.cancel.as_ref()) => Ok(stop),
         };
         match stop {
-            Err(result) => result,
+            Err(result) => lease.explain(result).await,
             Ok(stop) => {
                 token.cancel_because(stop.reason(&lease.thread));
                 // Still the holder while it winds down (flushing, reporting).
@@ -95,10 +95,14 @@ async fn run_under_lease<S: State>(
                             strategy,
                         })
                     }
-                    (Err(GraphError::Cancelled), Stop::Lost) => Err(GraphError::LeaseLost {
-                        thread_id: lease.thread.clone(),
-                        ttl: lease.options.ttl,
-                    }),
+                    // Stopped, or failed writing to the thread it no longer holds.
+                    (
+                        Err(
+                            GraphError::Cancelled
+                            | GraphError::Checkpoint(CheckpointError::Conflict { .. }),
+                        ),
+                        Stop::Lost,
+                    ) => Err(lease.lost()),
                     (result, _) => result,
                 }
             }
@@ -266,6 +270,18 @@ impl Lease {
                 LeaseState::Lost | LeaseState::Released => return Err(self.lost()),
             }
         }
+    }
+
+    /// A run that ended on a checkpoint conflict may have lost its thread under it (deleted,
+    /// or taken once its lease ran out) before a renewal noticed: then the lost lease is what
+    /// happened to it, and the conflict only how it showed. One renewal tells.
+    async fn explain<T>(&self, result: Result<T, GraphError>) -> Result<T, GraphError> {
+        if let Err(GraphError::Checkpoint(CheckpointError::Conflict { .. })) = &result
+            && let Ok(LeaseState::Lost | LeaseState::Released) = self.op(LeaseOp::Renew).await
+        {
+            return Err(self.lost());
+        }
+        result
     }
 
     fn lost(&self) -> GraphError {
