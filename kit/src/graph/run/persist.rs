@@ -105,28 +105,36 @@ impl<S: State> Exec<S> {
         }
         self.changes = changes;
         // The `Send` arguments are written first, all into one buffer, and put into the body
-        // as they are.
+        // as they are (a step without any allocates nothing for them).
         let mut args = Vec::new();
-        let spans: Vec<Option<Range<usize>>> = self
-            .next
-            .iter()
-            .map(|t| {
-                t.arg.as_ref().map(|arg| {
-                    let start = args.len();
-                    arg.write_json(&mut args);
-                    start..args.len()
+        let spans: Vec<Option<Range<usize>>> = if self.next.iter().any(|t| t.arg.is_some()) {
+            self.next
+                .iter()
+                .map(|t| {
+                    t.arg.as_ref().map(|arg| {
+                        let start = args.len();
+                        arg.write_json(&mut args);
+                        start..args.len()
+                    })
                 })
-            })
-            .collect();
+                .collect()
+        } else {
+            Vec::new()
+        };
         let args = std::str::from_utf8(&args).map_err(|e| body_error(&e))?;
         let next: Vec<TaskOut<'_>> = self
             .next
             .iter()
-            .zip(spans)
-            .map(|(t, span)| TaskOut {
+            .enumerate()
+            .map(|(i, t)| TaskOut {
                 node: &self.graph.inner.nodes[t.node].name,
                 send: t.send_index,
-                arg: span.and_then(|span| args.get(span)).map(Verbatim),
+                arg: spans
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .and_then(|span| args.get(span))
+                    .map(Verbatim),
             })
             .collect();
         let joins: &[u64] = if self.joins.iter().any(|j| *j != 0) {
