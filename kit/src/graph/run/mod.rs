@@ -530,14 +530,15 @@ impl<S: State> Exec<S> {
                 }
             };
 
-            let mut outputs: Vec<NodeOutput<S>> = Vec::with_capacity(tasks.len());
             let mut interrupts: Vec<(usize, Vec<Interrupt>)> = Vec::new();
             let mut failure: Option<(usize, NodeError)> = None;
-            for (i, result) in results.into_iter().enumerate() {
-                match result {
-                    Ok(out) => outputs.push(out),
+            // Collected in place: the outputs take the results' allocation.
+            let outputs: Vec<NodeOutput<S>> = results
+                .into_iter()
+                .enumerate()
+                .map(|(i, result)| match result {
+                    Ok(out) => out,
                     Err(e) => {
-                        outputs.push(NodeOutput::new());
                         match e.kind {
                             NodeErrorKind::Interrupt(p) => {
                                 interrupts.push((i, p.into_interrupts()))
@@ -548,9 +549,10 @@ impl<S: State> Exec<S> {
                                 }
                             }
                         }
+                        NodeOutput::new()
                     }
-                }
-            }
+                })
+                .collect();
             if failure.is_some() || !interrupts.is_empty() {
                 return self.stop_step(tasks, outputs, interrupts, failure).await;
             }

@@ -9,7 +9,7 @@ use crate::checkpoint::{CheckpointSource, PendingWrite, pending};
 use crate::event::{Event, EventData, EventKind, LazyJson};
 use crate::graph::error::GraphError;
 use crate::graph::interrupt::{Interrupt, Interrupted, Outcome};
-use crate::graph::node::{Goto, NodeError, NodeErrorKind, NodeOutput, task_id};
+use crate::graph::node::{NodeError, NodeErrorKind, NodeOutput, task_id};
 use crate::state::State;
 
 /// How long a streamed run of nodes that never wait holds the thread before its consumer gets a
@@ -99,14 +99,14 @@ impl<S: State> Exec<S> {
     pub(super) async fn finish_step(
         &mut self,
         tasks: &[TaskSpec],
-        outputs: Vec<NodeOutput<S>>,
+        mut outputs: Vec<NodeOutput<S>>,
     ) -> Result<(), GraphError> {
-        let mut updates: Vec<S::Update> = Vec::with_capacity(outputs.len());
-        let mut gotos: Vec<Vec<Goto>> = Vec::with_capacity(outputs.len());
+        // The first task's list of updates takes the others' (one task: no new list).
+        let mut updates: Vec<S::Update> = Vec::new();
         let node_ends = self.events_of(EventKind::NodeEnd).is_some();
         let mut node_end_events: Vec<Event> =
             Vec::with_capacity(if node_ends { tasks.len() } else { 0 });
-        for (i, (task, out)) in tasks.iter().zip(outputs).enumerate() {
+        for (i, (task, out)) in tasks.iter().zip(outputs.iter_mut()).enumerate() {
             if node_ends {
                 // The task's run id, which its node_start and its own events carry (taken:
                 // the list is cleared before the next step's tasks).
@@ -128,16 +128,28 @@ impl<S: State> Exec<S> {
                 };
                 node_end_events.push(self.node_event(data, &node.name, run_id));
             }
-            updates.extend(out.updates);
-            gotos.push(out.goto);
+            if updates.is_empty() {
+                updates = std::mem::take(&mut out.updates);
+            } else {
+                updates.append(&mut out.updates);
+            }
         }
         self.apply(&mut updates)?;
         let mut next = Vec::new();
         let mut sends = Vec::new();
-        for (task, goto) in tasks.iter().zip(&gotos) {
-            let (n, s) = self.route_from(Some(task.node), goto)?;
-            next.extend(n);
-            sends.extend(s);
+        for (task, out) in tasks.iter().zip(&outputs) {
+            let (n, s) = self.route_from(Some(task.node), &out.goto)?;
+            // The first lists are taken as they are (one task: no new lists).
+            if next.is_empty() {
+                next = n;
+            } else {
+                next.extend(n);
+            }
+            if sends.is_empty() {
+                sends = s;
+            } else {
+                sends.extend(s);
+            }
         }
         self.next = merge_tasks(next, sends, self.inner().nodes.len());
         self.save(CheckpointSource::Loop).await?;

@@ -23,7 +23,10 @@ impl<S: State> Exec<S> {
     ) -> Vec<Result<NodeOutput<S>, NodeError>> {
         let mut results: Vec<Option<Result<NodeOutput<S>, NodeError>>> =
             (0..tasks.len()).map(|_| None).collect();
-        let mut futures = Vec::with_capacity(tasks.len());
+        // The first future is kept apart: a step of one task (a chain's every step) then runs
+        // it with no list of futures at all.
+        let mut first = None;
+        let mut futures = Vec::new();
         let streaming = self.run.options.events.is_some();
         self.task_run_ids.clear();
         let graph = self.graph.inner.clone();
@@ -96,18 +99,22 @@ impl<S: State> Exec<S> {
                 ),
                 _ => fut,
             };
-            futures.push((i, fut, node.name.clone()));
+            if first.is_none() {
+                first = Some((i, fut, node.name.clone()));
+            } else {
+                futures.push((i, fut, node.name.clone()));
+            }
         }
-        if futures.len() == 1 {
-            if let Some((i, fut, name)) = futures.pop() {
+        if futures.is_empty() {
+            if let Some((i, fut, name)) = first {
                 results[i] = Some(guarded(fut, name).await);
             }
-        } else if !futures.is_empty() {
+        } else {
             // Most nodes of a wide step finish at their first poll (sync nodes, cache hits):
             // those are polled here in task order, and only the rest get the machinery of
             // running concurrently (a task each in `join_all`).
             let mut waiting = Vec::new();
-            for (i, mut fut, name) in futures {
+            for (i, mut fut, name) in first.into_iter().chain(futures) {
                 match first_poll(&mut fut, &name) {
                     Some(result) => results[i] = Some(result),
                     None => waiting.push((i, guarded(fut, name))),
