@@ -1295,6 +1295,28 @@ async fn deleting_a_busy_thread_frees_it() {
     }
 }
 
+/// `start -> a -> END`, where `a` marks the file `entered` and then waits for `gate`: a run
+/// held between its input checkpoint and `a`'s.
+fn gated_graph(gate: &Path, entered: &Path) -> Graph<Log> {
+    let (gate, entered) = (gate.to_path_buf(), entered.to_path_buf());
+    GraphBuilder::<Log>::new("gated")
+        .node("a", move |s: Arc<Log>, _: NodeContext| {
+            let (gate, entered) = (gate.clone(), entered.clone());
+            async move {
+                std::fs::write(&entered, b"").unwrap();
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !gate.exists() && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                LogUpdate::new().log(vec![format!("{}:a", s.tag)])
+            }
+        })
+        .edge(START, "a")
+        .edge("a", END)
+        .compile()
+        .unwrap()
+}
+
 /// Deleted while a node runs: the run's next checkpoint finds its thread gone (a conflict in
 /// the back-end), and the run reports what happened to it, the lost lease, as it does when
 /// its renewal notices first. Node `a` is held on a gate here so the deletion lands between
@@ -1318,28 +1340,8 @@ async fn a_busy_thread_deleted_between_checkpoints_loses_its_lease() {
             (_, Some(store)) => store.open().await,
             _ => unreachable!(),
         };
-        let gate = dir.path().join("gate");
-        let entered = dir.path().join("entered");
-        let graph = {
-            let (gate, entered) = (gate.clone(), entered.clone());
-            GraphBuilder::<Log>::new("gated")
-                .node("a", move |s: Arc<Log>, _: NodeContext| {
-                    let (gate, entered) = (gate.clone(), entered.clone());
-                    async move {
-                        std::fs::write(&entered, b"").unwrap();
-                        let deadline = Instant::now() + Duration::from_secs(30);
-                        while !gate.exists() && Instant::now() < deadline {
-                            tokio::time::sleep(Duration::from_millis(5)).await;
-                        }
-                        LogUpdate::new().log(vec![format!("{}:a", s.tag)])
-                    }
-                })
-                .edge(START, "a")
-                .edge("a", END)
-                .compile()
-                .unwrap()
-                .with_checkpointer(cp)
-        };
+        let (gate, entered) = (dir.path().join("gate"), dir.path().join("entered"));
+        let graph = gated_graph(&gate, &entered).with_checkpointer(cp);
         let opts = options("t", MultitaskStrategy::Reject);
         let run = {
             let graph = graph.clone();
@@ -1363,6 +1365,62 @@ async fn a_busy_thread_deleted_between_checkpoints_loses_its_lease() {
             "{storage}"
         );
         assert!(graph.get_state(&busy).await.unwrap().is_none(), "{storage}");
+        if let Some(store) = pg {
+            store.finish().await;
+        }
+    }
+}
+
+/// Negative: a writer that takes no lease (`update_state`) moves the head under a leased run.
+/// The run still holds its lease, so what it reports is the conflict, not a lost lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_run_overtaken_by_an_unleased_write_reports_the_conflict() {
+    for storage in ["memory", "sqlite", "postgres"] {
+        let dir = tempfile::tempdir().unwrap();
+        let pg = match storage {
+            "postgres" => match postgres_store().await {
+                Some(store) => Some(store),
+                None => continue,
+            },
+            _ => None,
+        };
+        let cp: Arc<dyn Checkpointer> = match (storage, &pg) {
+            ("memory", _) => Arc::new(MemoryCheckpointer::new()),
+            ("sqlite", _) => {
+                Arc::new(SqliteCheckpointer::open(dir.path().join("c.sqlite")).unwrap())
+            }
+            (_, Some(store)) => store.open().await,
+            _ => unreachable!(),
+        };
+        let (gate, entered) = (dir.path().join("gate"), dir.path().join("entered"));
+        let graph = gated_graph(&gate, &entered).with_checkpointer(cp);
+        let opts = options("t", MultitaskStrategy::Reject);
+        let run = {
+            let graph = graph.clone();
+            let opts = opts.clone();
+            tokio::spawn(async move { graph.invoke(input("holder")).options(&opts).await })
+        };
+        wait_until("the run is inside node a", || async { entered.exists() }).await;
+        let plain = RunOptions::new().thread_id("t");
+        graph
+            .update_state(&plain, LogUpdate::new().log(vec!["edit".into()]), None)
+            .await
+            .unwrap();
+        std::fs::write(&gate, b"").unwrap();
+        let err = run.await.unwrap().unwrap_err();
+        assert!(
+            matches!(
+                err,
+                GraphError::Checkpoint(CheckpointError::Conflict { .. })
+            ),
+            "{storage}: {err}"
+        );
+        // The run left its lease as it ended: the thread is idle.
+        assert_eq!(
+            graph.thread_activity(&plain).await.unwrap(),
+            None,
+            "{storage}"
+        );
         if let Some(store) = pg {
             store.finish().await;
         }

@@ -115,8 +115,8 @@ pub enum LeaseState {
         /// How it was asked: [`MultitaskStrategy::Interrupt`] or [`MultitaskStrategy::Rollback`].
         strategy: MultitaskStrategy,
     },
-    /// The run's row is gone: it was not renewed within its time to live and may have been
-    /// taken by another run.
+    /// The run's row is gone (found when renewing or when leaving): it was not renewed within
+    /// its time to live and may have been taken by another run, or its thread was deleted.
     Lost,
     /// The run left.
     Released,
@@ -192,7 +192,8 @@ pub fn decide(
             rows.remove(i);
             return LeaseState::Released;
         }
-        (LeaseOp::Release, None) => return LeaseState::Released,
+        // Nothing to leave: the row ran out or was deleted before the run let go of it.
+        (LeaseOp::Release, None) => return LeaseState::Lost,
         (LeaseOp::Renew, None) => return LeaseState::Lost,
         (LeaseOp::Renew | LeaseOp::Join(_), Some(i)) => i,
         (LeaseOp::Join(strategy), None) => {
@@ -616,6 +617,11 @@ mod tests {
         );
         assert_eq!(
             op(&mut rows, "a", LeaseOp::Renew, later + 1),
+            LeaseState::Lost
+        );
+        // Leaving a row that is gone says so too; leaving one that stands is a release.
+        assert_eq!(
+            op(&mut rows, "a", LeaseOp::Release, later + 2),
             LeaseState::Lost
         );
         // Renewing in time keeps it.

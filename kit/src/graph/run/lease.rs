@@ -80,7 +80,7 @@ async fn run_under_lease<S: State>(
             stop = lease.watch(opts.cancel.as_ref()) => Ok(stop),
         };
         match stop {
-            Err(result) => lease.explain(result).await,
+            Err(result) => lease.explain(result, false),
             Ok(stop) => {
                 token.cancel_because(stop.reason(&lease.thread));
                 // Still the holder while it winds down (flushing, reporting).
@@ -95,15 +95,8 @@ async fn run_under_lease<S: State>(
                             strategy,
                         })
                     }
-                    // Stopped, or failed writing to the thread it no longer holds.
-                    (
-                        Err(
-                            GraphError::Cancelled
-                            | GraphError::Checkpoint(CheckpointError::Conflict { .. }),
-                        ),
-                        Stop::Lost,
-                    ) => Err(lease.lost()),
-                    (result, _) => result,
+                    (Err(GraphError::Cancelled), Stop::Lost) => Err(lease.lost()),
+                    (result, stop) => lease.explain(result, matches!(stop, Stop::Lost)),
                 }
             }
         }
@@ -183,6 +176,8 @@ struct Lease {
     id: String,
     options: LeaseOptions,
     released: AtomicBool,
+    /// Its release found its row already gone (see [`explain`](Self::explain)).
+    lost_at_release: AtomicBool,
 }
 
 impl Lease {
@@ -205,6 +200,7 @@ impl Lease {
             id: crate::ids::time_ordered(),
             options: opts.lease,
             released: AtomicBool::new(false),
+            lost_at_release: AtomicBool::new(false),
         };
         let joined = lease.wait_turn(strategy, opts.cancel.as_ref()).await;
         if joined.is_err() {
@@ -273,12 +269,18 @@ impl Lease {
     }
 
     /// A run that ended on a checkpoint conflict may have lost its thread under it (deleted,
-    /// or taken once its lease ran out) before a renewal noticed: then the lost lease is what
-    /// happened to it, and the conflict only how it showed. One renewal tells.
-    async fn explain<T>(&self, result: Result<T, GraphError>) -> Result<T, GraphError> {
-        if let Err(GraphError::Checkpoint(CheckpointError::Conflict { .. })) = &result
-            && let Ok(LeaseState::Lost | LeaseState::Released) = self.op(LeaseOp::Renew).await
-        {
+    /// or taken once its lease ran out): then the lost lease is what happened to it, and the
+    /// conflict only how it showed. Once the run has left its lease (it does as it settles),
+    /// its release tells (its row was already gone), not the watch (`watch_lost`), which then
+    /// finds the row gone because the run itself removed it. A conflict with a writer that
+    /// takes no lease (`update_state`) leaves the row in place and stays a conflict.
+    fn explain<T>(&self, result: Result<T, GraphError>, watch_lost: bool) -> Result<T, GraphError> {
+        let lost = if self.released.load(Ordering::Acquire) {
+            self.lost_at_release.load(Ordering::Acquire)
+        } else {
+            watch_lost
+        };
+        if lost && let Err(GraphError::Checkpoint(CheckpointError::Conflict { .. })) = &result {
             return Err(self.lost());
         }
         result
@@ -367,7 +369,9 @@ impl Lease {
             return;
         }
         // A failed release only delays the next run by the lease's time to live.
-        let _ = self.op(LeaseOp::Release).await;
+        if let Ok(LeaseState::Lost) = self.op(LeaseOp::Release).await {
+            self.lost_at_release.store(true, Ordering::Release);
+        }
         // Only now: a drop during the release above still leaves the lease (see `Drop`).
         self.released.store(true, Ordering::Release);
         wake_slot(&self.thread).notify_waiters();
