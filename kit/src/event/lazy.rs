@@ -1,6 +1,6 @@
 //! JSON an event carries: written when the event is made, read into a [`Value`] only when
 //! someone asks. A consumer that forwards or counts events pays for neither the tree nor
-//! dropping it, and one that serialises the event writes the text as it is.
+//! dropping it.
 
 use std::fmt;
 use std::ops::Deref;
@@ -9,12 +9,12 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::json::{self, Verbatim};
+use crate::json;
 
 /// JSON written once, read as a [`Value`] on first use (through `Deref`, so
 /// `update["counter"]` reads as it would on a `Value`).
 ///
-/// It serialises as its text, unchanged; it compares by value.
+/// It serialises as its value and compares by value.
 ///
 /// ```
 /// use kit::event::LazyJson;
@@ -109,9 +109,11 @@ impl fmt::Debug for LazyJson {
     }
 }
 
+/// As its [`Value`], as the update was serialised before it was kept as text: the same bytes
+/// through serde_json, and the same structure through any other format.
 impl Serialize for LazyJson {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        Verbatim(&self.text).serialize(serializer)
+        self.value().serialize(serializer)
     }
 }
 

@@ -335,7 +335,7 @@ fn a_lazy_update_reads_writes_and_compares_as_its_json() {
         envelope,
         json!({"event": "node_end", "data": {"update": value}})
     );
-    // Written as the update's own text, in the envelope's field order.
+    // Serialised as its value, as a `Value` update was.
     assert_eq!(
         serde_json::to_string(&data).unwrap(),
         format!(
@@ -381,4 +381,9 @@ async fn a_streamed_update_is_the_nodes_update_as_json() {
         .unwrap();
     assert_eq!(update.as_str(), r#"{"log":["é\u0001"],"count":2}"#);
     assert_eq!(update["count"], 2);
+    // Serialised, it is the update's value (what `to_value` gave before it was kept as text).
+    assert_eq!(
+        serde_json::to_string(&update).unwrap(),
+        serde_json::to_string(&json!({"log": ["é\u{1}"], "count": 2})).unwrap()
+    );
 }
