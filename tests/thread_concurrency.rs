@@ -396,6 +396,22 @@ async fn postgres_store() -> Option<Store> {
     Some(Store::Postgres { url, schema })
 }
 
+/// A checkpointer of `storage` ("memory", "sqlite" in `dir`, or "postgres"), with the
+/// PostgreSQL store to finish afterwards; `None` when PostgreSQL is not configured.
+async fn open_storage(storage: &str, dir: &Path) -> Option<(Arc<dyn Checkpointer>, Option<Store>)> {
+    match storage {
+        "memory" => Some((Arc::new(MemoryCheckpointer::new()), None)),
+        "sqlite" => Some((
+            Arc::new(SqliteCheckpointer::open(dir.join("s.sqlite")).unwrap()),
+            None,
+        )),
+        _ => {
+            let store = postgres_store().await?;
+            Some((store.open().await, Some(store)))
+        }
+    }
+}
+
 macro_rules! cross_process {
     ($($name:ident: $strategy:ident),* $(,)?) => {
         mod two_processes_sqlite {
@@ -1251,20 +1267,8 @@ async fn an_agent_answers_two_messages_sent_at_once_in_turn() {
 async fn deleting_a_busy_thread_frees_it() {
     for storage in ["memory", "sqlite", "postgres"] {
         let dir = tempfile::tempdir().unwrap();
-        let pg = match storage {
-            "postgres" => match postgres_store().await {
-                Some(store) => Some(store),
-                None => continue,
-            },
-            _ => None,
-        };
-        let cp: Arc<dyn Checkpointer> = match (storage, &pg) {
-            ("memory", _) => Arc::new(MemoryCheckpointer::new()),
-            ("sqlite", _) => {
-                Arc::new(SqliteCheckpointer::open(dir.path().join("d.sqlite")).unwrap())
-            }
-            (_, Some(store)) => store.open().await,
-            _ => unreachable!(),
+        let Some((cp, pg)) = open_storage(storage, dir.path()).await else {
+            continue;
         };
         let graph = graph(dir.path()).with_checkpointer(cp);
         let opts = options("t", MultitaskStrategy::Reject);
@@ -1325,20 +1329,8 @@ fn gated_graph(gate: &Path, entered: &Path) -> Graph<Log> {
 async fn a_busy_thread_deleted_between_checkpoints_loses_its_lease() {
     for storage in ["memory", "sqlite", "postgres"] {
         let dir = tempfile::tempdir().unwrap();
-        let pg = match storage {
-            "postgres" => match postgres_store().await {
-                Some(store) => Some(store),
-                None => continue,
-            },
-            _ => None,
-        };
-        let cp: Arc<dyn Checkpointer> = match (storage, &pg) {
-            ("memory", _) => Arc::new(MemoryCheckpointer::new()),
-            ("sqlite", _) => {
-                Arc::new(SqliteCheckpointer::open(dir.path().join("d.sqlite")).unwrap())
-            }
-            (_, Some(store)) => store.open().await,
-            _ => unreachable!(),
+        let Some((cp, pg)) = open_storage(storage, dir.path()).await else {
+            continue;
         };
         let (gate, entered) = (dir.path().join("gate"), dir.path().join("entered"));
         let graph = gated_graph(&gate, &entered).with_checkpointer(cp);
@@ -1377,20 +1369,8 @@ async fn a_busy_thread_deleted_between_checkpoints_loses_its_lease() {
 async fn a_leased_run_overtaken_by_an_unleased_write_reports_the_conflict() {
     for storage in ["memory", "sqlite", "postgres"] {
         let dir = tempfile::tempdir().unwrap();
-        let pg = match storage {
-            "postgres" => match postgres_store().await {
-                Some(store) => Some(store),
-                None => continue,
-            },
-            _ => None,
-        };
-        let cp: Arc<dyn Checkpointer> = match (storage, &pg) {
-            ("memory", _) => Arc::new(MemoryCheckpointer::new()),
-            ("sqlite", _) => {
-                Arc::new(SqliteCheckpointer::open(dir.path().join("c.sqlite")).unwrap())
-            }
-            (_, Some(store)) => store.open().await,
-            _ => unreachable!(),
+        let Some((cp, pg)) = open_storage(storage, dir.path()).await else {
+            continue;
         };
         let (gate, entered) = (dir.path().join("gate"), dir.path().join("entered"));
         let graph = gated_graph(&gate, &entered).with_checkpointer(cp);
@@ -1464,20 +1444,8 @@ async fn a_busy_thread_names_its_holder_by_its_run_id() {
 async fn rollback_after_deletes_only_what_came_after_the_marker() {
     for storage in ["memory", "sqlite", "postgres"] {
         let dir = tempfile::tempdir().unwrap();
-        let pg = match storage {
-            "postgres" => match postgres_store().await {
-                Some(store) => Some(store),
-                None => continue,
-            },
-            _ => None,
-        };
-        let cp: Arc<dyn Checkpointer> = match (storage, &pg) {
-            ("memory", _) => Arc::new(MemoryCheckpointer::new()),
-            ("sqlite", _) => {
-                Arc::new(SqliteCheckpointer::open(dir.path().join("r.sqlite")).unwrap())
-            }
-            (_, Some(store)) => store.open().await,
-            _ => unreachable!(),
+        let Some((cp, pg)) = open_storage(storage, dir.path()).await else {
+            continue;
         };
         let graph = graph(dir.path()).with_checkpointer(cp.clone());
         for tag in ["one", "two", "other"] {
