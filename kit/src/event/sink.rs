@@ -177,7 +177,7 @@ impl EventSink {
         if self.wants(event.kind()) {
             self.stamp(&mut event);
             waiting = match &self.filter {
-                None => self.queue(std::iter::once(event)),
+                None => self.queue_one(event),
                 Some(filter) => {
                     let mut out = Vec::new();
                     filter.filter(event, &mut out);
@@ -190,6 +190,21 @@ impl EventSink {
         async move {
             if let Some(waiting) = waiting {
                 waiting.await;
+            }
+        }
+    }
+
+    /// Queues one event if the channel has room; else the returned future sends it. (The
+    /// common case, kept apart from [`queue`](Self::queue): an event is a few hundred bytes,
+    /// and every layer of iterator it passes through copies it.)
+    fn queue_one(&self, event: Event) -> Option<futures::future::BoxFuture<'static, ()>> {
+        match self.tx.try_send(event) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => None,
+            Err(mpsc::error::TrySendError::Full(event)) => {
+                let tx = self.tx.clone();
+                Some(Box::pin(async move {
+                    let _ = tx.send(event).await;
+                }))
             }
         }
     }
@@ -260,15 +275,29 @@ pub(crate) fn stream_from(
     rx: mpsc::Receiver<Event>,
     run: tokio::task::JoinHandle<()>,
 ) -> EventStream {
-    struct Guard(tokio::task::JoinHandle<()>);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            self.0.abort();
-        }
+    Box::pin(Receiving { rx, run })
+}
+
+/// The consumer's end of a run: polls the channel itself (no future per event to build and
+/// move the event through), and aborts the run when dropped.
+struct Receiving {
+    rx: mpsc::Receiver<Event>,
+    run: tokio::task::JoinHandle<()>,
+}
+
+impl futures::Stream for Receiving {
+    type Item = Event;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Event>> {
+        self.rx.poll_recv(cx)
     }
-    let guard = Guard(run);
-    Box::pin(futures::stream::unfold(
-        (rx, guard),
-        |(mut rx, guard)| async move { rx.recv().await.map(|event| (event, (rx, guard))) },
-    ))
+}
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        self.run.abort();
+    }
 }
