@@ -148,6 +148,7 @@ pub mod dsl;
 pub mod event;
 pub mod fuzz;
 pub mod graph;
+mod hash;
 pub mod http;
 pub mod ids;
 mod json;

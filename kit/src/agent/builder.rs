@@ -253,7 +253,7 @@ impl AgentBuilder {
         for m in &middleware {
             tools.extend(m.tools());
         }
-        let mut tool_index = HashMap::new();
+        let mut tool_index = crate::hash::FastMap::default();
         for (i, t) in tools.iter().enumerate() {
             if tool_index.insert(t.name().to_string(), i).is_some() {
                 return Err(AgentError::Build(format!(

@@ -61,7 +61,6 @@ pub mod builder_support {
     pub(crate) use super::builder::async_node;
 }
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -136,7 +135,7 @@ pub(crate) struct CompiledNode<S: State> {
 pub(crate) struct GraphInner<S: State> {
     pub(crate) name: Arc<str>,
     pub(crate) nodes: Vec<CompiledNode<S>>,
-    pub(crate) index: HashMap<Arc<str>, usize>,
+    pub(crate) index: crate::hash::FastMap<Arc<str>, usize>,
     pub(crate) start: Outgoing<S>,
     pub(crate) joins: Vec<Join>,
     pub(crate) schema: S::Schema,

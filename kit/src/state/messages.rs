@@ -1,16 +1,16 @@
 //! [`Messages`]: a conversation that is cheap to share and to append to.
 
-use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
 use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::hash::{FastMap, FastSet, process_hash};
 use crate::message::{Message, Role};
 
-/// Below this many messages an id is found by a scan from the end (cheaper than hashing).
-const INDEX_FROM: usize = 32;
+/// Below this many messages an id is found by a scan from the end (cheaper than hashing: a
+/// new id is compared with every message before it is known to be new).
+const INDEX_FROM: usize = 8;
 
 /// A conversation: a list of [`Message`]s, shared by reference and indexed by id.
 ///
@@ -51,17 +51,15 @@ struct List {
     /// hash is present, so a hash not found means the id is not in the list; a position whose
     /// message has another id (two ids with one hash) falls back to a scan. `None` until the
     /// list is long enough, and after a removal (rebuilt on the next lookup).
-    index: Option<HashMap<u64, u32>>,
+    index: Option<FastMap<u64, u32>>,
     /// Ids of tool calls no later tool result answers: kept up to date by appends, computed on
     /// first use after any other edit. Tells in O(1) that a history needs no dangling-call patch.
-    open_calls: OnceLock<HashSet<Box<str>>>,
+    open_calls: OnceLock<FastSet<Box<str>>>,
 }
 
-/// The hash an id is indexed by (fixed keys, so clones of a list agree).
+/// The hash an id is indexed by (one function per process, so clones of a list agree).
 fn id_hash(id: &str) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    id.hash(&mut h);
-    h.finish()
+    process_hash(id)
 }
 
 impl List {
@@ -70,7 +68,7 @@ impl List {
             return self.items.iter().rposition(|m| m.id == id);
         }
         let index = self.index.get_or_insert_with(|| {
-            let mut index = HashMap::with_capacity(self.items.len());
+            let mut index = FastMap::with_capacity_and_hasher(self.items.len(), Default::default());
             for (i, m) in self.items.iter().enumerate() {
                 index.insert(id_hash(&m.id), i as u32);
             }
@@ -101,9 +99,9 @@ impl List {
         self.open_calls = OnceLock::new();
     }
 
-    fn open_calls(&self) -> &HashSet<Box<str>> {
+    fn open_calls(&self) -> &FastSet<Box<str>> {
         self.open_calls.get_or_init(|| {
-            let mut open = HashSet::new();
+            let mut open = FastSet::default();
             for message in &self.items {
                 track_calls(&mut open, message);
             }
@@ -114,7 +112,7 @@ impl List {
 
 /// Follows one message through the open tool calls: an assistant message opens its calls, a
 /// tool result closes the call it answers.
-fn track_calls(open: &mut HashSet<Box<str>>, message: &Message) {
+fn track_calls(open: &mut FastSet<Box<str>>, message: &Message) {
     match message.role {
         Role::Assistant => open.extend(message.tool_calls.iter().map(|c| c.id.as_str().into())),
         Role::Tool => {
@@ -418,7 +416,7 @@ mod tests {
             m.upsert(Message::user("x").with_id(format!("id-{i}")));
         }
         assert_eq!(m.len(), 20_000);
-        let index = m.inner.index.as_ref().map_or(0, HashMap::len);
+        let index = m.inner.index.as_ref().map_or(0, FastMap::len);
         assert_eq!(index, 20_000, "every id is indexed");
     }
 

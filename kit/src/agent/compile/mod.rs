@@ -6,7 +6,6 @@ mod hooks;
 mod model;
 mod tools;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::agent::middleware::{Hook, Middleware};
@@ -34,7 +33,7 @@ pub(crate) struct AgentCore {
     pub(crate) name: Arc<str>,
     pub(crate) model: Arc<dyn ChatModel>,
     pub(crate) tools: Vec<Tool>,
-    pub(crate) tool_index: HashMap<String, usize>,
+    pub(crate) tool_index: crate::hash::FastMap<String, usize>,
     pub(crate) middleware: Vec<Arc<dyn Middleware>>,
     pub(crate) system_prompt: Option<String>,
     pub(crate) model_opts: ModelOptions,
