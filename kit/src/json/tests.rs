@@ -413,3 +413,25 @@ fn appending_keeps_what_the_buffer_held() {
     write(&mut out, "c").unwrap();
     assert_eq!(out, br#"[{"a":"b"},"c""#);
 }
+
+#[test]
+fn integers_of_every_width_come_out_as_serde_json_writes_them() {
+    macro_rules! edges {
+        ($($t:ty),*) => {$(
+            for v in [<$t>::MIN, <$t>::MAX, 0 as $t, 1 as $t, 9 as $t, 10 as $t, 99 as $t] {
+                same(&v);
+                same(&[v, v]);
+            }
+        )*};
+    }
+    edges!(i8, i16, i32, i64, i128, u8, u16, u32, u64, u128);
+    for v in [-1i64, -9, -10, -100, 1_000_000_007, i64::MIN + 1] {
+        same(&v);
+    }
+    let mut rng = Rng(0x5eed);
+    for _ in 0..10_000 {
+        same(&(rng.next() as i64));
+        same(&rng.next());
+        same(&(rng.next() as u128 * rng.next() as u128));
+    }
+}

@@ -17,6 +17,12 @@ pub(super) struct Writer<'a> {
     pub(super) out: &'a mut Vec<u8>,
 }
 
+/// Writes an integer as serde_json does (it formats them with `itoa` too), without going
+/// through its `io::Write` path.
+fn write_int(out: &mut Vec<u8>, v: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+}
+
 /// Runs one of serde_json's own serializer methods on the same buffer.
 macro_rules! by_serde_json {
     ($self:ident, $method:ident, $value:expr) => {
@@ -41,34 +47,44 @@ impl<'a, 'w> ser::Serializer for &'w mut Writer<'a> {
         Ok(())
     }
     fn serialize_i8(self, v: i8) -> Result<(), Error> {
-        by_serde_json!(self, serialize_i8, v)
+        write_int(self.out, v);
+        Ok(())
     }
     fn serialize_i16(self, v: i16) -> Result<(), Error> {
-        by_serde_json!(self, serialize_i16, v)
+        write_int(self.out, v);
+        Ok(())
     }
     fn serialize_i32(self, v: i32) -> Result<(), Error> {
-        by_serde_json!(self, serialize_i32, v)
+        write_int(self.out, v);
+        Ok(())
     }
     fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        by_serde_json!(self, serialize_i64, v)
+        write_int(self.out, v);
+        Ok(())
     }
     fn serialize_i128(self, v: i128) -> Result<(), Error> {
-        by_serde_json!(self, serialize_i128, v)
+        write_int(self.out, v);
+        Ok(())
     }
     fn serialize_u8(self, v: u8) -> Result<(), Error> {
-        by_serde_json!(self, serialize_u8, v)
+        write_int(self.out, v);
+        Ok(())
     }
     fn serialize_u16(self, v: u16) -> Result<(), Error> {
-        by_serde_json!(self, serialize_u16, v)
+        write_int(self.out, v);
+        Ok(())
     }
     fn serialize_u32(self, v: u32) -> Result<(), Error> {
-        by_serde_json!(self, serialize_u32, v)
+        write_int(self.out, v);
+        Ok(())
     }
     fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        by_serde_json!(self, serialize_u64, v)
+        write_int(self.out, v);
+        Ok(())
     }
     fn serialize_u128(self, v: u128) -> Result<(), Error> {
-        by_serde_json!(self, serialize_u128, v)
+        write_int(self.out, v);
+        Ok(())
     }
     fn serialize_f32(self, v: f32) -> Result<(), Error> {
         by_serde_json!(self, serialize_f32, v)

@@ -314,6 +314,7 @@ pub mod derive_support {
 
     /// Counts the writes to one field across a step's updates and checks the rules; returns
     /// the index of the overwriting update, if any.
+    #[inline]
     pub fn check<U, T>(
         updates: &[U],
         field: impl Fn(&U) -> Option<&Write<T>>,
@@ -349,6 +350,7 @@ pub mod derive_support {
     }
 
     /// Applies the checked writes to one last-value field.
+    #[inline]
     pub fn apply_last_value<U, T>(
         target: &mut T,
         updates: &mut [U],
@@ -379,6 +381,7 @@ pub mod derive_support {
     const DELTA_CAPACITY: usize = 256;
 
     /// Applies the checked writes to one reduced field, recording the delta when asked.
+    #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn apply_reduced<U, T: Default, V: Serialize>(
         target: &mut T,
