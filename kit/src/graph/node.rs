@@ -232,7 +232,9 @@ type WriteJson =
     fn(&(dyn Any + std::marker::Send + Sync), &mut Vec<u8>) -> Result<(), serde_json::Error>;
 
 impl SendArg {
-    fn typed<T: Serialize + Clone + std::marker::Send + Sync + 'static>(value: T) -> Self {
+    pub(crate) fn typed<T: Serialize + Clone + std::marker::Send + Sync + 'static>(
+        value: T,
+    ) -> Self {
         fn to_json<T: Serialize + 'static>(v: &(dyn Any + std::marker::Send + Sync)) -> Value {
             v.downcast_ref::<T>()
                 .and_then(|v| serde_json::to_value(v).ok())

@@ -11,17 +11,9 @@ mod writer;
 
 use serde::Serialize;
 
-/// JSON text already written, put in as it is: by this writer and by serde_json alike (it is
-/// serde_json's own protocol for `RawValue`), so a part written ahead needs no second pass.
-pub(crate) struct Verbatim<'a>(pub(crate) &'a str);
-
-impl Serialize for Verbatim<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut raw = serializer.serialize_struct(writer::RAW_VALUE_TOKEN, 1)?;
-        raw.serialize_field(writer::RAW_VALUE_TOKEN, self.0)?;
-        raw.end()
-    }
+/// Appends `value` as a quoted JSON string, escaped exactly as serde_json escapes it.
+pub(crate) fn write_str(out: &mut Vec<u8>, value: &str) {
+    escape::write_str(out, value);
 }
 
 /// Appends `value`'s compact JSON to `out`. On an error, `out` may hold part of it.

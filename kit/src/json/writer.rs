@@ -10,7 +10,7 @@ use serde_json::Error;
 use super::escape::write_str;
 
 /// The struct name serde_json's `RawValue` serializes under; its one field is the raw text.
-pub(super) const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// Writes into a buffer.
 pub(super) struct Writer<'a> {

@@ -11,7 +11,7 @@ mod tasks;
 mod thread;
 mod warm;
 
-use codec::{Body, BodyOut, TaskOut};
+use codec::Body;
 pub use drive::{DriverNext, StepDriver, StepTask, TaskResult};
 pub(crate) use lease::run as run_leased;
 use persist::ChannelStats;

@@ -1,19 +1,16 @@
 //! Persisting a step: channel deltas or full values, and the durability modes.
 
-use std::ops::Range;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{BodyOut, Exec, TaskOut};
-use crate::checkpoint::{
-    BlobKind, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointSource, CheckpointWrite,
-};
+use super::Exec;
+use super::codec::{self, TaskOut};
+use crate::checkpoint::{BlobKind, ChannelBlob, CheckpointMeta, CheckpointSource, CheckpointWrite};
 use crate::event::{EventData, EventKind};
 use crate::graph::error::GraphError;
 use crate::graph::options::Durability;
 use crate::ids;
-use crate::json::{self, Verbatim};
 use crate::state::{ChannelChange, State};
 
 /// Deltas are written until they outweigh the last full value or this many bytes, whichever is
@@ -28,14 +25,6 @@ pub(super) struct ChannelStats {
     pub(super) full_bytes: u64,
     /// The deltas written since.
     pub(super) delta_bytes: u64,
-}
-
-/// A checkpoint body that could not be written (a `Send` argument kit wrote itself is never
-/// anything but UTF-8 JSON, so this is a bug, not input).
-fn body_error(e: &dyn std::fmt::Display) -> GraphError {
-    GraphError::Checkpoint(CheckpointError::Corrupt(format!(
-        "checkpoint body could not be encoded: {e}"
-    )))
 }
 
 impl<S: State> Exec<S> {
@@ -104,45 +93,15 @@ impl<S: State> Exec<S> {
             blobs.push(blob);
         }
         self.changes = changes;
-        // The `Send` arguments are written first, all into one buffer, and put into the body
-        // as they are (a step without any allocates nothing for them).
-        let mut args = Vec::new();
-        let spans: Vec<Option<Range<usize>>> = if self.next.iter().any(|t| t.arg.is_some()) {
-            self.next
-                .iter()
-                .map(|t| {
-                    t.arg.as_ref().map(|arg| {
-                        let start = args.len();
-                        arg.write_json(&mut args);
-                        start..args.len()
-                    })
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let args = std::str::from_utf8(&args).map_err(|e| body_error(&e))?;
-        let next: Vec<TaskOut<'_>> = self
-            .next
-            .iter()
-            .enumerate()
-            .map(|(i, t)| TaskOut {
-                node: &self.graph.inner.nodes[t.node].name,
+        let nodes = &self.graph.inner.nodes;
+        let body = codec::write_body(
+            self.next.iter().map(|t| TaskOut {
+                node: &nodes[t.node].name,
                 send: t.send_index,
-                arg: spans
-                    .get(i)
-                    .cloned()
-                    .flatten()
-                    .and_then(|span| args.get(span))
-                    .map(Verbatim),
-            })
-            .collect();
-        let joins: &[u64] = if self.joins.iter().any(|j| *j != 0) {
-            &self.joins
-        } else {
-            &[]
-        };
-        let body = json::to_vec(&BodyOut { next: &next, joins }).map_err(|e| body_error(&e))?;
+                arg: t.arg.as_ref(),
+            }),
+            &self.joins,
+        );
         let meta = CheckpointMeta {
             id: id.clone(),
             // Moved: this checkpoint becomes the next one's parent below.
@@ -150,7 +109,11 @@ impl<S: State> Exec<S> {
             step: self.step,
             source,
             created_at: ids::rfc3339_millis_cached(millis),
-            next: next.iter().map(|t| t.node.to_string()).collect(),
+            next: self
+                .next
+                .iter()
+                .map(|t| nodes[t.node].name.to_string())
+                .collect(),
             metadata: Value::Object(self.run.options.metadata.clone()),
         };
         let previous_head = self.head.replace(id.clone());
