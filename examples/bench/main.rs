@@ -26,14 +26,14 @@
 //! Output lines starting with `RESULT` have the anchor's format, so the two can be compared
 //! line by line.
 //!
-//! The program allocates with mimalloc: an agent run makes a few hundred small allocations per
-//! round, and glibc's malloc spends a growing share of its time consolidating them once a
-//! process holds many threads' states. `--features system-allocator` measures with the system
+//! The program allocates with mimalloc, through `kit-alloc`: an agent run makes a few hundred
+//! small allocations per round, and glibc's malloc spends a growing share of its time
+//! consolidating them once a process holds many threads' states. `--features system-allocator` measures with the system
 //! allocator instead (README, "Choosing an allocator", has both).
 
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: kit_alloc::MiMalloc = kit_alloc::MiMalloc;
 
 mod agent;
 mod checkpoint;
