@@ -3,17 +3,19 @@
 //!
 //! The `mimalloc` crate's allocator hands every request to `mi_malloc_aligned`, even one that
 //! needs no more alignment than any block has. In mimalloc 3 that path only takes a block from
-//! a page whose free list is already filled; when the list runs dry, a size that is not a power
-//! of two (24, 48, 72 bytes: most of a Rust program's boxes, strings and vectors) falls back to
-//! *over-allocating* from the next size class up, and the page of its own class is never
-//! refilled. From then on every such allocation pays the slow path and a bigger block. In kit's
-//! agent benchmark that was about 8 % of all instructions.
+//! a page whose free list is already filled; when the list runs dry, a size whose class is not a
+//! power of two (48 or 96 bytes, say) falls back to *over-allocating* from a bigger class, and
+//! the page of its own class is never refilled. From then on every such allocation pays the
+//! slow path and a bigger block. In kit's agent benchmark that was about 8 % of all
+//! instructions.
 //!
 //! [`MiMalloc`] asks for a plain block (`mi_malloc`, `mi_zalloc`) whenever the alignment is at
-//! most 16 bytes and keeps it when it is aligned as asked (every mimalloc block is word-aligned,
-//! and a 16-byte multiple usually 16-aligned); only otherwise, or for larger alignments, does it
-//! take the aligned path. It grows a block in place with `mi_realloc` up to word alignment.
-//! Memory is freed with `mi_free` either way.
+//! most 16 bytes, and keeps it when it is aligned as asked: mimalloc's blocks are whole words,
+//! and those of 16 bytes or more are 16-aligned, so in practice it always is. Only otherwise,
+//! or for larger alignments, does it take the aligned path. `realloc` of a word-aligned block is
+//! `mi_realloc` (what `mi_realloc_aligned` does itself at that alignment, one call shorter); a
+//! block of a larger alignment is reallocated with `mi_realloc_aligned`. Memory is freed with
+//! `mi_free` either way.
 //!
 //! ```no_run
 //! #[global_allocator]
@@ -29,12 +31,13 @@ use std::ffi::c_void;
 
 use libmimalloc_sys as mi;
 
-/// The largest alignment a plain mimalloc block is asked for: `max_align_t`'s. Blocks of a size
-/// class are laid out from a 16-byte aligned start, so most are; one that is not is given back.
+/// The largest alignment a plain mimalloc block is asked for: `max_align_t`'s. Blocks of 16
+/// bytes or more are 16-aligned; one that is not aligned as asked is given back.
 const PLAIN_ALIGN: usize = 16;
 
 /// The alignment every mimalloc block has: size classes are whole words, laid out from an
-/// aligned start.
+/// aligned start. (mimalloc's debug builds can place "guarded" blocks at any offset when asked
+/// to by their environment; this crate does not enable them.)
 const WORD: usize = std::mem::size_of::<usize>();
 
 /// mimalloc as a [`GlobalAlloc`] (see the [crate docs](crate)).

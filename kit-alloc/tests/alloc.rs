@@ -50,6 +50,7 @@ fn blocks_are_aligned_zeroed_and_keep_their_contents() {
             assert!(holds(grown, size, 7), "realloc up keeps {size}/{align}");
             let grown_layout = Layout::from_size_align(size * 2 + 3, align).unwrap();
             let shrunk = unsafe { a.realloc(grown, grown_layout, size.div_ceil(2)) };
+            assert!(!shrunk.is_null());
             assert_eq!(shrunk as usize % align, 0, "realloc down {size}/{align}");
             assert!(
                 holds(shrunk, size.div_ceil(2), 7),
@@ -63,6 +64,7 @@ fn blocks_are_aligned_zeroed_and_keep_their_contents() {
             };
 
             let z = unsafe { a.alloc_zeroed(layout) };
+            assert!(!z.is_null());
             assert_eq!(z as usize % align, 0, "alloc_zeroed {size}/{align}");
             assert!(
                 (0..size).all(|i| unsafe { z.add(i).read() } == 0),
@@ -82,13 +84,105 @@ fn sizes_that_are_not_a_multiple_of_their_alignment_are_aligned_too() {
         for (size, align) in [(24, 16), (40, 16), (40, 32), (8, 16), (3, 4), (1, 8)] {
             let layout = Layout::from_size_align(size, align).unwrap();
             let p = unsafe { a.alloc(layout) };
+            assert!(!p.is_null());
             assert_eq!(p as usize % align, 0, "{size}/{align}");
+            fill(p, size, size as u8);
             live.push((p, layout));
         }
     }
     for (p, layout) in live {
+        assert!(holds(p, layout.size(), layout.size() as u8));
         unsafe { a.dealloc(p, layout) };
     }
+}
+
+#[test]
+fn zeroed_blocks_are_zero_even_when_a_dirty_block_comes_back() {
+    // A freed block goes back on its page's list dirty; `alloc_zeroed` must clear it, not only
+    // hand out fresh (already zero) pages.
+    let a = MiMalloc;
+    for &align in &ALIGNS {
+        for size in sizes().into_iter().filter(|&s| s <= 4096) {
+            let layout = Layout::from_size_align(size, align).unwrap();
+            let dirty = unsafe { a.alloc(layout) };
+            unsafe { dirty.write_bytes(0xa5, size) };
+            unsafe { a.dealloc(dirty, layout) };
+            let mut live = Vec::new();
+            for _ in 0..20_000 {
+                let z = unsafe { a.alloc_zeroed(layout) };
+                assert!(
+                    !z.is_null() && (z as usize).is_multiple_of(align),
+                    "{size}/{align}"
+                );
+                assert!(
+                    (0..size).all(|i| unsafe { z.add(i).read() } == 0),
+                    "zeroed {size}/{align}"
+                );
+                live.push(z);
+                if z == dirty {
+                    break;
+                }
+            }
+            for z in live {
+                unsafe { a.dealloc(z, layout) };
+            }
+        }
+    }
+}
+
+#[test]
+fn a_request_too_large_gets_null_and_the_old_block_stays() {
+    // What `GlobalAlloc` asks: null, no abort, and a failed `realloc` leaves the block as it was.
+    let a = MiMalloc;
+    for &align in &ALIGNS {
+        let layout = Layout::from_size_align(100, align).unwrap();
+        let p = unsafe { a.alloc(layout) };
+        assert!(!p.is_null());
+        fill(p, 100, 3);
+        let huge = (usize::MAX >> 2) & !(align - 1);
+        assert!(
+            unsafe { a.realloc(p, layout, huge) }.is_null(),
+            "realloc {align}"
+        );
+        assert!(holds(p, 100, 3), "the old block is intact ({align})");
+        unsafe { a.dealloc(p, layout) };
+        let too_big = Layout::from_size_align(huge, align).unwrap();
+        assert!(unsafe { a.alloc(too_big) }.is_null(), "alloc {align}");
+        assert!(
+            unsafe { a.alloc_zeroed(too_big) }.is_null(),
+            "alloc_zeroed {align}"
+        );
+    }
+}
+
+#[test]
+fn blocks_are_grown_and_freed_on_another_thread() {
+    // Blocks freed by a thread that did not allocate them (aligned ones are interior pointers
+    // there) take another path in mimalloc.
+    let a = MiMalloc;
+    let mut blocks = Vec::new();
+    for &align in &ALIGNS {
+        for size in [8usize, 24, 48, 100, 1000, 70_000] {
+            let layout = Layout::from_size_align(size, align).unwrap();
+            let p = unsafe { a.alloc(layout) };
+            assert!(!p.is_null());
+            fill(p, size, 9);
+            blocks.push((p as usize, layout));
+        }
+    }
+    std::thread::spawn(move || {
+        for (p, layout) in blocks {
+            let p = p as *mut u8;
+            let bigger = layout.size() * 3;
+            let q = unsafe { a.realloc(p, layout, bigger) };
+            assert!(!q.is_null());
+            assert_eq!(q as usize % layout.align(), 0);
+            assert!(holds(q, layout.size(), 9));
+            unsafe { a.dealloc(q, Layout::from_size_align(bigger, layout.align()).unwrap()) };
+        }
+    })
+    .join()
+    .unwrap();
 }
 
 #[test]
