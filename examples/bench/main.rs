@@ -28,8 +28,8 @@
 //!
 //! The program allocates with mimalloc, through `kit-alloc`: an agent run makes a few hundred
 //! small allocations per round, and glibc's malloc spends a growing share of its time
-//! consolidating them once a process holds many threads' states. `--features system-allocator` measures with the system
-//! allocator instead (README, "Choosing an allocator", has both).
+//! consolidating them once a process holds many threads' states. `--features system-allocator`
+//! measures with the system allocator instead (README, "Choosing an allocator", has both).
 
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]

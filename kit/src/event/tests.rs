@@ -387,3 +387,67 @@ async fn a_streamed_update_is_the_nodes_update_as_json() {
         serde_json::to_string(&json!({"log": ["é\u{1}"], "count": 2})).unwrap()
     );
 }
+
+/// Sets its flag when dropped: shows a node's future was stopped, not left running.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn dropping_a_stream_stops_its_run_and_an_ended_stream_stays_ended() {
+    use futures::StreamExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let started = Arc::new(tokio::sync::Notify::new());
+    let dropped = Arc::new(AtomicBool::new(false));
+    let (s, d) = (started.clone(), dropped.clone());
+    let graph = crate::graph::GraphBuilder::<Counted>::new("g")
+        .node("wait", move |_s, _ctx| {
+            let (started, dropped) = (s.clone(), d.clone());
+            async move {
+                let _flag = DropFlag(dropped);
+                started.notify_one();
+                std::future::pending::<()>().await;
+                CountedUpdate::new()
+            }
+        })
+        .edge(crate::START, "wait")
+        .edge("wait", crate::END)
+        .compile()
+        .unwrap();
+    let stream = graph.stream_events(CountedUpdate::new(), &crate::RunOptions::new());
+    started.notified().await;
+    assert!(!dropped.load(Ordering::SeqCst), "the node is running");
+    drop(stream);
+    // The abort reaches the run's task at its next poll: wait for it, bounded.
+    for _ in 0..1000 {
+        if dropped.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    assert!(
+        dropped.load(Ordering::SeqCst),
+        "dropping the stream stopped the node"
+    );
+
+    // A finished stream answers `None` again when polled again (it does not panic).
+    let quick = crate::graph::GraphBuilder::<Counted>::new("q")
+        .node("a", |_s, _ctx| async { CountedUpdate::new().count(1) })
+        .edge(crate::START, "a")
+        .edge("a", crate::END)
+        .compile()
+        .unwrap();
+    let mut stream = quick.stream_events(CountedUpdate::new(), &crate::RunOptions::new());
+    let mut kinds = Vec::new();
+    while let Some(event) = stream.next().await {
+        kinds.push(event.kind());
+    }
+    assert_eq!(kinds.last(), Some(&EventKind::RunEnd));
+    assert!(stream.next().await.is_none());
+    assert!(stream.next().await.is_none());
+}

@@ -1,8 +1,9 @@
 //! The serializer: compact JSON into a byte buffer, the shapes exactly as serde_json writes them.
 //!
-//! Strings and keys go through [`escape`](super::escape); numbers, map keys that are not
-//! strings, and anything serde_json treats specially are handed to serde_json itself, so the
-//! bytes and the errors stay its own.
+//! Strings and keys go through [`escape`](super::escape); integers through `itoa`, as
+//! serde_json writes them; floats, bytes, map keys that are not strings, and anything
+//! serde_json treats specially are handed to serde_json itself, so the bytes and the errors
+//! stay its own.
 
 use serde::ser::{self, Impossible, Serialize};
 use serde_json::Error;

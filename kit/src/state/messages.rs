@@ -8,8 +8,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::hash::{FastMap, FastSet, process_hash};
 use crate::message::{Message, Role};
 
-/// Below this many messages an id is found by a scan from the end (cheaper than hashing: a
-/// new id is compared with every message before it is known to be new).
+/// Below this many messages an id is found by a scan from the end: a scan is cheaper than
+/// hashing only for a few messages, since a new id is compared with every one of them.
 const INDEX_FROM: usize = 8;
 
 /// A conversation: a list of [`Message`]s, shared by reference and indexed by id.
@@ -22,7 +22,7 @@ const INDEX_FROM: usize = 8;
 /// `Messages` keeps the list behind an [`Arc`]: a model request shares it instead of copying it,
 /// and the reducer appends in place once the request is gone (copy-on-write, only if something
 /// still holds the old list). Ids are found through a small hash index (id hash → position),
-/// built when a list first grows past a few dozen messages and kept up to date by appends, so
+/// built when a list first grows past a few messages and kept up to date by appends, so
 /// `add_messages` costs the same at message 10 and at message 10,000, and restoring a thread
 /// replays its stored deltas in one pass.
 ///

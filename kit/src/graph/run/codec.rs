@@ -18,8 +18,8 @@ pub(super) struct TaskOut<'a> {
 /// written straight from its typed value) and the join barriers; read back as a [`Body`].
 ///
 /// Written by hand rather than through `Serialize`: every checkpoint has one, and its shape is
-/// fixed. The bytes are what `#[derive(Serialize)]` writes for that shape, with empty lists and
-/// absent fields left out (the tests hold the two together).
+/// fixed. The bytes are what `#[derive(Serialize)]` writes for that shape, with empty lists,
+/// absent fields and join barriers that are all zero left out (the tests hold the two together).
 pub(super) fn write_body<'a>(
     tasks: impl ExactSizeIterator<Item = TaskOut<'a>>,
     joins: &[u64],
@@ -218,6 +218,14 @@ mod tests {
         );
         same(&[("a", None, None)], &[]);
         same(&[("a", None, None), ("b", None, None)], &[3]);
+        // A send index without an argument, an argument without a send index.
+        same(
+            &[
+                ("a", Some(3), None),
+                ("b", None, Some(SendArg::Json(json!(1)))),
+            ],
+            &[],
+        );
         // Node names that need escapes, and names beyond ASCII.
         same(
             &[("q\"uote\\d\n", None, None), ("nœud ☃ 🦀", None, None)],
