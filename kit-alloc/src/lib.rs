@@ -49,6 +49,34 @@ fn aligned(p: *mut c_void, align: usize) -> bool {
     (p as usize) & (align - 1) == 0
 }
 
+/// A block of `layout` from `plain` when the alignment allows and it is aligned as asked, else
+/// from `aligned_at`.
+///
+/// # Safety
+///
+/// `plain` and `aligned_at` are one of mimalloc's pairs of entry points (`mi_malloc` and
+/// `mi_malloc_aligned`, or `mi_zalloc` and `mi_zalloc_aligned`).
+#[allow(unsafe_code)]
+#[inline]
+unsafe fn block(
+    layout: Layout,
+    plain: unsafe extern "C" fn(usize) -> *mut c_void,
+    aligned_at: unsafe extern "C" fn(usize, usize) -> *mut c_void,
+) -> *mut u8 {
+    let (size, align) = (layout.size(), layout.align());
+    if align <= PLAIN_ALIGN {
+        // SAFETY: mimalloc's plain entry points take any size.
+        let p = unsafe { plain(size) };
+        if aligned(p, align) {
+            return p.cast();
+        }
+        // SAFETY: `p` came from mimalloc just above and is not used after.
+        unsafe { mi::mi_free(p) };
+    }
+    // SAFETY: `align` is a power of two (a `Layout`'s always is).
+    unsafe { aligned_at(size, align).cast() }
+}
+
 // SAFETY: every block comes from mimalloc and goes back to `mi_free`, which takes blocks from
 // every mimalloc entry point, aligned or not; each method returns null or a block of at least
 // `layout.size()` bytes aligned to `layout.align()`, as `GlobalAlloc` asks.
@@ -56,34 +84,14 @@ fn aligned(p: *mut c_void, align: usize) -> bool {
 unsafe impl GlobalAlloc for MiMalloc {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let (size, align) = (layout.size(), layout.align());
-        if align <= PLAIN_ALIGN {
-            // SAFETY: `mi_malloc` takes any size.
-            let p = unsafe { mi::mi_malloc(size) };
-            if aligned(p, align) {
-                return p.cast();
-            }
-            // SAFETY: `p` came from `mi_malloc` just above and is not used after.
-            unsafe { mi::mi_free(p) };
-        }
-        // SAFETY: `align` is a power of two (a `Layout`'s always is).
-        unsafe { mi::mi_malloc_aligned(size, align).cast() }
+        // SAFETY: the plain and the aligned allocating entry points, a pair.
+        unsafe { block(layout, mi::mi_malloc, mi::mi_malloc_aligned) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let (size, align) = (layout.size(), layout.align());
-        if align <= PLAIN_ALIGN {
-            // SAFETY: `mi_zalloc` takes any size.
-            let p = unsafe { mi::mi_zalloc(size) };
-            if aligned(p, align) {
-                return p.cast();
-            }
-            // SAFETY: `p` came from `mi_zalloc` just above and is not used after.
-            unsafe { mi::mi_free(p) };
-        }
-        // SAFETY: `align` is a power of two (a `Layout`'s always is).
-        unsafe { mi::mi_zalloc_aligned(size, align).cast() }
+        // SAFETY: the plain and the aligned zeroing entry points, a pair.
+        unsafe { block(layout, mi::mi_zalloc, mi::mi_zalloc_aligned) }
     }
 
     #[inline]

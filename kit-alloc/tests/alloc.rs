@@ -206,3 +206,30 @@ fn ordinary_collections_work_on_it() {
     let big = vec![0xabu8; 1 << 20];
     assert!(big.iter().all(|&b| b == 0xab));
 }
+
+#[test]
+fn ordinary_sizes_keep_a_block_of_their_own_class() {
+    // What this crate is for: once a class's page runs dry, mimalloc's aligned path serves a
+    // class that is not a power of two (48, 96 bytes) from a bigger one, and keeps doing so.
+    // Thousands of blocks at once exhaust many pages: every block must still be its class's.
+    let a = MiMalloc;
+    for (size, align) in [
+        (48usize, 8usize),
+        (96, 8),
+        (24, 8),
+        (40, 4),
+        (200, 8),
+        (48, 16),
+    ] {
+        let layout = Layout::from_size_align(size, align).unwrap();
+        let good = unsafe { libmimalloc_sys::mi_good_size(size) };
+        let blocks: Vec<*mut u8> = (0..20_000).map(|_| unsafe { a.alloc(layout) }).collect();
+        for &p in &blocks {
+            let usable = unsafe { libmimalloc_sys::mi_usable_size(p.cast()) };
+            assert_eq!(usable, good, "{size}/{align}: a block of another class");
+        }
+        for p in blocks {
+            unsafe { a.dealloc(p, layout) };
+        }
+    }
+}
