@@ -101,7 +101,6 @@ impl<S: State> Exec<S> {
         tasks: &[TaskSpec],
         mut outputs: Vec<NodeOutput<S>>,
     ) -> Result<(), GraphError> {
-        // The first task's list of updates takes the others' (one task: no new list).
         let mut updates: Vec<S::Update> = Vec::new();
         let node_ends = self.events_of(EventKind::NodeEnd).is_some();
         let mut node_end_events: Vec<Event> =
@@ -128,28 +127,15 @@ impl<S: State> Exec<S> {
                 };
                 node_end_events.push(self.node_event(data, &node.name, run_id));
             }
-            if updates.is_empty() {
-                updates = std::mem::take(&mut out.updates);
-            } else {
-                updates.append(&mut out.updates);
-            }
+            join(&mut updates, std::mem::take(&mut out.updates));
         }
         self.apply(&mut updates)?;
         let mut next = Vec::new();
         let mut sends = Vec::new();
         for (task, out) in tasks.iter().zip(&outputs) {
             let (n, s) = self.route_from(Some(task.node), &out.goto)?;
-            // The first lists are taken as they are (one task: no new lists).
-            if next.is_empty() {
-                next = n;
-            } else {
-                next.extend(n);
-            }
-            if sends.is_empty() {
-                sends = s;
-            } else {
-                sends.extend(s);
-            }
+            join(&mut next, n);
+            join(&mut sends, s);
         }
         self.next = merge_tasks(next, sends, self.inner().nodes.len());
         self.save(CheckpointSource::Loop).await?;
@@ -194,5 +180,15 @@ impl<S: State> Exec<S> {
                 step: self.step,
                 source,
             })
+    }
+}
+
+/// Appends `more` to `list`, or takes it whole while `list` is empty: a step of one task (the
+/// common case) then builds no list of its own for updates, routes or `Send`s.
+fn join<T>(list: &mut Vec<T>, mut more: Vec<T>) {
+    if list.is_empty() {
+        *list = more;
+    } else {
+        list.append(&mut more);
     }
 }
