@@ -1321,6 +1321,33 @@ fn gated_graph(gate: &Path, entered: &Path) -> Graph<Log> {
         .unwrap()
 }
 
+/// A leased run of [`gated_graph`] on thread `t`, held inside node `a` (its input checkpoint
+/// is written, `a`'s is not). Writing the returned gate file lets it go on.
+async fn hold_inside_a(
+    cp: Arc<dyn Checkpointer>,
+    dir: &Path,
+) -> (
+    Graph<Log>,
+    tokio::task::JoinHandle<Result<(), GraphError>>,
+    PathBuf,
+) {
+    let (gate, entered) = (dir.join("gate"), dir.join("entered"));
+    let graph = gated_graph(&gate, &entered).with_checkpointer(cp);
+    let run = {
+        let graph = graph.clone();
+        let opts = options("t", MultitaskStrategy::Reject);
+        tokio::spawn(async move {
+            graph
+                .invoke(input("holder"))
+                .options(&opts)
+                .await
+                .map(|_| ())
+        })
+    };
+    wait_until("the run is inside node a", || async { entered.exists() }).await;
+    (graph, run, gate)
+}
+
 /// Deleted while a node runs: the run's next checkpoint finds its thread gone (a conflict in
 /// the back-end), and the run reports what happened to it, the lost lease, as it does when
 /// its renewal notices first. Node `a` is held on a gate here so the deletion lands between
@@ -1332,16 +1359,7 @@ async fn a_busy_thread_deleted_between_checkpoints_loses_its_lease() {
         let Some((cp, pg)) = open_storage(storage, dir.path()).await else {
             continue;
         };
-        let (gate, entered) = (dir.path().join("gate"), dir.path().join("entered"));
-        let graph = gated_graph(&gate, &entered).with_checkpointer(cp);
-        let opts = options("t", MultitaskStrategy::Reject);
-        let run = {
-            let graph = graph.clone();
-            let opts = opts.clone();
-            tokio::spawn(async move { graph.invoke(input("holder")).options(&opts).await })
-        };
-        // Inside `a`: the input checkpoint is written, `a`'s is not.
-        wait_until("the run is inside node a", || async { entered.exists() }).await;
+        let (graph, run, gate) = hold_inside_a(cp, dir.path()).await;
         let busy = RunOptions::new().thread_id("t");
         graph.delete_thread(&busy).await.unwrap();
         std::fs::write(&gate, b"").unwrap();
@@ -1372,15 +1390,7 @@ async fn a_leased_run_overtaken_by_an_unleased_write_reports_the_conflict() {
         let Some((cp, pg)) = open_storage(storage, dir.path()).await else {
             continue;
         };
-        let (gate, entered) = (dir.path().join("gate"), dir.path().join("entered"));
-        let graph = gated_graph(&gate, &entered).with_checkpointer(cp);
-        let opts = options("t", MultitaskStrategy::Reject);
-        let run = {
-            let graph = graph.clone();
-            let opts = opts.clone();
-            tokio::spawn(async move { graph.invoke(input("holder")).options(&opts).await })
-        };
-        wait_until("the run is inside node a", || async { entered.exists() }).await;
+        let (graph, run, gate) = hold_inside_a(cp, dir.path()).await;
         let plain = RunOptions::new().thread_id("t");
         graph
             .update_state(&plain, LogUpdate::new().log(vec!["edit".into()]), None)
