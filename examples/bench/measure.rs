@@ -90,5 +90,44 @@ where
     out
 }
 
+/// Clock ticks per second of `/proc/*/stat` times: the kernel's USER_HZ, 100 on every
+/// Linux architecture the program runs on (what `getconf CLK_TCK` prints).
+const TICKS_PER_S: f64 = 100.0;
+
+/// utime + stime of process `pid`, in seconds.
+pub(crate) fn cpu_s(pid: u32) -> f64 {
+    stat_cpu_s(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default())
+}
+
+/// utime + stime of this process's threads named `name`, in seconds.
+pub(crate) fn thread_cpu_s(name: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|comm| comm.trim_end() == name)
+        })
+        .map(|task| {
+            stat_cpu_s(&std::fs::read_to_string(task.path().join("stat")).unwrap_or_default())
+        })
+        .sum()
+}
+
+/// utime + stime of a `/proc/…/stat` line, in seconds.
+fn stat_cpu_s(stat: &str) -> f64 {
+    // The command name may hold spaces: fields start after the last `)`.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // rest[0] is field 3 (state); utime and stime are fields 14 and 15.
+    let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    (utime + stime) / TICKS_PER_S
+}
+
 // ---------------------------------------------------------------------------------------------
 // W1: linear chain of 100 nodes

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 use crate::fail;
+use crate::measure::cpu_s;
 use crate::worker::{W7_CAPACITY, w7_submit};
 
 /// Runs per round, per worker count.
@@ -29,26 +30,6 @@ const QUICK_RUNS: usize = 200;
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .find_map(|a| a.strip_prefix(name).map(String::from))
-}
-
-/// Clock ticks per second of `/proc/*/stat` times: the kernel's USER_HZ, 100 on every
-/// Linux architecture the program runs on (what `getconf CLK_TCK` prints).
-const TICKS_PER_S: f64 = 100.0;
-
-/// utime + stime of process `pid`, in seconds.
-fn cpu_s(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    // The command name may hold spaces: fields start after the last `)`.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // rest[0] is field 3 (state); utime and stime are fields 14 and 15.
-    let utime: f64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    let stime: f64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0.0);
-    (utime + stime) / TICKS_PER_S
 }
 
 /// CPU seconds of every process of the machine named `postgres` (the server and its

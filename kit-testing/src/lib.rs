@@ -13,7 +13,7 @@
 //! | [`supervisor`] | [`Supervisor`]: an agent with async subagents whose model is scripted one tool call at a time |
 //! | [`researcher`] | a scripted "researcher" agent whose tool waits on a [`Gate`](researcher::Gate) |
 //! | `worker` | [`spawn_worker`](worker::spawn_worker) and [`wait_for_status`](worker::wait_for_status) (feature `server`) |
-//! | `load` | [`Counting`](load::Counting): a hosted graph wrapper counting executions (feature `server`) |
+//! | `load` | [`Counting`](load::Counting): a hosted graph wrapper counting executions; [`Recording`](load::Recording): a run store wrapper counting recorded run ends (feature `server`) |
 //!
 //! ```
 //! use kit::{Agent, Message};

@@ -37,7 +37,7 @@ impl Gate {
         self.tx.send_replace(true);
     }
 
-    async fn pass(&self) {
+    pub(crate) async fn pass(&self) {
         let mut rx = self.tx.subscribe();
         let _ = rx.wait_for(|open| *open).await;
     }
