@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kit::server::Worker;
-use kit_testing::load::{Counting, LoadStats};
+use kit::server::store::{RunStatus, SqliteRunStore};
+use kit_testing::load::{Counting, LoadStats, Recording};
 use kit_testing::researcher::{self, Gate};
 use serde_json::{Value, json};
 
@@ -117,6 +118,86 @@ async fn a_thousand_concurrent_runs_all_finish_exactly_once() {
         "at most {CAPACITY} at once, saw {}",
         stats.peak()
     );
+    worker.shutdown().await.unwrap();
+}
+
+/// A run whose execution ended frees its slot while its end is written (the next claim
+/// shares that write), but only one capacity's worth of ends may wait to be written: a store
+/// slow to record them holds new claims back instead of piling them up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_frees_when_execution_ends_and_unwritten_ends_are_bounded() {
+    let stats = Arc::new(LoadStats::default());
+    let writes = Gate::closed();
+    let worker = Worker::builder()
+        .host(
+            "research",
+            Counting {
+                inner: researcher::agent(Gate::open()),
+                stats: stats.clone(),
+            },
+        )
+        .store(Recording::gated(
+            SqliteRunStore::in_memory().unwrap(),
+            stats.clone(),
+            writes.clone(),
+        ))
+        .capacity(1)
+        .poll_interval(std::time::Duration::from_millis(20))
+        .build()
+        .await
+        .unwrap()
+        .start("127.0.0.1:0")
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        let r: Value = http
+            .post(format!("{}/runs", worker.url()))
+            .json(&json!({"assistant_id": "research",
+                          "input": {"messages": [{"role": "user", "content": format!("t{i}")}]}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        ids.push(r["run_id"].as_str().unwrap().to_string());
+    }
+    // Capacity 1, yet the second run executes while the first one's end waits to be written.
+    tokio::time::timeout(std::time::Duration::from_secs(30), stats.wait_finished(2))
+        .await
+        .expect("the second run never executed: the first one's unwritten end held its slot");
+    // Two ends wait (twice the capacity): no third run is claimed, however long we wait (the
+    // queue is polled every 20 ms).
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(stats.finished(), 2, "a third run executed");
+    let store = worker.store();
+    let status = |id: &str| {
+        let (store, id) = (store.clone(), id.to_string());
+        async move { store.get_run(&id).await.unwrap().unwrap().status }
+    };
+    assert_eq!(
+        status(&ids[0]).await,
+        RunStatus::Running,
+        "end not written yet"
+    );
+    assert_eq!(
+        status(&ids[1]).await,
+        RunStatus::Running,
+        "end not written yet"
+    );
+    assert_eq!(status(&ids[2]).await, RunStatus::Pending);
+    assert_eq!(status(&ids[3]).await, RunStatus::Pending);
+    assert_eq!(stats.recorded(), 0);
+
+    writes.release();
+    stats.wait_recorded(4).await;
+    for id in &ids {
+        assert_eq!(status(id).await, RunStatus::Success);
+    }
+    assert!(stats.executions().values().all(|n| *n == 1));
+    assert_eq!(stats.peak(), 1, "never more than the capacity executing");
     worker.shutdown().await.unwrap();
 }
 

@@ -99,7 +99,9 @@
 //! # Capacity, timeouts, persistence
 //!
 //! At most [`capacity`](WorkerBuilder::capacity) runs execute at once; the others wait as
-//! `pending`. A run executing longer than [`run_timeout`](WorkerBuilder::run_timeout) is
+//! `pending`. A run's slot frees as soon as it stops executing: the next run is claimed while
+//! the end of the last one is written (at most `capacity` ends wait to be written at once; a
+//! slow store holds claiming back). A run executing longer than [`run_timeout`](WorkerBuilder::run_timeout) is
 //! stopped and ends `timeout`. Runs and threads are kept in a [`RunStore`]: SQLite (a file with
 //! `WorkerBuilder::sqlite`, in memory by default) or PostgreSQL
 //! (`WorkerBuilder::postgres`), where several worker processes share one queue and claim runs
@@ -315,7 +317,9 @@ impl WorkerBuilder {
         self
     }
 
-    /// How many runs execute at once (default 16); the others wait as `pending`.
+    /// How many runs execute at once (default 16); the others wait as `pending`. A run stops
+    /// counting once it stops executing, while its end is still being written (up to
+    /// `capacity` ends may wait to be written; until then no run is claimed).
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.config.capacity = capacity;
         self

@@ -2,6 +2,7 @@
 //! timeout, keeps their leases alive, stops them on cancel, and recovers runs of dead workers.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,8 +32,12 @@ pub(crate) struct Shared {
     pub(crate) checkpointer: Arc<dyn Checkpointer>,
     pub(crate) config: WorkerConfig,
     pub(crate) worker_id: String,
-    /// Runs executing in this process, with the way to stop each.
+    /// Runs of this process, from their claim until their end is recorded, with the way to
+    /// stop each while it executes.
     running: Mutex<HashMap<String, Option<oneshot::Sender<Stop>>>>,
+    /// How many of `running` still execute (the capacity bounds these); the others wait for
+    /// their end to be written.
+    executing: AtomicUsize,
     /// Wakes the scheduler (a run was queued, or a slot freed).
     wake: Notify,
     /// Signalled whenever a run of this process ends.
@@ -65,6 +70,7 @@ impl Shared {
             config,
             worker_id,
             running: Mutex::new(HashMap::new()),
+            executing: AtomicUsize::new(0),
             wake: Notify::new(),
             finished: Notify::new(),
             shutdown: watch::channel(false).0,
@@ -91,6 +97,17 @@ impl Shared {
 
     fn active(&self) -> usize {
         lock(&self.running).len()
+    }
+
+    /// How many more runs may be claimed now. A run's slot frees once it stops executing, so
+    /// the next claim shares a transaction with its end instead of waiting for it; runs whose
+    /// end is still being written are bounded too (one capacity's worth), so a slow store
+    /// holds the claiming back instead of piling ends up in memory.
+    fn free_slots(&self) -> usize {
+        let capacity = self.config.capacity;
+        let executing = capacity.saturating_sub(self.executing.load(Ordering::Acquire));
+        let held = (2 * capacity).saturating_sub(self.active());
+        executing.min(held)
     }
 
     fn lease_until(&self) -> u64 {
@@ -172,7 +189,7 @@ pub(crate) async fn schedule(shared: Arc<Shared>) {
         if shared.shutting_down() {
             return;
         }
-        let free = shared.config.capacity.saturating_sub(shared.active());
+        let free = shared.free_slots();
         if free > 0 {
             match shared
                 .store
@@ -270,11 +287,16 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>) {
 fn start(shared: &Arc<Shared>, run: RunRecord) {
     let (tx, rx) = oneshot::channel();
     lock(&shared.running).insert(run.run_id.clone(), Some(tx));
+    shared.executing.fetch_add(1, Ordering::AcqRel);
     let shared = shared.clone();
     tokio::spawn(async move {
-        let run_id = run.run_id.clone();
-        execute(&shared, run, rx).await;
-        lock(&shared.running).remove(&run_id);
+        let ending = execute(&shared, &run, rx).await;
+        // The slot is free: the scheduler claims the next run while this one's end is
+        // written, so both can share a transaction.
+        shared.executing.fetch_sub(1, Ordering::AcqRel);
+        shared.wake.notify_one();
+        record(&shared, &run, ending).await;
+        lock(&shared.running).remove(&run.run_id);
         shared.wake.notify_one();
         shared.finished.notify_waiters();
     });
@@ -293,8 +315,9 @@ impl Ending {
     }
 }
 
-async fn execute(shared: &Arc<Shared>, run: RunRecord, stop: oneshot::Receiver<Stop>) {
-    let ending = if run.cancel_requested {
+/// Executes a claimed run; returns how it ended, for [`record`] to write.
+async fn execute(shared: &Arc<Shared>, run: &RunRecord, stop: oneshot::Receiver<Stop>) -> Ending {
+    if run.cancel_requested {
         Ending::finish(finish(RunStatus::Cancelled, None, None))
     } else {
         match shared.graphs.get(&run.graph_id) {
@@ -307,9 +330,13 @@ async fn execute(shared: &Arc<Shared>, run: RunRecord, stop: oneshot::Receiver<S
                     shared.graph_ids.join(", ")
                 )),
             )),
-            Some(hosted) => run_hosted(shared, hosted.clone(), &run, stop).await,
+            Some(hosted) => run_hosted(shared, hosted.clone(), run, stop).await,
         }
-    };
+    }
+}
+
+/// Writes how a run ended: its end and last events, or its release back to the queue.
+async fn record(shared: &Shared, run: &RunRecord, ending: Ending) {
     match ending {
         Ending::Release(events) => {
             if let Err(e) =
@@ -322,7 +349,7 @@ async fn execute(shared: &Arc<Shared>, run: RunRecord, stop: oneshot::Receiver<S
                 tracing::error!(run_id = %run.run_id, error = %e, "could not release a run at shutdown; it will be recovered at the next start");
             }
         }
-        Ending::Finish(finish, unwritten) => record_finish(shared, &run, finish, unwritten).await,
+        Ending::Finish(finish, unwritten) => record_finish(shared, run, finish, unwritten).await,
     }
 }
 
