@@ -43,13 +43,15 @@ pub use postgres::PostgresRunStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteRunStore;
 
-#[cfg(feature = "postgres")]
-pub(crate) use events::NOTIFY_CHANNEL;
 #[cfg_attr(
     not(any(feature = "sqlite", feature = "postgres")),
     allow(unused_imports)
 )]
-pub(crate) use events::{NOTICE_CAPACITY, parse_namespace};
+pub(crate) use events::NOTICE_CAPACITY;
+#[cfg(feature = "postgres")]
+pub(crate) use events::NOTIFY_CHANNEL;
+#[cfg(feature = "postgres")]
+pub(crate) use events::parse_namespace;
 pub use events::{NewEvent, StoredEvent};
 
 use serde_json::Value;

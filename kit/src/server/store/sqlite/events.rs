@@ -1,43 +1,103 @@
-//! The thread event log in SQLite: appends numbered from the thread's counter, reads from a
-//! cursor, pruning by age.
+//! The thread event log in SQLite: one row per append (a batch of events numbered from the
+//! thread's counter), read from a cursor, pruned by age.
+//!
+//! A run appends its events in a few batches (most runs in one, with their end), and a row per
+//! batch is one insert into the table and its two indexes where a row per event was one per
+//! event: about twenty for a short agent run. Readers pay instead: a read that starts in the
+//! middle of a batch parses the batch's earlier events too (a batch holds at most what one
+//! append wrote).
 
 use rusqlite::{Connection, params};
+use serde_json::Value;
 
 use super::{backend, ms, unms};
-use crate::server::store::{NewEvent, StoreError, StoredEvent, parse_namespace};
+use crate::server::store::{NewEvent, StoreError, StoredEvent};
 
-/// An event with its columns as stored: made before the store's database thread sees it.
+/// The table and its age index; [`migrate`] moves the rows of the table kit used before.
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS kit_worker_event_batches (
+    thread_id  TEXT NOT NULL,
+    last_seq   INTEGER NOT NULL,
+    first_seq  INTEGER NOT NULL,
+    run_id     TEXT NOT NULL,
+    events     TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (thread_id, last_seq)
+);
+CREATE INDEX IF NOT EXISTS kit_worker_event_batches_age
+    ON kit_worker_event_batches (created_at);
+";
+
+/// A store made by an older kit kept a row per event in `kit_worker_events`: each becomes a
+/// batch of one, in one transaction. As that layout was read, a namespace that is not JSON is
+/// the root; data that is not JSON is kept as a string (it used to fail every read).
+pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let old: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'kit_worker_events'",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| backend("reading the table layout", e))?;
+    if old == 0 {
+        return Ok(());
+    }
+    conn.execute_batch(
+        "BEGIN IMMEDIATE;
+         INSERT INTO kit_worker_event_batches
+             (thread_id, last_seq, first_seq, run_id, events, created_at)
+         SELECT thread_id, seq, seq, run_id,
+                json_array(json_array(
+                    method,
+                    CASE WHEN json_valid(namespace) THEN json(namespace) ELSE json('[]') END,
+                    CASE WHEN json_valid(data) THEN json(data) ELSE data END)),
+                created_at
+         FROM kit_worker_events;
+         DROP TABLE kit_worker_events;
+         COMMIT;",
+    )
+    .map_err(|e| {
+        let _ = conn.execute_batch("ROLLBACK");
+        backend(
+            "moving the event log of an older store to one row per batch",
+            e,
+        )
+    })
+}
+
+/// A batch of events as stored: made before the store's database thread sees it.
 pub(super) struct Encoded {
-    method: String,
-    namespace: String,
-    data: String,
+    count: usize,
+    /// `[[method, namespace, data], …]`
+    events: String,
 }
 
-/// The stored columns of `events`.
-pub(super) fn encode(events: &[NewEvent]) -> Vec<Encoded> {
-    events
+/// The stored form of `events`.
+pub(super) fn encode(events: &[NewEvent]) -> Encoded {
+    let rows: Vec<(&str, &[String], &Value)> = events
         .iter()
-        .map(|event| Encoded {
-            method: event.method.clone(),
-            namespace: serde_json::to_string(&event.namespace).unwrap_or_else(|_| "[]".into()),
-            data: event.data.to_string(),
-        })
-        .collect()
+        .map(|e| (e.method.as_str(), e.namespace.as_slice(), &e.data))
+        .collect();
+    Encoded {
+        count: events.len(),
+        // Strings, string lists and JSON values always serialise.
+        events: serde_json::to_string(&rows).unwrap_or_else(|_| "[]".to_string()),
+    }
 }
 
-/// Appends `events` inside the caller's transaction; returns the number of the last one.
+/// Appends `batch` inside the caller's transaction; returns the number of its last event.
 pub(super) fn append(
     conn: &Connection,
     thread_id: &str,
     run_id: &str,
-    events: &[Encoded],
+    batch: &Encoded,
     now: u64,
 ) -> Result<u64, StoreError> {
     let op = "appending events";
-    if events.is_empty() {
+    if batch.count == 0 {
         return Ok(0);
     }
-    let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
+    let count = i64::try_from(batch.count).unwrap_or(i64::MAX);
     let last: i64 = conn
         .prepare_cached(
             "UPDATE kit_worker_threads SET event_seq = event_seq + ?2
@@ -50,30 +110,27 @@ pub(super) fn append(
             )),
             other => backend(op, other),
         })?;
-    let mut seq = last - count;
-    let mut insert = conn
-        .prepare_cached(
-            "INSERT INTO kit_worker_events
-                (thread_id, seq, run_id, method, namespace, data, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .map_err(|e| backend(op, e))?;
-    for event in events {
-        seq += 1;
-        insert
-            .execute(params![
-                thread_id,
-                seq,
-                run_id,
-                event.method,
-                event.namespace,
-                event.data,
-                ms(now)
-            ])
-            .map_err(|e| backend(op, e))?;
-    }
+    conn.prepare_cached(
+        "INSERT INTO kit_worker_event_batches
+            (thread_id, last_seq, first_seq, run_id, events, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            thread_id,
+            last,
+            last - count + 1,
+            run_id,
+            batch.events,
+            ms(now)
+        ])
+    })
+    .map_err(|e| backend(op, e))?;
     Ok(unms(last))
 }
+
+/// One stored event of a batch: method, namespace, data.
+type Row = (String, Vec<String>, Value);
 
 /// Up to `limit` events of `thread_id` numbered above `after`.
 pub(super) fn read(
@@ -82,11 +139,13 @@ pub(super) fn read(
     after: u64,
     limit: usize,
 ) -> Result<Vec<StoredEvent>, StoreError> {
-    let rows = conn
+    // Every batch read holds at least one event above `after`: `limit` batches are enough.
+    let batches = conn
         .prepare_cached(
             // `+ 0`: SQLite prepares a statement with a bare `LIMIT ?` again on every run.
-            "SELECT seq, run_id, method, namespace, data, created_at FROM kit_worker_events
-             WHERE thread_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3 + 0",
+            "SELECT first_seq, last_seq, run_id, events, created_at
+             FROM kit_worker_event_batches
+             WHERE thread_id = ?1 AND last_seq > ?2 ORDER BY last_seq LIMIT ?3 + 0",
         )
         .and_then(|mut s| {
             s.query_map(
@@ -98,36 +157,62 @@ pub(super) fn read(
                 |r| {
                     Ok((
                         r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
+                        r.get::<_, i64>(1)?,
                         r.get::<_, String>(2)?,
                         r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                        r.get::<_, i64>(5)?,
+                        r.get::<_, i64>(4)?,
                     ))
                 },
             )?
             .collect::<rusqlite::Result<Vec<_>>>()
         })
         .map_err(|e| backend("reading events", e))?;
-    rows.into_iter()
-        .map(|(seq, run_id, method, namespace, data, created_at)| {
-            Ok(StoredEvent {
+    let mut out = Vec::new();
+    for (first, last, run_id, events, created_at) in batches {
+        let rows: Vec<Row> = serde_json::from_str(&events).map_err(|e| {
+            StoreError::Corrupt(format!(
+                "the events {first}..={last} of thread `{thread_id}` are not a list of \
+                 [method, namespace, data]: {e}"
+            ))
+        })?;
+        if i64::try_from(rows.len()).ok() != last.checked_sub(first).and_then(|d| d.checked_add(1))
+        {
+            return Err(StoreError::Corrupt(format!(
+                "the batch of events {first}..={last} of thread `{thread_id}` holds {} events",
+                rows.len()
+            )));
+        }
+        let first = unms(first);
+        for (seq, (method, namespace, data)) in (first..).zip(rows) {
+            if seq <= after {
+                continue;
+            }
+            if out.len() == limit {
+                return Ok(out);
+            }
+            out.push(StoredEvent {
                 thread_id: thread_id.to_string(),
-                seq: unms(seq),
-                run_id,
+                seq,
+                run_id: run_id.clone(),
                 method,
-                namespace: parse_namespace(&namespace),
-                data: super::parse_json("data", &data)?,
+                namespace,
+                data,
                 created_at: unms(created_at),
-            })
-        })
-        .collect()
+            });
+        }
+    }
+    Ok(out)
 }
 
-/// Deletes events appended before `before`.
+/// Deletes the batches appended before `before`; returns how many events they held.
 pub(super) fn prune(conn: &Connection, before: u64) -> Result<u64, StoreError> {
-    conn.prepare_cached("DELETE FROM kit_worker_events WHERE created_at < ?1")
-        .and_then(|mut s| s.execute(params![ms(before)]))
-        .map(|n| n as u64)
-        .map_err(|e| backend("pruning events", e))
+    conn.prepare_cached(
+        "DELETE FROM kit_worker_event_batches WHERE created_at < ?1
+         RETURNING last_seq - first_seq + 1",
+    )
+    .and_then(|mut s| {
+        s.query_map(params![ms(before)], |r| r.get::<_, i64>(0))?
+            .try_fold(0u64, |sum, n| Ok(sum.saturating_add(unms(n?))))
+    })
+    .map_err(|e| backend("pruning events", e))
 }

@@ -54,17 +54,6 @@ CREATE TABLE IF NOT EXISTS kit_worker_runs (
 );
 CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, seq);
 CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
-CREATE TABLE IF NOT EXISTS kit_worker_events (
-    thread_id  TEXT NOT NULL,
-    seq        INTEGER NOT NULL,
-    run_id     TEXT NOT NULL,
-    method     TEXT NOT NULL,
-    namespace  TEXT NOT NULL,
-    data       TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    PRIMARY KEY (thread_id, seq)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS kit_worker_events_age ON kit_worker_events (created_at);
 ";
 
 /// A [`RunStore`] in a SQLite file (or in memory).
@@ -196,8 +185,10 @@ impl SqliteRunStore {
         // Room for every statement the store runs (about 30), so each is prepared once.
         conn.set_prepared_statement_cache_capacity(64);
         conn.execute_batch(SCHEMA)
+            .and_then(|()| conn.execute_batch(events::SCHEMA))
             .map_err(|e| backend("creating the tables", e))?;
         migrate(&conn)?;
+        events::migrate(&conn)?;
         Ok(SqliteRunStore {
             jobs: group::spawn(conn)?,
             path,
