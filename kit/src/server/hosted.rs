@@ -59,15 +59,34 @@ pub struct HostedOutput {
 
 impl HostedOutput {
     /// The output as stored and served: `{"values", "result"?, "interrupts"?}`.
+    ///
+    /// ```
+    /// use kit::server::HostedOutput;
+    /// use serde_json::json;
+    ///
+    /// let out = HostedOutput { values: json!({"n": 1}), result: Some("done".into()), interrupts: vec![] };
+    /// assert_eq!(out.to_json(), json!({"values": {"n": 1}, "result": "done"}));
+    /// let bare = HostedOutput { result: None, ..out.clone() };
+    /// assert_eq!(bare.into_json(), json!({"values": {"n": 1}}));
+    /// ```
     pub fn to_json(&self) -> Value {
-        let mut out = json!({ "values": self.values });
-        if let Some(result) = &self.result {
-            out["result"] = json!(result);
+        self.clone().into_json()
+    }
+
+    /// [`to_json`](Self::to_json), moving the values instead of copying them.
+    pub fn into_json(self) -> Value {
+        let mut out = serde_json::Map::new();
+        out.insert("values".into(), self.values);
+        if let Some(result) = self.result {
+            out.insert("result".into(), Value::String(result));
         }
         if !self.interrupts.is_empty() {
-            out["interrupts"] = serde_json::to_value(&self.interrupts).unwrap_or(Value::Null);
+            out.insert(
+                "interrupts".into(),
+                serde_json::to_value(&self.interrupts).unwrap_or(Value::Null),
+            );
         }
-        out
+        Value::Object(out)
     }
 }
 

@@ -387,7 +387,7 @@ async fn run_hosted(
         joined = &mut task => { joined_already = true; match joined {
             Ok(Ok(out)) => Ending::finish(finish(
                 if out.interrupts.is_empty() { RunStatus::Success } else { RunStatus::Interrupted },
-                Some(out.to_json()),
+                Some(out.into_json()),
                 None,
             )),
             Ok(Err(e)) => Ending::finish(finish(RunStatus::Error, None, Some(e.message))),
