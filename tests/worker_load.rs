@@ -45,20 +45,8 @@ async fn a_thousand_concurrent_runs_all_finish_exactly_once() {
         .map(|i| {
             let (http, url) = (http.clone(), url.clone());
             async move {
-                let r: Value = http
-                    .post(format!("{url}/runs"))
-                    .json(&json!({"assistant_id": "research",
-                                  "input": {"messages": [{"role": "user", "content": format!("topic {i}")}]}}))
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
-                (
-                    r["run_id"].as_str().unwrap().to_string(),
-                    format!("topic {i}"),
-                )
+                let topic = format!("topic {i}");
+                (submit(&http, &url, &topic).await, topic)
             }
         })
         .buffer_unordered(IN_FLIGHT)
@@ -152,17 +140,7 @@ async fn a_slot_frees_when_execution_ends_and_unwritten_ends_are_bounded() {
     let http = reqwest::Client::new();
     let mut ids = Vec::new();
     for i in 0..4 {
-        let r: Value = http
-            .post(format!("{}/runs", worker.url()))
-            .json(&json!({"assistant_id": "research",
-                          "input": {"messages": [{"role": "user", "content": format!("t{i}")}]}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        ids.push(r["run_id"].as_str().unwrap().to_string());
+        ids.push(submit(&http, &worker.url(), &format!("t{i}")).await);
     }
     // Capacity 1, yet the second run executes while the first one's end waits to be written.
     tokio::time::timeout(std::time::Duration::from_secs(30), stats.wait_finished(2))
@@ -199,6 +177,21 @@ async fn a_slot_frees_when_execution_ends_and_unwritten_ends_are_bounded() {
     assert!(stats.executions().values().all(|n| *n == 1));
     assert_eq!(stats.peak(), 1, "never more than the capacity executing");
     worker.shutdown().await.unwrap();
+}
+
+/// Starts a researcher run on `topic`; returns its id.
+async fn submit(http: &reqwest::Client, url: &str, topic: &str) -> String {
+    let r: Value = http
+        .post(format!("{url}/runs"))
+        .json(&json!({"assistant_id": "research",
+                      "input": {"messages": [{"role": "user", "content": topic}]}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    r["run_id"].as_str().unwrap().to_string()
 }
 
 async fn wait_terminal(http: &reqwest::Client, url: &str, id: &str) -> Value {
