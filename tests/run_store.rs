@@ -325,11 +325,13 @@ CREATE TABLE kit_worker_events (
     method TEXT NOT NULL, namespace TEXT NOT NULL, data TEXT NOT NULL,
     created_at INTEGER NOT NULL, PRIMARY KEY (thread_id, seq)) WITHOUT ROWID;
 CREATE INDEX kit_worker_events_age ON kit_worker_events (created_at);
-INSERT INTO kit_worker_threads VALUES ('t', 'g', '{}', NULL, 1, 1, '', 3);
+INSERT INTO kit_worker_threads VALUES ('t', 'g', '{}', NULL, 1, 1, '', 5);
 INSERT INTO kit_worker_events VALUES
     ('t', 1, 'r', 'lifecycle', '[]', '{\"event\":\"running\"}', 10),
     ('t', 2, 'r', 'updates', '[\"sub:1\"]', '{\"node\":\"a\"}', 11),
-    ('t', 3, 'r', 'custom', 'not json', 'not json either', 12);
+    ('t', 3, 'r', 'custom', 'not json', 'not json either', 12),
+    ('t', 4, 'r', 'custom', '{\"not\":\"a list\"}', '1', 13),
+    ('t', 5, 'r', 'custom', '[\"a\", 2]', '2', 14);
 ";
 
 #[tokio::test]
@@ -367,12 +369,15 @@ async fn a_sqlite_event_log_of_one_row_per_event_is_moved_to_batches() {
             ),
             // Unreadable before (the namespace read as the root, the data failed every read).
             (3, "custom", vec![], json!("not json either"), 12),
+            // JSON, but not a list of strings: the root, as it was read before.
+            (4, "custom", vec![], json!(1), 13),
+            (5, "custom", vec![], json!(2), 14),
         ]
     );
     // The numbering goes on from the thread's counter, and the old table is gone.
     let more = [NewEvent::new("values", json!({}))];
-    assert_eq!(store.append_events("t", "r2", &more).await.unwrap(), 4);
-    assert_eq!(store.read_events("t", 3, 10).await.unwrap()[0].run_id, "r2");
+    assert_eq!(store.append_events("t", "r2", &more).await.unwrap(), 6);
+    assert_eq!(store.read_events("t", 5, 10).await.unwrap()[0].run_id, "r2");
     drop(store);
     let conn = rusqlite::Connection::open(&path).unwrap();
     let old: i64 = conn
@@ -386,7 +391,7 @@ async fn a_sqlite_event_log_of_one_row_per_event_is_moved_to_batches() {
     drop(conn);
     // Opening again moves nothing twice.
     let again = SqliteRunStore::open(&path).unwrap();
-    assert_eq!(again.read_events("t", 0, 10).await.unwrap().len(), 4);
+    assert_eq!(again.read_events("t", 0, 10).await.unwrap().len(), 6);
 }
 
 /// A batch is one row: events of 1 KiB and of 1 MiB go in and come out whole, a read may
@@ -425,30 +430,34 @@ async fn sqlite_event_batches_of_any_size_read_from_any_event() {
     );
     assert_eq!(store.prune_events(u64::MAX / 2).await.unwrap(), 10);
 
-    // Rows kit did not write: not JSON, and a count that does not match the numbers.
-    store
-        .append_events("t", "r", &[NewEvent::new("values", json!({}))])
-        .await
-        .unwrap();
+    // Rows kit did not write: not JSON, and a count that does not match the numbers. A read
+    // takes only the batches its events need: one that ends before a bad row still works.
+    for event in ["a", "b"] {
+        store
+            .append_events("t", "r", &[NewEvent::new("values", json!({"e": event}))])
+            .await
+            .unwrap();
+    }
     drop(store);
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute("UPDATE kit_worker_event_batches SET events = '[oops'", [])
+    let corrupt = |events: &str| {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute(
+            "UPDATE kit_worker_event_batches SET events = ?1 WHERE last_seq = 12",
+            [events],
+        )
         .unwrap();
-    drop(conn);
+    };
+    corrupt("[oops");
     let store = SqliteRunStore::open(&path).unwrap();
+    let first = store.read_events("t", 0, 1).await.unwrap();
+    assert_eq!((first[0].seq, &first[0].data), (11, &json!({"e": "a"})));
     let err = store.read_events("t", 0, 10).await.unwrap_err();
     assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
-    assert!(err.to_string().contains("11..=11"), "{err}");
+    assert!(err.to_string().contains("12..=12"), "{err}");
     drop(store);
-    let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute(
-        "UPDATE kit_worker_event_batches SET events = '[[\"a\",[],1],[\"b\",[],2]]'",
-        [],
-    )
-    .unwrap();
-    drop(conn);
+    corrupt(r#"[["a",[],1],["b",[],2]]"#);
     let store = SqliteRunStore::open(&path).unwrap();
-    let err = store.read_events("t", 0, 10).await.unwrap_err();
+    let err = store.read_events("t", 11, 10).await.unwrap_err();
     assert!(err.to_string().contains("holds 2 events"), "{err}");
 }
 

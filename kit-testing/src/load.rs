@@ -4,8 +4,8 @@
 //! run finished).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use kit::server::store::{
     Finish, NewEvent, NewRun, RecoverAction, RunRecord, RunStore, StoreError, StoredEvent,
@@ -13,12 +13,11 @@ use kit::server::store::{
 };
 use kit::server::{Hosted, HostedError, HostedOutput, HostedRun};
 use serde_json::Value;
-use std::sync::Arc;
 use tokio::sync::{Notify, broadcast};
 
 use crate::researcher::Gate;
 
-/// What [`Counting`] saw.
+/// What [`Counting`] and [`Recording`] saw.
 #[derive(Debug, Default)]
 pub struct LoadStats {
     executions: Mutex<HashMap<String, usize>>,

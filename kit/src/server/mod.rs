@@ -100,8 +100,8 @@
 //!
 //! At most [`capacity`](WorkerBuilder::capacity) runs execute at once; the others wait as
 //! `pending`. A run's slot frees as soon as it stops executing: the next run is claimed while
-//! the end of the last one is written (at most `capacity` ends wait to be written at once; a
-//! slow store holds claiming back). A run executing longer than [`run_timeout`](WorkerBuilder::run_timeout) is
+//! the end of the last one is written (runs executing plus ends waiting to be written are at
+//! most twice the capacity, so a slow store holds claiming back). A run executing longer than [`run_timeout`](WorkerBuilder::run_timeout) is
 //! stopped and ends `timeout`. Runs and threads are kept in a [`RunStore`]: SQLite (a file with
 //! `WorkerBuilder::sqlite`, in memory by default) or PostgreSQL
 //! (`WorkerBuilder::postgres`), where several worker processes share one queue and claim runs
@@ -318,8 +318,9 @@ impl WorkerBuilder {
     }
 
     /// How many runs execute at once (default 16); the others wait as `pending`. A run stops
-    /// counting once it stops executing, while its end is still being written (up to
-    /// `capacity` ends may wait to be written; until then no run is claimed).
+    /// counting once it stops executing, while its end is still being written; runs executing
+    /// plus ends waiting to be written are at most twice this (then no run is claimed until
+    /// an end is written).
     pub fn capacity(mut self, capacity: usize) -> Self {
         self.config.capacity = capacity;
         self

@@ -100,13 +100,13 @@ impl Shared {
     }
 
     /// How many more runs may be claimed now. A run's slot frees once it stops executing, so
-    /// the next claim shares a transaction with its end instead of waiting for it; runs whose
-    /// end is still being written are bounded too (one capacity's worth), so a slow store
-    /// holds the claiming back instead of piling ends up in memory.
+    /// the next claim shares a transaction with its end instead of waiting for it; runs
+    /// executing plus runs whose end is still being written are bounded too (twice the
+    /// capacity), so a slow store holds the claiming back instead of piling ends up in memory.
     fn free_slots(&self) -> usize {
         let capacity = self.config.capacity;
         let executing = capacity.saturating_sub(self.executing.load(Ordering::Acquire));
-        let held = (2 * capacity).saturating_sub(self.active());
+        let held = capacity.saturating_mul(2).saturating_sub(self.active());
         executing.min(held)
     }
 

@@ -108,7 +108,7 @@ pub(crate) const NOTIFY_CHANNEL: &str = "kit_worker_events";
 pub(crate) const NOTICE_CAPACITY: usize = 1024;
 
 /// A namespace as stored (a JSON array of strings); an unreadable one is the root.
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn parse_namespace(text: &str) -> Vec<String> {
     serde_json::from_str(text).unwrap_or_default()
 }

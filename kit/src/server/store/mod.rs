@@ -50,7 +50,7 @@ pub use sqlite::SqliteRunStore;
 pub(crate) use events::NOTICE_CAPACITY;
 #[cfg(feature = "postgres")]
 pub(crate) use events::NOTIFY_CHANNEL;
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) use events::parse_namespace;
 pub use events::{NewEvent, StoredEvent};
 

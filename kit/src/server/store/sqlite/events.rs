@@ -11,7 +11,7 @@ use rusqlite::{Connection, params};
 use serde_json::Value;
 
 use super::{backend, ms, unms};
-use crate::server::store::{NewEvent, StoreError, StoredEvent};
+use crate::server::store::{NewEvent, StoreError, StoredEvent, parse_namespace};
 
 /// The table and its age index; [`migrate`] moves the rows of the table kit used before.
 pub(super) const SCHEMA: &str = "
@@ -29,8 +29,9 @@ CREATE INDEX IF NOT EXISTS kit_worker_event_batches_age
 ";
 
 /// A store made by an older kit kept a row per event in `kit_worker_events`: each becomes a
-/// batch of one, in one transaction. As that layout was read, a namespace that is not JSON is
-/// the root; data that is not JSON is kept as a string (it used to fail every read).
+/// batch of one, in one transaction. As that layout was read, a namespace that is not a JSON
+/// list of strings is the root; data that is not JSON is kept as a string (it used to fail
+/// every read).
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     let old: i64 = conn
         .query_row(
@@ -42,27 +43,47 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     if old == 0 {
         return Ok(());
     }
-    conn.execute_batch(
-        "BEGIN IMMEDIATE;
-         INSERT INTO kit_worker_event_batches
-             (thread_id, last_seq, first_seq, run_id, events, created_at)
-         SELECT thread_id, seq, seq, run_id,
-                json_array(json_array(
-                    method,
-                    CASE WHEN json_valid(namespace) THEN json(namespace) ELSE json('[]') END,
-                    CASE WHEN json_valid(data) THEN json(data) ELSE data END)),
-                created_at
-         FROM kit_worker_events;
-         DROP TABLE kit_worker_events;
-         COMMIT;",
-    )
-    .map_err(|e| {
-        let _ = conn.execute_batch("ROLLBACK");
-        backend(
-            "moving the event log of an older store to one row per batch",
-            e,
-        )
-    })
+    conn.execute_batch("BEGIN IMMEDIATE")
+        .and_then(|()| move_rows(conn))
+        .and_then(|()| conn.execute_batch("DROP TABLE kit_worker_events; COMMIT"))
+        .map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            backend(
+                "moving the event log of an older store to one row per batch",
+                e,
+            )
+        })
+}
+
+/// Copies every row of `kit_worker_events` into a batch of its own, reading its namespace and
+/// data as that layout was read.
+fn move_rows(conn: &Connection) -> rusqlite::Result<()> {
+    let mut insert = conn.prepare(
+        "INSERT INTO kit_worker_event_batches
+            (thread_id, last_seq, first_seq, run_id, events, created_at)
+         VALUES (?1, ?2, ?2, ?3, ?4, ?5)",
+    )?;
+    let mut select = conn.prepare(
+        "SELECT thread_id, seq, run_id, method, namespace, data, created_at
+         FROM kit_worker_events",
+    )?;
+    let mut rows = select.query([])?;
+    while let Some(row) = rows.next()? {
+        let namespace = parse_namespace(&row.get::<_, String>(4)?);
+        let data: String = row.get(5)?;
+        let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
+        let method: String = row.get(3)?;
+        let events = serde_json::to_string(&[(method, namespace, data)])
+            .unwrap_or_else(|_| "[]".to_string());
+        insert.execute(params![
+            row.get::<_, String>(0)?,
+            row.get::<_, i64>(1)?,
+            row.get::<_, String>(2)?,
+            events,
+            row.get::<_, i64>(6)?
+        ])?;
+    }
+    Ok(())
 }
 
 /// A batch of events as stored: made before the store's database thread sees it.
@@ -132,43 +153,78 @@ pub(super) fn append(
 /// One stored event of a batch: method, namespace, data.
 type Row = (String, Vec<String>, Value);
 
-/// Up to `limit` events of `thread_id` numbered above `after`.
+/// A batch as stored; [`parse`] turns it into events, on the caller's side of the database
+/// thread.
+pub(super) struct Batch {
+    first: i64,
+    last: i64,
+    run_id: String,
+    events: String,
+    created_at: i64,
+}
+
+/// The batches of `thread_id` holding its first `limit` events numbered above `after`: no
+/// more than those events need (counted from the batches' numbers, without parsing them).
 pub(super) fn read(
     conn: &Connection,
     thread_id: &str,
     after: u64,
     limit: usize,
-) -> Result<Vec<StoredEvent>, StoreError> {
-    // Every batch read holds at least one event above `after`: `limit` batches are enough.
-    let batches = conn
+) -> Result<Vec<Batch>, StoreError> {
+    let op = "reading events";
+    let mut statement = conn
         .prepare_cached(
             // `+ 0`: SQLite prepares a statement with a bare `LIMIT ?` again on every run.
             "SELECT first_seq, last_seq, run_id, events, created_at
              FROM kit_worker_event_batches
              WHERE thread_id = ?1 AND last_seq > ?2 ORDER BY last_seq LIMIT ?3 + 0",
         )
-        .and_then(|mut s| {
-            s.query_map(
-                params![
-                    thread_id,
-                    ms(after),
-                    i64::try_from(limit).unwrap_or(i64::MAX)
-                ],
-                |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, i64>(4)?,
-                    ))
-                },
-            )?
-            .collect::<rusqlite::Result<Vec<_>>>()
-        })
-        .map_err(|e| backend("reading events", e))?;
+        .map_err(|e| backend(op, e))?;
+    // Every batch holds at least one event above `after`: `limit` batches are enough.
+    let mut rows = statement
+        .query(params![
+            thread_id,
+            ms(after),
+            i64::try_from(limit).unwrap_or(i64::MAX)
+        ])
+        .map_err(|e| backend(op, e))?;
+    let mut batches = Vec::new();
+    let mut events: usize = 0;
+    while events < limit {
+        let Some(row) = rows.next().map_err(|e| backend(op, e))? else {
+            break;
+        };
+        let batch = Batch {
+            first: row.get(0).map_err(|e| backend(op, e))?,
+            last: row.get(1).map_err(|e| backend(op, e))?,
+            run_id: row.get(2).map_err(|e| backend(op, e))?,
+            events: row.get(3).map_err(|e| backend(op, e))?,
+            created_at: row.get(4).map_err(|e| backend(op, e))?,
+        };
+        let from = batch.first.max(ms(after).saturating_add(1));
+        let above = batch.last.saturating_sub(from).saturating_add(1).max(1);
+        events = events.saturating_add(usize::try_from(above).unwrap_or(usize::MAX));
+        batches.push(batch);
+    }
+    Ok(batches)
+}
+
+/// Up to `limit` events of `batches` (read for `thread_id`) numbered above `after`.
+pub(super) fn parse(
+    thread_id: &str,
+    batches: Vec<Batch>,
+    after: u64,
+    limit: usize,
+) -> Result<Vec<StoredEvent>, StoreError> {
     let mut out = Vec::new();
-    for (first, last, run_id, events, created_at) in batches {
+    for Batch {
+        first,
+        last,
+        run_id,
+        events,
+        created_at,
+    } in batches
+    {
         let rows: Vec<Row> = serde_json::from_str(&events).map_err(|e| {
             StoreError::Corrupt(format!(
                 "the events {first}..={last} of thread `{thread_id}` are not a list of \
@@ -182,8 +238,7 @@ pub(super) fn read(
                 rows.len()
             )));
         }
-        let first = unms(first);
-        for (seq, (method, namespace, data)) in (first..).zip(rows) {
+        for (seq, (method, namespace, data)) in (unms(first)..).zip(rows) {
             if seq <= after {
                 continue;
             }

@@ -564,10 +564,12 @@ impl RunStore for SqliteRunStore {
         limit: usize,
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let thread = thread_id.to_string();
-        self.with("reading events", move |conn| {
-            events::read(conn, &thread, after, limit)
-        })
-        .await
+        let batches = self
+            .with("reading events", move |conn| {
+                events::read(conn, &thread, after, limit)
+            })
+            .await?;
+        events::parse(thread_id, batches, after, limit)
     }
 
     async fn prune_events(&self, before: u64) -> Result<u64, StoreError> {
