@@ -22,13 +22,7 @@ async fn a_thousand_concurrent_runs_all_finish_exactly_once() {
     let stats = Arc::new(LoadStats::default());
     let dir = tempfile::tempdir().unwrap();
     let worker = Worker::builder()
-        .host(
-            "research",
-            Counting {
-                inner: researcher::agent(Gate::open()),
-                stats: stats.clone(),
-            },
-        )
+        .host("research", counted(&stats))
         .sqlite(dir.path().join("load.sqlite"))
         .unwrap()
         .capacity(CAPACITY)
@@ -117,13 +111,7 @@ async fn a_slot_frees_when_execution_ends_and_unwritten_ends_are_bounded() {
     let stats = Arc::new(LoadStats::default());
     let writes = Gate::closed();
     let worker = Worker::builder()
-        .host(
-            "research",
-            Counting {
-                inner: researcher::agent(Gate::open()),
-                stats: stats.clone(),
-            },
-        )
+        .host("research", counted(&stats))
         .store(Recording::gated(
             SqliteRunStore::in_memory().unwrap(),
             stats.clone(),
@@ -177,6 +165,14 @@ async fn a_slot_frees_when_execution_ends_and_unwritten_ends_are_bounded() {
     assert!(stats.executions().values().all(|n| *n == 1));
     assert_eq!(stats.peak(), 1, "never more than the capacity executing");
     worker.shutdown().await.unwrap();
+}
+
+/// The researcher agent, its gate open, counting into `stats`.
+fn counted(stats: &Arc<LoadStats>) -> Counting<kit::Agent> {
+    Counting {
+        inner: researcher::agent(Gate::open()),
+        stats: stats.clone(),
+    }
 }
 
 /// Starts a researcher run on `topic`; returns its id.

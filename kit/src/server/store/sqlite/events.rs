@@ -69,17 +69,17 @@ fn move_rows(conn: &Connection) -> rusqlite::Result<()> {
     )?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
-        let namespace = parse_namespace(&row.get::<_, String>(4)?);
         let data: String = row.get(5)?;
-        let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
-        let method: String = row.get(3)?;
-        let events = serde_json::to_string(&[(method, namespace, data)])
-            .unwrap_or_else(|_| "[]".to_string());
+        let event = NewEvent {
+            method: row.get(3)?,
+            namespace: parse_namespace(&row.get::<_, String>(4)?),
+            data: serde_json::from_str(&data).unwrap_or(Value::String(data)),
+        };
         insert.execute(params![
             row.get::<_, String>(0)?,
             row.get::<_, i64>(1)?,
             row.get::<_, String>(2)?,
-            events,
+            encode(std::slice::from_ref(&event)).events,
             row.get::<_, i64>(6)?
         ])?;
     }
@@ -140,7 +140,8 @@ pub(super) fn append(
         s.execute(params![
             thread_id,
             last,
-            last - count + 1,
+            // Numbers come from the file: a corrupt counter must not overflow.
+            last.saturating_sub(count).saturating_add(1),
             run_id,
             batch.events,
             ms(now)

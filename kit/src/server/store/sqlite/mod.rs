@@ -112,15 +112,6 @@ fn to_json(v: &Value) -> String {
     v.to_string()
 }
 
-/// The text columns of a new run, taken out of its [`NewRun`].
-struct NewRunColumns {
-    run_id: String,
-    thread_id: String,
-    graph_id: String,
-    multitask_strategy: Option<String>,
-    owner: String,
-}
-
 /// Brings a store made by an older kit up to date: the `owner` columns (existing threads and
 /// runs belong to the shared identity) and the threads' event counter.
 fn migrate(conn: &Connection) -> Result<(), StoreError> {
@@ -268,17 +259,12 @@ impl RunStore for SqliteRunStore {
     }
 
     async fn create_run(&self, run: NewRun) -> Result<RunRecord, StoreError> {
-        // The JSON is written, and the values dropped, here: not on the database thread.
+        // The JSON is written, and the values dropped, here: not on the database thread (the
+        // job captures only the fields it uses).
         let input_kind = run.input.kind();
         let input = to_json(run.input.value());
         let metadata = to_json(&run.metadata);
-        let run = NewRunColumns {
-            run_id: run.run_id,
-            thread_id: run.thread_id,
-            graph_id: run.graph_id,
-            multitask_strategy: run.multitask_strategy,
-            owner: run.owner,
-        };
+        drop((run.input, run.metadata));
         let raw = self.with("creating a run", move |conn| {
             let now = ms(crate::ids::now_millis());
             let tx = Savepoint::begin(conn)
