@@ -461,6 +461,56 @@ async fn sqlite_event_batches_of_any_size_read_from_any_event() {
     assert!(err.to_string().contains("holds 2 events"), "{err}");
 }
 
+/// Names of this process's threads (Linux: `/proc/self/task/*/comm`).
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+                .map(|name| name.trim().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_sqlite_store_checkpoints_its_log_on_a_thread_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wal.sqlite");
+    let store = SqliteRunStore::open(&path).unwrap();
+    if cfg!(target_os = "linux") {
+        assert!(
+            thread_names().iter().any(|n| n == "kit-sqlite-wal"),
+            "no checkpointing thread: {:?}",
+            thread_names()
+        );
+    }
+    store.create_run(new_run("r", "t", "g")).await.unwrap();
+    // 8 MiB of events: about 2,000 pages of log, twice what asks for a checkpoint. In WAL
+    // mode only a checkpoint writes pages into the database file itself.
+    let text = "x".repeat(1024 * 1024);
+    for i in 0..8 {
+        let event = NewEvent::new("custom", json!({"i": i, "text": text}));
+        store.append_events("t", "r", &[event]).await.unwrap();
+    }
+    let file_size = || std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while file_size() < 4 * 1024 * 1024 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        file_size() >= 4 * 1024 * 1024,
+        "the log was not checkpointed into the file ({} bytes) while the store was open",
+        file_size()
+    );
+    // Nothing written was lost on the way.
+    let events = store.read_events("t", 0, 100).await.unwrap();
+    assert_eq!(events.len(), 8);
+    assert_eq!(events[7].data["i"], 7);
+    assert_eq!(events[7].data["text"].as_str().unwrap().len(), text.len());
+}
+
 #[tokio::test]
 async fn sqlite_store_reports_an_unusable_path() {
     let err = SqliteRunStore::open("/nonexistent-dir/x/runs.sqlite").unwrap_err();

@@ -4,6 +4,7 @@ mod events;
 mod group;
 mod rows;
 mod savepoint;
+mod wal;
 use rows::{get_raw_run, get_run, get_thread, runs_where};
 use savepoint::Savepoint;
 
@@ -167,14 +168,15 @@ impl SqliteRunStore {
         self.path.as_deref()
     }
 
-    fn init(conn: Connection, path: Option<PathBuf>) -> Result<Self, StoreError> {
+    fn init(mut conn: Connection, path: Option<PathBuf>) -> Result<Self, StoreError> {
         conn.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(|e| backend("configuring the connection", e))?;
-        if path.is_some() {
+        if let Some(path) = &path {
             conn.pragma_update(None, "journal_mode", "WAL")
                 .map_err(|e| backend("switching to WAL", e))?;
             conn.pragma_update(None, "synchronous", "NORMAL")
                 .map_err(|e| backend("configuring the connection", e))?;
+            wal::checkpoint_in_background(&mut conn, path)?;
         }
         // Most writing jobs run in a savepoint, whose journal SQLite otherwise keeps in chunks
         // of its 64 KiB spill threshold: each job then allocated and freed one, and glibc's
