@@ -102,7 +102,7 @@ pub(super) fn encode(events: &[NewEvent]) -> Encoded {
     Encoded {
         count: events.len(),
         // Strings, string lists and JSON values always serialise.
-        events: serde_json::to_string(&rows).unwrap_or_else(|_| "[]".to_string()),
+        events: crate::json::to_string(&rows).unwrap_or_else(|_| "[]".to_string()),
     }
 }
 
