@@ -593,6 +593,165 @@ async fn postgres_store_contract() {
     );
 }
 
+/// The PostgreSQL event log keeps a row per append, as the SQLite one does: a store that kept a
+/// row per event is moved over when it is opened (in pages, so a long log is moved whole), a
+/// batch reads back from any event, and a batch row that is not what kit wrote is an error
+/// naming it.
+#[tokio::test]
+async fn postgres_event_log_is_moved_to_batches_and_read_from_any_event() {
+    let Ok(url) = std::env::var("KIT_TEST_POSTGRES_URL") else {
+        if std::env::var_os("CI").is_some() {
+            panic!("KIT_TEST_POSTGRES_URL is not set, but CI is: the PostgreSQL test must run");
+        }
+        eprintln!("\n!!! SKIPPED: needs KIT_TEST_POSTGRES_URL (`source .ci/postgres.sh`) !!!\n");
+        return;
+    };
+    let old = format!("kwe_{}", kit::ids::random().replace('-', "_"));
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    // The layout before batches, with the rows of the SQLite test and a long thread (more
+    // rows than one page of the move).
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA {old}; SET search_path TO {old};
+             CREATE TABLE kit_worker_threads (thread_id TEXT COLLATE \"C\" PRIMARY KEY,
+               graph_id TEXT, metadata TEXT NOT NULL DEFAULT '{{}}', values_json TEXT,
+               created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL,
+               owner TEXT NOT NULL DEFAULT '', event_seq BIGINT NOT NULL DEFAULT 0);
+             CREATE TABLE kit_worker_events (thread_id TEXT COLLATE \"C\" NOT NULL,
+               seq BIGINT NOT NULL, run_id TEXT NOT NULL, method TEXT NOT NULL,
+               namespace TEXT NOT NULL, data TEXT NOT NULL, created_at BIGINT NOT NULL,
+               PRIMARY KEY (thread_id, seq));
+             INSERT INTO kit_worker_threads VALUES ('t', 'g', '{{}}', NULL, 1, 1, '', 5),
+               ('many', 'g', '{{}}', NULL, 1, 1, '', 2500);
+             INSERT INTO kit_worker_events VALUES
+               ('t', 1, 'r', 'lifecycle', '[]', '{{\"event\":\"running\"}}', 10),
+               ('t', 2, 'r', 'updates', '[\"sub:1\"]', '{{\"node\":\"a\"}}', 11),
+               ('t', 3, 'r', 'custom', 'not json', 'not json either', 12),
+               ('t', 4, 'r', 'custom', '{{\"not\":\"a list\"}}', '1', 13),
+               ('t', 5, 'r', 'custom', '[\"a\", 2]', '2', 14);
+             INSERT INTO kit_worker_events
+               SELECT 'many', n, 'r', 'custom', '[]', '{{\"n\":' || n || '}}', 20
+               FROM generate_series(1, 2500) AS n;"
+        ))
+        .await
+        .unwrap();
+    let store = PostgresRunStore::connect_in_schema(&url, &old)
+        .await
+        .unwrap();
+    let seen: Vec<_> = store
+        .read_events("t", 0, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| (e.seq, e.method.clone(), e.namespace.clone(), e.data.clone()))
+        .collect();
+    let root: Vec<String> = Vec::new();
+    assert_eq!(
+        seen,
+        [
+            (
+                1,
+                "lifecycle".into(),
+                root.clone(),
+                json!({"event": "running"})
+            ),
+            (
+                2,
+                "updates".into(),
+                vec!["sub:1".to_string()],
+                json!({"node": "a"})
+            ),
+            (3, "custom".into(), root.clone(), json!("not json either")),
+            (4, "custom".into(), root.clone(), json!(1)),
+            (5, "custom".into(), root, json!(2)),
+        ]
+    );
+    let many = store.read_events("many", 0, 5000).await.unwrap();
+    assert_eq!(many.len(), 2500);
+    assert!(
+        many.iter()
+            .zip(1..)
+            .all(|(e, n)| e.seq == n && e.data["n"] == n)
+    );
+    let middle = store.read_events("many", 1234, 2).await.unwrap();
+    assert_eq!(
+        middle.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1235, 1236]
+    );
+    let gone: bool = client
+        .query_one(
+            &format!("SELECT to_regclass('{old}.kit_worker_events') IS NULL"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(gone, "the old table is dropped");
+    // Numbering goes on from the counter; opening again moves nothing twice.
+    store.create_run(new_run("r2", "t", "g")).await.unwrap();
+    let more = [NewEvent::new("values", json!({}))];
+    assert_eq!(store.append_events("t", "r2", &more).await.unwrap(), 6);
+    let again = PostgresRunStore::connect_in_schema(&url, &old)
+        .await
+        .unwrap();
+    assert_eq!(again.read_events("t", 0, 10).await.unwrap().len(), 6);
+
+    // Batches of 1 KiB and 1 MiB events, read from inside a batch and across batches.
+    store.create_run(new_run("rb", "b", "g")).await.unwrap();
+    for size in [1024, 1024 * 1024] {
+        let text = "x".repeat(size);
+        let batch: Vec<NewEvent> = (0..5)
+            .map(|i| NewEvent {
+                method: "custom".into(),
+                namespace: vec![format!("sub:{i}")],
+                data: json!({"i": i, "text": text}),
+            })
+            .collect();
+        let last = store.append_events("b", "rb", &batch).await.unwrap();
+        let inside = store.read_events("b", last - 3, 2).await.unwrap();
+        assert_eq!(
+            inside.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            [last - 2, last - 1]
+        );
+        assert_eq!(inside[0].namespace, ["sub:2"]);
+        assert_eq!(inside[1].data["text"].as_str().unwrap().len(), size);
+    }
+    let across = store.read_events("b", 3, 4).await.unwrap();
+    assert_eq!(
+        across.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [4, 5, 6, 7]
+    );
+
+    // A batch row kit did not write: a read ahead of it works, one into it names it.
+    client
+        .batch_execute(&format!(
+            "UPDATE {old}.kit_worker_event_batches SET events = '[oops'
+             WHERE thread_id = 'b' AND last_seq = 10"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(store.read_events("b", 0, 5).await.unwrap().len(), 5);
+    let err = store.read_events("b", 0, 10).await.unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+    assert!(err.to_string().contains("6..=10"), "{err}");
+    client
+        .batch_execute(&format!(
+            "UPDATE {old}.kit_worker_event_batches SET events = '[[\"a\",[],1]]'
+             WHERE thread_id = 'b' AND last_seq = 10"
+        ))
+        .await
+        .unwrap();
+    let err = store.read_events("b", 5, 10).await.unwrap_err();
+    assert!(err.to_string().contains("holds 1 events"), "{err}");
+    // Pruning counts events, not rows: everything was appended before now.
+    let pruned = store.prune_events(u64::MAX / 2).await.unwrap();
+    assert_eq!(pruned, 5 + 2500 + 1 + 10);
+    store.drop_schema().await.unwrap();
+}
+
 /// Calls made at once are committed together by the SQLite store (one transaction per group,
 /// a savepoint per call): each must still keep its own outcome — a refused call changes
 /// nothing and fails nothing else — and appends to one thread stay numbered 1, 2, 3, … with

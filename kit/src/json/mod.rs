@@ -32,6 +32,7 @@ pub(crate) fn to_vec<T: ?Sized + Serialize>(value: &T) -> Result<Vec<u8>, serde_
 }
 
 /// `value`'s compact JSON as text.
+#[cfg(all(feature = "server", any(feature = "sqlite", feature = "postgres")))]
 pub(crate) fn to_string<T: ?Sized + Serialize>(value: &T) -> Result<String, serde_json::Error> {
     // The writer writes whole `str`s and ASCII only, so this never fails in practice.
     String::from_utf8(to_vec(value)?).map_err(serde::ser::Error::custom)

@@ -32,6 +32,8 @@
 //! expired (PostgreSQL) — and either puts them back in the queue (they resume from the thread's
 //! checkpoint) or fails them with an explicit error, per [`Recovery`](super::Recovery).
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod batch;
 mod events;
 #[cfg(feature = "postgres")]
 mod postgres;

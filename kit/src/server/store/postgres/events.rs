@@ -1,5 +1,6 @@
-//! The thread event log in PostgreSQL: appends numbered from the thread's counter (the row
-//! lock on the thread orders concurrent appends), reads from a cursor, pruning by age, and the
+//! The thread event log in PostgreSQL: one row per append (a batch of events numbered from the
+//! thread's counter, laid out as [`batch`](crate::server::store::batch) says; the row lock on
+//! the thread orders concurrent appends), reads from a cursor, pruning by age, and the
 //! `LISTEN` connection that turns every process's appends into wake-ups.
 
 use std::time::Duration;
@@ -9,14 +10,99 @@ use tokio::sync::broadcast;
 use tokio_postgres::NoTls;
 
 use super::{ms, prepared, sql_error, unms};
-use crate::server::store::{NOTIFY_CHANNEL, NewEvent, StoreError, StoredEvent, parse_namespace};
+use crate::server::store::batch::{self, Batch, encode_old_row};
+use crate::server::store::{NOTIFY_CHANNEL, NewEvent, StoreError, StoredEvent};
 
 /// A NOTIFY payload must stay under 8000 bytes: longer thread ids are announced as an empty
 /// payload, which wakes every follower (each re-reads its own thread).
 const MAX_PAYLOAD: usize = 4000;
 
-/// Appends `events` inside the caller's transaction and announces the thread (delivered when
-/// the transaction commits); returns the number of the last event.
+/// Rows of the older layout moved per statement.
+const MOVE_CHUNK: i64 = 1000;
+
+/// A store made by an older kit kept a row per event in `kit_worker_events`: each becomes a
+/// batch of one, inside the caller's transaction (which holds the migration lock, so workers
+/// starting together move the rows once), and the old table is dropped.
+pub(super) async fn migrate(tx: &impl GenericClient) -> Result<(), StoreError> {
+    let op = "moving the event log of an older store to one row per batch";
+    let old: bool = tx
+        .query_one("SELECT to_regclass('kit_worker_events') IS NOT NULL", &[])
+        .await
+        .and_then(|row| row.try_get(0))
+        .map_err(|e| sql_error(op, e))?;
+    if !old {
+        return Ok(());
+    }
+    let mut after: Option<(String, i64)> = None;
+    loop {
+        // Keyset pages in primary-key order: memory stays bounded whatever the log's size.
+        let select = "SELECT thread_id, seq, run_id, method, namespace, data, created_at
+                      FROM kit_worker_events";
+        let rows = match &after {
+            None => {
+                tx.query(
+                    &format!("{select} ORDER BY thread_id, seq LIMIT $1"),
+                    &[&MOVE_CHUNK],
+                )
+                .await
+            }
+            Some((thread, seq)) => {
+                tx.query(
+                    &format!(
+                        "{select} WHERE (thread_id, seq) > ($1, $2) \
+                         ORDER BY thread_id, seq LIMIT $3"
+                    ),
+                    &[thread, seq, &MOVE_CHUNK],
+                )
+                .await
+            }
+        }
+        .map_err(|e| sql_error(op, e))?;
+        let Some(last) = rows.last() else { break };
+        after = Some((
+            last.try_get(0).map_err(|e| sql_error(op, e))?,
+            last.try_get(1).map_err(|e| sql_error(op, e))?,
+        ));
+        let mut threads = Vec::with_capacity(rows.len());
+        let mut seqs = Vec::with_capacity(rows.len());
+        let mut runs = Vec::with_capacity(rows.len());
+        let mut texts = Vec::with_capacity(rows.len());
+        let mut times = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let get = |e| sql_error(op, e);
+            threads.push(row.try_get::<_, String>(0).map_err(get)?);
+            seqs.push(row.try_get::<_, i64>(1).map_err(get)?);
+            runs.push(row.try_get::<_, String>(2).map_err(get)?);
+            let namespace: String = row.try_get(4).map_err(get)?;
+            texts.push(
+                encode_old_row(
+                    row.try_get(3).map_err(get)?,
+                    &namespace,
+                    row.try_get(5).map_err(get)?,
+                )
+                .events,
+            );
+            times.push(row.try_get::<_, i64>(6).map_err(get)?);
+        }
+        tx.execute(
+            "INSERT INTO kit_worker_event_batches
+                (thread_id, last_seq, first_seq, run_id, events, created_at)
+             SELECT t, s, s, r, e, c
+             FROM unnest($1::TEXT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::BIGINT[])
+                AS u(t, s, r, e, c)
+             ON CONFLICT DO NOTHING",
+            &[&threads, &seqs, &runs, &texts, &times],
+        )
+        .await
+        .map_err(|e| sql_error(op, e))?;
+    }
+    tx.batch_execute("DROP TABLE kit_worker_events")
+        .await
+        .map_err(|e| sql_error(op, e))
+}
+
+/// Appends `events` inside the caller's transaction, as one batch, and announces the thread
+/// (delivered when the transaction commits); returns the number of the last event.
 pub(super) async fn append(
     tx: &impl GenericClient,
     thread_id: &str,
@@ -25,10 +111,12 @@ pub(super) async fn append(
     now: u64,
 ) -> Result<u64, StoreError> {
     let op = "appending events";
-    if events.is_empty() {
+    // Encoded before the thread's row is locked, which holds back its other appends.
+    let batch = batch::encode(events);
+    if batch.count == 0 {
         return Ok(0);
     }
-    let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
+    let count = i64::try_from(batch.count).unwrap_or(i64::MAX);
     let row = tx
         .query_opt(
             &prepared(
@@ -49,32 +137,17 @@ pub(super) async fn append(
     let last: i64 = row
         .try_get(0)
         .map_err(|e| StoreError::Corrupt(format!("a thread row: {e}")))?;
-    let first = last - count + 1;
-    let seqs: Vec<i64> = (first..=last).collect();
-    let methods: Vec<&str> = events.iter().map(|e| e.method.as_str()).collect();
-    let namespaces: Vec<String> = events
-        .iter()
-        .map(|e| serde_json::to_string(&e.namespace).unwrap_or_else(|_| "[]".into()))
-        .collect();
-    let data: Vec<String> = events.iter().map(|e| e.data.to_string()).collect();
+    // Numbers come from the database: a corrupt counter must not overflow.
+    let first = last.saturating_sub(count).saturating_add(1);
     tx.execute(
         &prepared(
             tx,
-            "INSERT INTO kit_worker_events
-            (thread_id, seq, run_id, method, namespace, data, created_at)
-         SELECT $1, s, $2, m, n, d, $3
-         FROM unnest($4::BIGINT[], $5::TEXT[], $6::TEXT[], $7::TEXT[]) AS u(s, m, n, d)",
+            "INSERT INTO kit_worker_event_batches
+            (thread_id, last_seq, first_seq, run_id, events, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .await?,
-        &[
-            &thread_id,
-            &run_id,
-            &ms(now),
-            &seqs,
-            &methods,
-            &namespaces,
-            &data,
-        ],
+        &[&thread_id, &last, &first, &run_id, &batch.events, &ms(now)],
     )
     .await
     .map_err(|e| sql_error(op, e))?;
@@ -92,7 +165,9 @@ pub(super) async fn append(
     Ok(unms(last))
 }
 
-/// Up to `limit` events of `thread_id` numbered above `after`.
+/// Up to `limit` events of `thread_id` numbered above `after`. Only the batches those events
+/// need are fetched (every batch holds at least one event above `after`, so `limit` batches
+/// are enough) and parsed.
 pub(super) async fn read(
     client: &impl GenericClient,
     thread_id: &str,
@@ -103,8 +178,9 @@ pub(super) async fn read(
         .query(
             &prepared(
                 client,
-                "SELECT seq, run_id, method, namespace, data, created_at FROM kit_worker_events
-             WHERE thread_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                "SELECT first_seq, last_seq, run_id, events, created_at
+             FROM kit_worker_event_batches
+             WHERE thread_id = $1 AND last_seq > $2 ORDER BY last_seq LIMIT $3",
             )
             .await?,
             &[
@@ -115,37 +191,47 @@ pub(super) async fn read(
         )
         .await
         .map_err(|e| sql_error("reading events", e))?;
-    let corrupt = |e: tokio_postgres::Error| StoreError::Corrupt(format!("an event row: {e}"));
-    rows.iter()
-        .map(|row| {
-            let namespace: String = row.try_get(3).map_err(corrupt)?;
-            let data: String = row.try_get(4).map_err(corrupt)?;
-            Ok(StoredEvent {
-                thread_id: thread_id.to_string(),
-                seq: unms(row.try_get(0).map_err(corrupt)?),
-                run_id: row.try_get(1).map_err(corrupt)?,
-                method: row.try_get(2).map_err(corrupt)?,
-                namespace: parse_namespace(&namespace),
-                data: super::parse_json("data", &data)?,
-                created_at: unms(row.try_get(5).map_err(corrupt)?),
-            })
-        })
-        .collect()
+    let corrupt =
+        |e: tokio_postgres::Error| StoreError::Corrupt(format!("an event batch row: {e}"));
+    let mut batches = Vec::new();
+    let mut events: usize = 0;
+    for row in &rows {
+        if events >= limit {
+            break;
+        }
+        let batch = Batch {
+            first: row.try_get(0).map_err(corrupt)?,
+            last: row.try_get(1).map_err(corrupt)?,
+            run_id: row.try_get(2).map_err(corrupt)?,
+            events: row.try_get(3).map_err(corrupt)?,
+            created_at: row.try_get(4).map_err(corrupt)?,
+        };
+        events = events.saturating_add(batch.count_above(ms(after)));
+        batches.push(batch);
+    }
+    batch::parse(thread_id, batches, after, limit)
 }
 
-/// Deletes events appended before `before`.
+/// Deletes the batches appended before `before`; returns how many events they held.
 pub(super) async fn prune(client: &impl GenericClient, before: u64) -> Result<u64, StoreError> {
-    client
-        .execute(
+    let row = client
+        .query_one(
             &prepared(
                 client,
-                "DELETE FROM kit_worker_events WHERE created_at < $1",
+                "WITH gone AS (
+                    DELETE FROM kit_worker_event_batches WHERE created_at < $1
+                    RETURNING last_seq - first_seq + 1 AS n)
+                 SELECT COALESCE(SUM(n), 0)::BIGINT FROM gone",
             )
             .await?,
             &[&ms(before)],
         )
         .await
-        .map_err(|e| sql_error("pruning events", e))
+        .map_err(|e| sql_error("pruning events", e))?;
+    let pruned: i64 = row
+        .try_get(0)
+        .map_err(|e| StoreError::Corrupt(format!("a count of pruned events: {e}")))?;
+    Ok(unms(pruned))
 }
 
 /// Keeps a connection that `LISTEN`s for appends and forwards each thread id to `notices`,

@@ -54,17 +54,19 @@ ALTER TABLE kit_worker_threads ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFA
 ALTER TABLE kit_worker_runs ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
 -- The thread event log (added with resumable streams).
 ALTER TABLE kit_worker_threads ADD COLUMN IF NOT EXISTS event_seq BIGINT NOT NULL DEFAULT 0;
-CREATE TABLE IF NOT EXISTS kit_worker_events (
+-- One row per append: events `first_seq..=last_seq` as `[[method, namespace, data], …]` (a
+-- row per event before; `events::migrate` moves those).
+CREATE TABLE IF NOT EXISTS kit_worker_event_batches (
     thread_id  TEXT COLLATE \"C\" NOT NULL,
-    seq        BIGINT NOT NULL,
+    last_seq   BIGINT NOT NULL,
+    first_seq  BIGINT NOT NULL,
     run_id     TEXT NOT NULL,
-    method     TEXT NOT NULL,
-    namespace  TEXT NOT NULL,
-    data       TEXT NOT NULL,
+    events     TEXT NOT NULL,
     created_at BIGINT NOT NULL,
-    PRIMARY KEY (thread_id, seq)
+    PRIMARY KEY (thread_id, last_seq)
 );
-CREATE INDEX IF NOT EXISTS kit_worker_events_age ON kit_worker_events (created_at);
+CREATE INDEX IF NOT EXISTS kit_worker_event_batches_age
+    ON kit_worker_event_batches (created_at);
 ";
 
 /// A [`RunStore`] in PostgreSQL: several worker processes (on several machines) share one
@@ -311,6 +313,7 @@ impl PostgresRunStore {
         tx.batch_execute(SCHEMA)
             .await
             .map_err(|e| sql_error(op, e))?;
+        events::migrate(&tx).await?;
         tx.commit().await.map_err(|e| sql_error(op, e))
     }
 

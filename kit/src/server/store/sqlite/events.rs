@@ -1,17 +1,12 @@
 //! The thread event log in SQLite: one row per append (a batch of events numbered from the
-//! thread's counter), read from a cursor, pruned by age.
-//!
-//! A run appends its events in a few batches (most runs in one, with their end), and a row per
-//! batch is one insert into the table and its two indexes where a row per event was one per
-//! event: about twenty for a short agent run. Readers pay instead: a read that starts in the
-//! middle of a batch parses the batch's earlier events too (a batch holds at most what one
-//! append wrote).
+//! thread's counter, laid out as [`batch`](crate::server::store::batch) says), read from a
+//! cursor, pruned by age.
 
 use rusqlite::{Connection, params};
-use serde_json::Value;
 
 use super::{backend, ms, unms};
-use crate::server::store::{NewEvent, StoreError, StoredEvent, parse_namespace};
+use crate::server::store::StoreError;
+use crate::server::store::batch::{Batch, Encoded, encode_old_row};
 
 /// The table and its age index; [`migrate`] moves the rows of the table kit used before.
 pub(super) const SCHEMA: &str = "
@@ -69,41 +64,16 @@ fn move_rows(conn: &Connection) -> rusqlite::Result<()> {
     )?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
-        let data: String = row.get(5)?;
-        let event = NewEvent {
-            method: row.get(3)?,
-            namespace: parse_namespace(&row.get::<_, String>(4)?),
-            data: serde_json::from_str(&data).unwrap_or(Value::String(data)),
-        };
+        let batch = encode_old_row(row.get(3)?, &row.get::<_, String>(4)?, row.get(5)?);
         insert.execute(params![
             row.get::<_, String>(0)?,
             row.get::<_, i64>(1)?,
             row.get::<_, String>(2)?,
-            encode(std::slice::from_ref(&event)).events,
+            batch.events,
             row.get::<_, i64>(6)?
         ])?;
     }
     Ok(())
-}
-
-/// A batch of events as stored: made before the store's database thread sees it.
-pub(super) struct Encoded {
-    count: usize,
-    /// `[[method, namespace, data], …]`
-    events: String,
-}
-
-/// The stored form of `events`.
-pub(super) fn encode(events: &[NewEvent]) -> Encoded {
-    let rows: Vec<(&str, &[String], &Value)> = events
-        .iter()
-        .map(|e| (e.method.as_str(), e.namespace.as_slice(), &e.data))
-        .collect();
-    Encoded {
-        count: events.len(),
-        // Strings, string lists and JSON values always serialise.
-        events: crate::json::to_string(&rows).unwrap_or_else(|_| "[]".to_string()),
-    }
 }
 
 /// Appends `batch` inside the caller's transaction; returns the number of its last event.
@@ -151,19 +121,6 @@ pub(super) fn append(
     Ok(unms(last))
 }
 
-/// One stored event of a batch: method, namespace, data.
-type Row = (String, Vec<String>, Value);
-
-/// A batch as stored; [`parse`] turns it into events, on the caller's side of the database
-/// thread.
-pub(super) struct Batch {
-    first: i64,
-    last: i64,
-    run_id: String,
-    events: String,
-    created_at: i64,
-}
-
 /// The batches of `thread_id` holding its first `limit` events numbered above `after`: no
 /// more than those events need (counted from the batches' numbers, without parsing them).
 pub(super) fn read(
@@ -202,62 +159,10 @@ pub(super) fn read(
             events: row.get(3).map_err(|e| backend(op, e))?,
             created_at: row.get(4).map_err(|e| backend(op, e))?,
         };
-        let from = batch.first.max(ms(after).saturating_add(1));
-        let above = batch.last.saturating_sub(from).saturating_add(1).max(1);
-        events = events.saturating_add(usize::try_from(above).unwrap_or(usize::MAX));
+        events = events.saturating_add(batch.count_above(ms(after)));
         batches.push(batch);
     }
     Ok(batches)
-}
-
-/// Up to `limit` events of `batches` (read for `thread_id`) numbered above `after`.
-pub(super) fn parse(
-    thread_id: &str,
-    batches: Vec<Batch>,
-    after: u64,
-    limit: usize,
-) -> Result<Vec<StoredEvent>, StoreError> {
-    let mut out = Vec::new();
-    for Batch {
-        first,
-        last,
-        run_id,
-        events,
-        created_at,
-    } in batches
-    {
-        let rows: Vec<Row> = serde_json::from_str(&events).map_err(|e| {
-            StoreError::Corrupt(format!(
-                "the events {first}..={last} of thread `{thread_id}` are not a list of \
-                 [method, namespace, data]: {e}"
-            ))
-        })?;
-        if i64::try_from(rows.len()).ok() != last.checked_sub(first).and_then(|d| d.checked_add(1))
-        {
-            return Err(StoreError::Corrupt(format!(
-                "the batch of events {first}..={last} of thread `{thread_id}` holds {} events",
-                rows.len()
-            )));
-        }
-        for (seq, (method, namespace, data)) in (unms(first)..).zip(rows) {
-            if seq <= after {
-                continue;
-            }
-            if out.len() == limit {
-                return Ok(out);
-            }
-            out.push(StoredEvent {
-                thread_id: thread_id.to_string(),
-                seq,
-                run_id: run_id.clone(),
-                method,
-                namespace,
-                data,
-                created_at: unms(created_at),
-            });
-        }
-    }
-    Ok(out)
 }
 
 /// Deletes the batches appended before `before`; returns how many events they held.

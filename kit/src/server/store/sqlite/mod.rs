@@ -17,7 +17,7 @@ use tokio::sync::broadcast;
 
 use super::{
     Finish, NOTICE_CAPACITY, NewEvent, NewRun, RecoverAction, RunRecord, RunStore, StoreError,
-    StoredEvent, ThreadRecord, recovered,
+    StoredEvent, ThreadRecord, batch, recovered,
 };
 
 const SCHEMA: &str = "
@@ -469,7 +469,7 @@ impl RunStore for SqliteRunStore {
             .as_ref()
             .and_then(|o| o.get("values"))
             .map(to_json);
-        let encoded = events::encode(&finish.events);
+        let encoded = batch::encode(&finish.events);
         let (status, error) = (finish.status, finish.error.clone());
         let thread = self
             .with("recording the end of a run", move |conn| {
@@ -533,7 +533,7 @@ impl RunStore for SqliteRunStore {
             return Ok(0);
         }
         let (thread, run) = (thread_id.to_string(), run_id.to_string());
-        let events = events::encode(events);
+        let events = batch::encode(events);
         let last = self
             .with("appending events", move |conn| {
                 let tx = Savepoint::begin(conn).map_err(|e| backend("appending events", e))?;
@@ -558,7 +558,7 @@ impl RunStore for SqliteRunStore {
                 events::read(conn, &thread, after, limit)
             })
             .await?;
-        events::parse(thread_id, batches, after, limit)
+        batch::parse(thread_id, batches, after, limit)
     }
 
     async fn prune_events(&self, before: u64) -> Result<u64, StoreError> {
