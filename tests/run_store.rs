@@ -394,15 +394,9 @@ async fn a_sqlite_event_log_of_one_row_per_event_is_moved_to_batches() {
     assert_eq!(again.read_events("t", 0, 10).await.unwrap().len(), 6);
 }
 
-/// A batch is one row: events of 1 KiB and of 1 MiB go in and come out whole, a read may
-/// start and end anywhere inside a batch, and a batch row that is not what kit wrote is an
-/// error naming it, not a panic or a silent gap.
-#[tokio::test]
-async fn sqlite_event_batches_of_any_size_read_from_any_event() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("batches.sqlite");
-    let store = SqliteRunStore::open(&path).unwrap();
-    store.create_run(new_run("r", "t", "g")).await.unwrap();
+/// Appends two batches of five events to `thread` (its run is `run`), of 1 KiB events and then
+/// of 1 MiB ones, numbered 1..=10, and reads them back from inside a batch and across the two.
+async fn batches_of_any_size(store: &dyn RunStore, thread: &str, run: &str) {
     for size in [1024, 1024 * 1024] {
         let text = "x".repeat(size);
         let batch: Vec<NewEvent> = (0..5)
@@ -412,8 +406,8 @@ async fn sqlite_event_batches_of_any_size_read_from_any_event() {
                 data: json!({"i": i, "text": text}),
             })
             .collect();
-        let last = store.append_events("t", "r", &batch).await.unwrap();
-        let middle = store.read_events("t", last - 3, 2).await.unwrap();
+        let last = store.append_events(thread, run, &batch).await.unwrap();
+        let middle = store.read_events(thread, last - 3, 2).await.unwrap();
         assert_eq!(
             middle.iter().map(|e| e.seq).collect::<Vec<_>>(),
             [last - 2, last - 1]
@@ -423,11 +417,23 @@ async fn sqlite_event_batches_of_any_size_read_from_any_event() {
         assert_eq!(middle[1].data["text"].as_str().unwrap().len(), size);
     }
     // Across batches: the end of the first and the start of the second.
-    let across = store.read_events("t", 3, 4).await.unwrap();
+    let across = store.read_events(thread, 3, 4).await.unwrap();
     assert_eq!(
         across.iter().map(|e| e.seq).collect::<Vec<_>>(),
         [4, 5, 6, 7]
     );
+}
+
+/// A batch is one row: events of 1 KiB and of 1 MiB go in and come out whole, a read may
+/// start and end anywhere inside a batch, and a batch row that is not what kit wrote is an
+/// error naming it, not a panic or a silent gap.
+#[tokio::test]
+async fn sqlite_event_batches_of_any_size_read_from_any_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("batches.sqlite");
+    let store = SqliteRunStore::open(&path).unwrap();
+    store.create_run(new_run("r", "t", "g")).await.unwrap();
+    batches_of_any_size(&store, "t", "r").await;
     assert_eq!(store.prune_events(u64::MAX / 2).await.unwrap(), 10);
 
     // Rows kit did not write: not JSON, and a count that does not match the numbers. A read
@@ -701,29 +707,7 @@ async fn postgres_event_log_is_moved_to_batches_and_read_from_any_event() {
 
     // Batches of 1 KiB and 1 MiB events, read from inside a batch and across batches.
     store.create_run(new_run("rb", "b", "g")).await.unwrap();
-    for size in [1024, 1024 * 1024] {
-        let text = "x".repeat(size);
-        let batch: Vec<NewEvent> = (0..5)
-            .map(|i| NewEvent {
-                method: "custom".into(),
-                namespace: vec![format!("sub:{i}")],
-                data: json!({"i": i, "text": text}),
-            })
-            .collect();
-        let last = store.append_events("b", "rb", &batch).await.unwrap();
-        let inside = store.read_events("b", last - 3, 2).await.unwrap();
-        assert_eq!(
-            inside.iter().map(|e| e.seq).collect::<Vec<_>>(),
-            [last - 2, last - 1]
-        );
-        assert_eq!(inside[0].namespace, ["sub:2"]);
-        assert_eq!(inside[1].data["text"].as_str().unwrap().len(), size);
-    }
-    let across = store.read_events("b", 3, 4).await.unwrap();
-    assert_eq!(
-        across.iter().map(|e| e.seq).collect::<Vec<_>>(),
-        [4, 5, 6, 7]
-    );
+    batches_of_any_size(&store, "b", "rb").await;
 
     // A batch row kit did not write: a read ahead of it works, one into it names it.
     client
