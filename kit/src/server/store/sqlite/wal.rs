@@ -10,6 +10,10 @@
 //!
 //! If that thread falls far behind (the log passes [`INLINE_AT`] pages), the database thread
 //! checkpoints itself, as SQLite would, so the log stays bounded whatever happens.
+//!
+//! The SQLite checkpointer (`checkpoint/sqlite/conn.rs`) takes its checkpoints off the hot path
+//! too, counting the bytes it commits and checkpointing on tokio's blocking pool; the store
+//! has no runtime of its own on its database thread, and SQLite's hook gives it exact pages.
 
 use std::ffi::c_int;
 use std::path::Path;
