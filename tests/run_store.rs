@@ -538,18 +538,35 @@ async fn sqlite_store_reports_an_unusable_path() {
     );
 }
 
-#[tokio::test]
-async fn postgres_store_contract() {
-    let Ok(url) = std::env::var("KIT_TEST_POSTGRES_URL") else {
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "KIT_TEST_POSTGRES_URL is not set, but CI is: the PostgreSQL store test must run"
-            );
-        }
+/// The test PostgreSQL's URL; `None` (after saying so) when there is none outside CI, where
+/// the PostgreSQL tests must run.
+fn postgres_url() -> Option<String> {
+    let url = std::env::var("KIT_TEST_POSTGRES_URL").ok();
+    if url.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "KIT_TEST_POSTGRES_URL is not set, but CI is: the PostgreSQL store tests must run"
+        );
         eprintln!(
-            "\n!!! SKIPPED: the PostgreSQL run store test needs KIT_TEST_POSTGRES_URL (run \
+            "\n!!! SKIPPED: the PostgreSQL run store tests need KIT_TEST_POSTGRES_URL (run \
              `source .ci/postgres.sh` first) !!!\n"
         );
+    }
+    url
+}
+
+/// A plain client on the test PostgreSQL, to lay out old schemas and break rows by hand.
+async fn postgres_client(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+#[tokio::test]
+async fn postgres_store_contract() {
+    let Some(url) = postgres_url() else {
         return;
     };
     let schema = format!("kws_{}", kit::ids::random().replace('-', "_"));
@@ -563,10 +580,7 @@ async fn postgres_store_contract() {
     // A store from before owners: the columns are added, old rows belong to the shared
     // identity.
     let old = format!("kwo_{}", kit::ids::random().replace('-', "_"));
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = postgres_client(&url).await;
     client
         .batch_execute(&format!(
             "CREATE SCHEMA {old}; SET search_path TO {old};
@@ -617,18 +631,11 @@ async fn postgres_store_contract() {
 /// naming it.
 #[tokio::test]
 async fn postgres_event_log_is_moved_to_batches_and_read_from_any_event() {
-    let Ok(url) = std::env::var("KIT_TEST_POSTGRES_URL") else {
-        if std::env::var_os("CI").is_some() {
-            panic!("KIT_TEST_POSTGRES_URL is not set, but CI is: the PostgreSQL test must run");
-        }
-        eprintln!("\n!!! SKIPPED: needs KIT_TEST_POSTGRES_URL (`source .ci/postgres.sh`) !!!\n");
+    let Some(url) = postgres_url() else {
         return;
     };
     let old = format!("kwe_{}", kit::ids::random().replace('-', "_"));
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = postgres_client(&url).await;
     // The layout before batches, with the rows of the SQLite test and a long thread (more
     // rows than one page of the move).
     client

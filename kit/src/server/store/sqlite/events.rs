@@ -24,9 +24,7 @@ CREATE INDEX IF NOT EXISTS kit_worker_event_batches_age
 ";
 
 /// A store made by an older kit kept a row per event in `kit_worker_events`: each becomes a
-/// batch of one, in one transaction. As that layout was read, a namespace that is not a JSON
-/// list of strings is the root; data that is not JSON is kept as a string (it used to fail
-/// every read).
+/// batch of one ([`encode_old_row`]), in one transaction, and the old table is dropped.
 pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
     let old: i64 = conn
         .query_row(
@@ -50,8 +48,7 @@ pub(super) fn migrate(conn: &Connection) -> Result<(), StoreError> {
         })
 }
 
-/// Copies every row of `kit_worker_events` into a batch of its own, reading its namespace and
-/// data as that layout was read.
+/// Copies every row of `kit_worker_events` into a batch of its own.
 fn move_rows(conn: &Connection) -> rusqlite::Result<()> {
     let mut insert = conn.prepare(
         "INSERT INTO kit_worker_event_batches
