@@ -2,9 +2,10 @@
 //!
 //! serde_json looks every byte of a string up in a table and writes through `io::Write`, so a
 //! ten-byte key costs about a hundred instructions. Most strings a run writes (ids, names, keys,
-//! text) need no escape at all: eight bytes are checked at once, and clean runs are copied in one
-//! piece. The escapes themselves are serde_json's: `\"`, `\\`, the five short forms, `\u00xx`
-//! with lowercase hex for the other control characters, and nothing else (`/`, DEL and non-ASCII
+//! text) need no escape at all: eight bytes are checked at once and copied as they are checked,
+//! and a string shorter than eight bytes is checked and written whole, quotes included. The
+//! escapes themselves are serde_json's: `\"`, `\\`, the five short forms, `\u00xx` with
+//! lowercase hex for the other control characters, and nothing else (`/`, DEL and non-ASCII
 //! are written as they are).
 
 /// One in every byte of a word.
@@ -70,19 +71,120 @@ fn write_escape(out: &mut Vec<u8>, byte: u8) {
 }
 
 /// Writes `value` as a quoted JSON string, escaped as serde_json escapes it.
+#[inline]
 pub(super) fn write_str(out: &mut Vec<u8>, value: &str) {
     let bytes = value.as_bytes();
-    out.reserve(bytes.len() + 2);
+    if let Some(quoted) = quoted_short(bytes) {
+        // Most keys and names: one store of a whole buffer, cut back to the string's length.
+        out.extend_from_slice(&quoted);
+        out.truncate(out.len() - (quoted.len() - bytes.len() - 2));
+    } else {
+        write_long(out, bytes);
+    }
+}
+
+/// [`write_str`] for a string of a word or more, or one that needs an escape (kept out of line
+/// so the short case inlined at every caller stays small).
+#[inline(never)]
+fn write_long(out: &mut Vec<u8>, bytes: &[u8]) {
+    // Room for the quotes and for a word written past the end (see `copy_clean_prefix`).
+    out.reserve(bytes.len() + 2 + 8);
     out.push(b'"');
+    let clean = copy_clean_prefix(out, bytes);
+    if clean < bytes.len() {
+        write_escaped(out, bytes, clean);
+    }
+    out.push(b'"');
+}
+
+/// A string shorter than a word that needs no escape, quoted, at the start of nine bytes; `None`
+/// for any other string.
+#[inline]
+fn quoted_short(bytes: &[u8]) -> Option<[u8; 9]> {
+    let len = bytes.len();
+    if len >= 8 {
+        return None;
+    }
+    let word = short_word(bytes);
+    // Only the string's own bytes count: the zeros above it would need escapes.
+    let inside = (1u64 << (len * 8)) - 1;
+    if escape_flags(word) & HIGHS & inside != 0 {
+        return None;
+    }
+    let mut quoted = [b'"'; 9];
+    let closed = word | u64::from(b'"') << (len * 8);
+    quoted[1..].copy_from_slice(&closed.to_le_bytes());
+    Some(quoted)
+}
+
+/// Copies a prefix of `bytes` that needs no escape, in whole words, and returns its length:
+/// all of `bytes` unless some byte needs an escape. Each word is copied as it is checked, in
+/// one store: most strings need none, and a `memcpy` call per string cost more than the check.
+#[inline]
+fn copy_clean_prefix(out: &mut Vec<u8>, bytes: &[u8]) -> usize {
+    let Some(last) = bytes.last_chunk::<8>() else {
+        // Shorter than a word, with an escape: byte by byte.
+        for (at, &byte) in bytes.iter().enumerate() {
+            if ESCAPES[usize::from(byte)] != 0 {
+                return at;
+            }
+            out.push(byte);
+        }
+        return bytes.len();
+    };
+    let (words, tail) = bytes.as_chunks::<8>();
+    for (i, word) in words.iter().enumerate() {
+        if first_escape_in_word(word).is_some() {
+            return i * 8;
+        }
+        out.extend_from_slice(word);
+    }
+    if tail.is_empty() {
+        return bytes.len();
+    }
+    // The tail is read as the string's last word, which overlaps bytes already found clean: a
+    // flag can only come from the tail.
+    let copied = bytes.len() - tail.len();
+    if first_escape_in_word(last).is_some() {
+        return copied;
+    }
+    out.truncate(out.len() - (8 - tail.len()));
+    out.extend_from_slice(last);
+    bytes.len()
+}
+
+/// The bytes of a string shorter than a word, little-endian, with zeros above: read as two
+/// overlapping halves (or quarters), whose shared bytes are the same.
+#[inline]
+fn short_word(bytes: &[u8]) -> u64 {
+    let len = bytes.len();
+    let halves = |first: u64, last: u64, half: usize| first | last << ((len - half) * 8);
+    match (bytes.first_chunk::<4>(), bytes.last_chunk::<4>()) {
+        (Some(first), Some(last)) => halves(
+            u64::from(u32::from_le_bytes(*first)),
+            u64::from(u32::from_le_bytes(*last)),
+            4,
+        ),
+        _ => match (bytes.first_chunk::<2>(), bytes.last_chunk::<2>()) {
+            (Some(first), Some(last)) => halves(
+                u64::from(u16::from_le_bytes(*first)),
+                u64::from(u16::from_le_bytes(*last)),
+                2,
+            ),
+            _ => bytes.first().map_or(0, |&byte| u64::from(byte)),
+        },
+    }
+}
+
+/// Writes `bytes[clean..]`, where some byte needs an escape.
+fn write_escaped(out: &mut Vec<u8>, bytes: &[u8], mut clean: usize) {
     // `clean` is where the run not yet written starts; each escape ends one.
-    let mut clean = 0;
     while let Some(at) = next_escape(bytes, clean) {
         out.extend_from_slice(&bytes[clean..at]);
         write_escape(out, bytes[at]);
         clean = at + 1;
     }
     out.extend_from_slice(&bytes[clean..]);
-    out.push(b'"');
 }
 
 /// Where the first byte at or after `from` that needs an escape is: eight bytes at a time, the

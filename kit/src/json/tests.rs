@@ -148,12 +148,17 @@ fn strings_are_escaped_as_serde_json_escapes_them() {
             assert_eq!(ours, serde_json::to_vec(&text).unwrap(), "{text:?}");
         }
     }
-    // Short strings (read as one padded word) with the character at every place.
+    // Strings shorter than a word, of whole words, and with a tail read as an overlapping last
+    // word: the character at every place, alone and followed by a second one.
     for c in ['"', '\\', '\n', '\u{1}', '\u{1f}', 'a', 'é'] {
-        for len in 1..=9 {
+        for len in 1..=25 {
             for at in 0..len {
                 let text: String = (0..len).map(|i| if i == at { c } else { 'x' }).collect();
                 same(&text);
+                let twice: String = (0..len)
+                    .map(|i| if i == at || i == len - 1 { c } else { 'x' })
+                    .collect();
+                same(&twice);
             }
         }
     }
