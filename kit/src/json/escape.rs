@@ -117,9 +117,13 @@ fn quoted_short(bytes: &[u8]) -> Option<[u8; 9]> {
     Some(quoted)
 }
 
+/// Above this many bytes a string's clean run is copied in one `memcpy`, below it word by word.
+const LONG: usize = 64;
+
 /// Copies a prefix of `bytes` that needs no escape, in whole words, and returns its length:
-/// all of `bytes` unless some byte needs an escape. Each word is copied as it is checked, in
-/// one store: most strings need none, and a `memcpy` call per string cost more than the check.
+/// all of `bytes` unless some byte needs an escape. Below [`LONG`] each word is copied as it is
+/// checked, in one store: most strings need none, and a `memcpy` call per string cost more than
+/// the check.
 #[inline]
 fn copy_clean_prefix(out: &mut Vec<u8>, bytes: &[u8]) -> usize {
     let Some(last) = bytes.last_chunk::<8>() else {
@@ -132,6 +136,12 @@ fn copy_clean_prefix(out: &mut Vec<u8>, bytes: &[u8]) -> usize {
         }
         return bytes.len();
     };
+    if bytes.len() > LONG {
+        // Long text: found first, then copied in one piece (memcpy's wide stores win here).
+        let clean = next_escape(bytes, 0).unwrap_or(bytes.len());
+        out.extend_from_slice(&bytes[..clean]);
+        return clean;
+    }
     let (words, tail) = bytes.as_chunks::<8>();
     for (i, word) in words.iter().enumerate() {
         if first_escape_in_word(word).is_some() {

@@ -148,10 +148,11 @@ fn strings_are_escaped_as_serde_json_escapes_them() {
             assert_eq!(ours, serde_json::to_vec(&text).unwrap(), "{text:?}");
         }
     }
-    // Strings shorter than a word, of whole words, and with a tail read as an overlapping last
-    // word: the character at every place, alone and followed by a second one.
+    // Strings shorter than a word, of whole words, with a tail read as an overlapping last word,
+    // and either side of where a string counts as long: the character at every place, alone
+    // and followed by a second one.
     for c in ['"', '\\', '\n', '\u{1}', '\u{1f}', 'a', 'é'] {
-        for len in 1..=25 {
+        for len in (1..=25).chain(60..=70) {
             for at in 0..len {
                 let text: String = (0..len).map(|i| if i == at { c } else { 'x' }).collect();
                 same(&text);
