@@ -168,7 +168,7 @@ impl ModelTrace {
             )
         });
         let mut info = crate::trace::ModelInfo::default();
-        if run.is_some() {
+        if run.as_ref().is_some_and(reported) {
             info.provider = core.model.provider().to_string();
             info.model = core.model.model_name().to_string();
         }
@@ -204,17 +204,12 @@ where
         None => chain.await,
     };
     let served = served.lock().ok().and_then(|mut slot| slot.take());
-    let model_name = served
-        .as_ref()
-        .map_or_else(|| core.model.model_name(), |m| m.model_name())
-        .to_string();
     if let (Some(model), Some(run)) = (&served, &run) {
         run.set_name(model.model_name());
         info.provider = model.provider().to_string();
         info.model = model.model_name().to_string();
     }
-    // Recorded runs, and `tracing` spans someone listens to, get the call's details.
-    if let Some(run) = run.filter(|r| r.is_recording() || !r.span().is_disabled()) {
+    if let Some(run) = run.filter(reported) {
         match &result {
             Ok(execution) => {
                 let response = &execution.response;
@@ -247,9 +242,18 @@ where
             message: Box::new(execution.response.message.clone()),
             usage: execution.response.message.usage,
         };
+        let model_name = served
+            .as_ref()
+            .map_or_else(|| core.model.model_name(), |m| m.model_name());
         sink.send(ctx.event(model_name, end)).await;
     }
     result
+}
+
+/// Whether a model run's details are wanted: it is recorded, or its `tracing` span has a
+/// listener. Otherwise nothing reads them, and a call builds none.
+fn reported(run: &crate::trace::Run) -> bool {
+    run.is_recording() || !run.span().is_disabled()
 }
 
 /// Calls the model, streaming tokens as events when someone listens for them.
