@@ -34,6 +34,7 @@ suite!(
     unknown_threads_and_checkpoints,
     history_is_newest_first_with_limit,
     ids_of_every_form_list_in_text_order,
+    a_parent_reads_back_as_written_whether_or_not_it_is_the_head,
     pending_writes_upsert_in_first_appearance_order,
     stale_expected_head_is_a_conflict,
     a_checkpoint_id_is_never_written_twice,
@@ -400,6 +401,62 @@ async fn ids_of_every_form_list_in_text_order(s: &Storage) {
         text(&channel(&head, "c").full.clone().unwrap()),
         format!("\"{}\"", kit_ids[0])
     );
+}
+
+async fn a_parent_reads_back_as_written_whether_or_not_it_is_the_head(s: &Storage) {
+    let cp = s.reopen().await;
+    let k = ids(6);
+    // (id, parent, expected head): the in-memory store reuses its head's parsed id when the
+    // parent is the head; every other parent is read from its text.
+    let plan: Vec<(&str, Option<&str>, Option<&str>)> = vec![
+        (&k[0], None, None),
+        (&k[1], Some(&k[0]), Some(&k[0])),
+        // An older checkpoint than the head: a fork.
+        (&k[2], Some(&k[0]), Some(&k[1])),
+        // A text id, then a UUID whose parent (the head) is that text.
+        ("text-3", Some(&k[2]), Some(&k[2])),
+        (&k[4], Some("text-3"), Some("text-3")),
+        (&k[5], Some(&k[4]), Some(&k[4])),
+    ];
+    let put = |id: &str, parent: Option<&str>, expected: Option<&str>, step: usize| {
+        let mut w = simple("parents", id, expected, step as i64);
+        w.meta.parent_id = parent.map(String::from);
+        w
+    };
+    for (step, (id, parent, expected)) in plan.iter().enumerate() {
+        cp.put(put(id, *parent, *expected, step)).await.unwrap();
+    }
+    let check = |cp: Cp, plan: Vec<(String, Option<String>)>| async move {
+        for (id, parent) in plan {
+            let loaded = cp.load("parents", "", Some(&id)).await.unwrap().unwrap();
+            assert_eq!(loaded.meta.parent_id, parent, "{}: {id}", s.name);
+        }
+    };
+    let owned = |plan: &[(&str, Option<&str>, Option<&str>)]| {
+        plan.iter()
+            .map(|(id, parent, _)| (id.to_string(), parent.map(String::from)))
+            .collect::<Vec<_>>()
+    };
+    check(s.reopen().await, owned(&plan)).await;
+    // A rollback moves the head back to k[1]; then a child of that head, and a child of k[0].
+    let cp = s.reopen().await;
+    assert_eq!(
+        cp.rollback_after("parents", &k[1]).await.unwrap(),
+        4,
+        "{}",
+        s.name
+    );
+    let (k6, k7) = (kit::ids::time_ordered(), kit::ids::time_ordered());
+    let after: Vec<(&str, Option<&str>, Option<&str>)> = vec![
+        (&k6, Some(&k[1]), Some(&k[1])),
+        (&k7, Some(&k[0]), Some(&k6)),
+    ];
+    for (step, (id, parent, expected)) in after.iter().enumerate() {
+        cp.put(put(id, *parent, *expected, 10 + step))
+            .await
+            .unwrap();
+    }
+    check(s.reopen().await, owned(&after)).await;
 }
 
 async fn pending_writes_upsert_in_first_appearance_order(s: &Storage) {

@@ -128,6 +128,9 @@ pub(crate) fn uuid_text(bytes: &[u8; 16]) -> String {
 /// A checkpoint's fields, as [`pack`] takes them.
 pub(crate) struct Fields<'a> {
     pub parent_id: Option<&'a str>,
+    /// `parent_id` already parsed, when the caller has it (the in-memory store keeps its
+    /// head's, and a new checkpoint's parent is almost always the head): no parse then.
+    pub parent_parsed: Option<&'a Id>,
     pub step: i64,
     pub source: CheckpointSource,
     pub created_at: &'a str,
@@ -242,7 +245,13 @@ pub(crate) fn pack(id: &str, own: &Id, fields: &Fields<'_>) -> Option<Box<[u8]>>
         own: id,
         parent: fields.parent_id,
     };
-    put_opt_id(&mut out, fields.parent_id);
+    match (fields.parent_id, fields.parent_parsed) {
+        (Some(_), Some(Id::Uuid(bytes))) => {
+            out.push(0);
+            out.extend_from_slice(bytes);
+        }
+        (parent, _) => put_opt_id(&mut out, parent),
+    }
     put_varint(&mut out, zigzag(fields.step));
     out.push(source_code(fields.source));
     let own_millis = match own {
@@ -590,6 +599,7 @@ mod tests {
     ) -> Fields<'a> {
         Fields {
             parent_id: parent,
+            parent_parsed: None,
             step,
             source: CheckpointSource::Update,
             created_at: created,

@@ -84,7 +84,11 @@ impl NsData {
         self.orphan_blobs.retain(|version, _| &**version <= marker);
         self.writes
             .retain(|checkpoint, _| checkpoint.as_str() <= marker);
-        self.head = self.checkpoints.last().map(|s| s.id.to_string());
+        self.set_head(
+            self.checkpoints
+                .last()
+                .map(|s| (s.id.to_string(), s.id.clone())),
+        );
         deleted as u64
     }
 }

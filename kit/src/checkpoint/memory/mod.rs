@@ -48,6 +48,8 @@ struct ThreadData {
 #[derive(Default)]
 struct NsData {
     head: Option<String>,
+    /// `head`, parsed; the two are set together by [`set_head`](Self::set_head).
+    head_id: Option<Id>,
     /// Checkpoints in id order (ids are time-ordered, so this is creation order).
     checkpoints: Vec<Stored>,
     /// Channel names; checkpoints refer to them by index.
@@ -236,6 +238,10 @@ fn put_locked(
         &own,
         &Fields {
             parent_id: meta.parent_id.as_deref(),
+            parent_parsed: ns
+                .head_id
+                .as_ref()
+                .filter(|_| meta.parent_id.is_some() && meta.parent_id == ns.head),
             step: meta.step,
             source: meta.source,
             created_at: &meta.created_at,
@@ -246,6 +252,7 @@ fn put_locked(
         },
     )
     .ok_or_else(|| packed::too_large(id))?;
+    let head_id = own.clone();
     ns.checkpoints.insert(at, Stored { id: own, packed });
     for mut blob in write.blobs {
         if blob.version != write.meta.id {
@@ -257,7 +264,7 @@ fn put_locked(
                 .push(blob);
         }
     }
-    ns.head = Some(write.meta.id);
+    ns.set_head(Some((write.meta.id, head_id)));
     data.updated_at = write.meta.created_at;
     Ok(())
 }
@@ -267,6 +274,11 @@ fn lock(t: &Mutex<ThreadData>) -> std::sync::MutexGuard<'_, ThreadData> {
 }
 
 impl NsData {
+    /// Sets the head and its parsed id together.
+    fn set_head(&mut self, head: Option<(String, Id)>) {
+        (self.head, self.head_id) = head.unzip();
+    }
+
     /// Where a checkpoint with id `own` goes in id order; `None` when one has that id.
     fn slot_for(&self, own: &Id) -> Option<usize> {
         // Ids are time-ordered, so this is almost always a push at the end.

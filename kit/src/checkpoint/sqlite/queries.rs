@@ -90,6 +90,7 @@ pub(super) fn put_tx(tx: &Connection, a: &PutArgs) -> R<Added> {
         &own,
         &Fields {
             parent_id: w.meta.parent_id.as_deref(),
+            parent_parsed: None,
             step: w.meta.step,
             source: w.meta.source,
             created_at: &w.meta.created_at,

@@ -182,6 +182,7 @@ fn pack_row(
         &own,
         &Fields {
             parent_id: parent.as_deref(),
+            parent_parsed: None,
             step: row.get(4)?,
             source,
             created_at: &created_at,
