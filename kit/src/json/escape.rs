@@ -87,8 +87,7 @@ pub(super) fn write_str(out: &mut Vec<u8>, value: &str) {
 /// so the short case inlined at every caller stays small).
 #[inline(never)]
 fn write_long(out: &mut Vec<u8>, bytes: &[u8]) {
-    // Room for the quotes and for a word written past the end (see `copy_clean_prefix`).
-    out.reserve(bytes.len() + 2 + 8);
+    out.reserve(bytes.len() + 2);
     out.push(b'"');
     let clean = copy_clean_prefix(out, bytes);
     if clean < bytes.len() {
@@ -120,10 +119,10 @@ fn quoted_short(bytes: &[u8]) -> Option<[u8; 9]> {
 /// Above this many bytes a string's clean run is copied in one `memcpy`, below it word by word.
 const LONG: usize = 64;
 
-/// Copies a prefix of `bytes` that needs no escape, in whole words, and returns its length:
-/// all of `bytes` unless some byte needs an escape. Below [`LONG`] each word is copied as it is
-/// checked, in one store: most strings need none, and a `memcpy` call per string cost more than
-/// the check.
+/// Copies a prefix of `bytes` that needs no escape and returns its length: all of `bytes`
+/// unless some byte needs an escape. From a word up to [`LONG`] bytes each word is copied as it
+/// is checked, in one store: most strings need none, and a `memcpy` call per string cost more
+/// than the check.
 #[inline]
 fn copy_clean_prefix(out: &mut Vec<u8>, bytes: &[u8]) -> usize {
     let Some(last) = bytes.last_chunk::<8>() else {
