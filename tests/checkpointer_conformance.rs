@@ -403,12 +403,15 @@ async fn ids_of_every_form_list_in_text_order(s: &Storage) {
     );
 }
 
+/// A planned write: (id, parent, expected head).
+type Planned<'a> = (&'a str, Option<&'a str>, Option<&'a str>);
+
 async fn a_parent_reads_back_as_written_whether_or_not_it_is_the_head(s: &Storage) {
     let cp = s.reopen().await;
     let k = ids(6);
-    // (id, parent, expected head): the in-memory store reuses its head's parsed id when the
-    // parent is the head; every other parent is read from its text.
-    let plan: Vec<(&str, Option<&str>, Option<&str>)> = vec![
+    // The in-memory store reuses its head's parsed id when the parent is the head; every other
+    // parent is read from its text.
+    let plan: Vec<Planned<'_>> = vec![
         (&k[0], None, None),
         (&k[1], Some(&k[0]), Some(&k[0])),
         // An older checkpoint than the head: a fork.
@@ -418,26 +421,8 @@ async fn a_parent_reads_back_as_written_whether_or_not_it_is_the_head(s: &Storag
         (&k[4], Some("text-3"), Some("text-3")),
         (&k[5], Some(&k[4]), Some(&k[4])),
     ];
-    let put = |id: &str, parent: Option<&str>, expected: Option<&str>, step: usize| {
-        let mut w = simple("parents", id, expected, step as i64);
-        w.meta.parent_id = parent.map(String::from);
-        w
-    };
-    for (step, (id, parent, expected)) in plan.iter().enumerate() {
-        cp.put(put(id, *parent, *expected, step)).await.unwrap();
-    }
-    let check = |cp: Cp, plan: Vec<(String, Option<String>)>| async move {
-        for (id, parent) in plan {
-            let loaded = cp.load("parents", "", Some(&id)).await.unwrap().unwrap();
-            assert_eq!(loaded.meta.parent_id, parent, "{}: {id}", s.name);
-        }
-    };
-    let owned = |plan: &[(&str, Option<&str>, Option<&str>)]| {
-        plan.iter()
-            .map(|(id, parent, _)| (id.to_string(), parent.map(String::from)))
-            .collect::<Vec<_>>()
-    };
-    check(s.reopen().await, owned(&plan)).await;
+    put_planned(&cp, &plan, 0).await;
+    parents_read_back(&s.reopen().await, s.name, &plan).await;
     // A rollback moves the head back to k[1]; then a child of that head, and a child of k[0].
     let cp = s.reopen().await;
     assert_eq!(
@@ -447,16 +432,29 @@ async fn a_parent_reads_back_as_written_whether_or_not_it_is_the_head(s: &Storag
         s.name
     );
     let (k6, k7) = (kit::ids::time_ordered(), kit::ids::time_ordered());
-    let after: Vec<(&str, Option<&str>, Option<&str>)> = vec![
+    let after: Vec<Planned<'_>> = vec![
         (&k6, Some(&k[1]), Some(&k[1])),
         (&k7, Some(&k[0]), Some(&k6)),
     ];
-    for (step, (id, parent, expected)) in after.iter().enumerate() {
-        cp.put(put(id, *parent, *expected, 10 + step))
-            .await
-            .unwrap();
+    put_planned(&cp, &after, 10).await;
+    parents_read_back(&s.reopen().await, s.name, &after).await;
+}
+
+/// Writes each planned checkpoint on thread `parents`, with the parent given.
+async fn put_planned(cp: &Cp, plan: &[Planned<'_>], first_step: i64) {
+    for (step, (id, parent, expected)) in (first_step..).zip(plan) {
+        let mut w = simple("parents", id, *expected, step);
+        w.meta.parent_id = parent.map(String::from);
+        cp.put(w).await.unwrap();
     }
-    check(s.reopen().await, owned(&after)).await;
+}
+
+/// Loads each planned checkpoint and checks its parent.
+async fn parents_read_back(cp: &Cp, name: &str, plan: &[Planned<'_>]) {
+    for (id, parent, _) in plan {
+        let loaded = cp.load("parents", "", Some(id)).await.unwrap().unwrap();
+        assert_eq!(loaded.meta.parent_id.as_deref(), *parent, "{name}: {id}");
+    }
 }
 
 async fn pending_writes_upsert_in_first_appearance_order(s: &Storage) {

@@ -126,14 +126,9 @@ const LONG: usize = 64;
 #[inline]
 fn copy_clean_prefix(out: &mut Vec<u8>, bytes: &[u8]) -> usize {
     let Some(last) = bytes.last_chunk::<8>() else {
-        // Shorter than a word, with an escape: byte by byte.
-        for (at, &byte) in bytes.iter().enumerate() {
-            if ESCAPES[usize::from(byte)] != 0 {
-                return at;
-            }
-            out.push(byte);
-        }
-        return bytes.len();
+        // Shorter than a word: `quoted_short` wrote it unless it needs an escape, and
+        // `write_escaped` takes it from the start.
+        return 0;
     };
     if bytes.len() > LONG {
         // Long text: found first, then copied in one piece (memcpy's wide stores win here).

@@ -238,10 +238,7 @@ fn put_locked(
         &own,
         &Fields {
             parent_id: meta.parent_id.as_deref(),
-            parent_parsed: ns
-                .head_id
-                .as_ref()
-                .filter(|_| meta.parent_id.is_some() && meta.parent_id == ns.head),
+            parent_parsed: ns.head_id.as_ref().filter(|_| meta.parent_id == ns.head),
             step: meta.step,
             source: meta.source,
             created_at: &meta.created_at,
