@@ -29,6 +29,7 @@
 //! assert_eq!(add.name(), "add");
 //! ```
 
+mod compiled;
 mod context;
 mod error;
 mod output;
@@ -40,6 +41,8 @@ pub use error::{IntoToolError, ToolError};
 pub use output::{ToolExecution, ToolOutput};
 pub(crate) use traced::finish_tool_run;
 pub use validate::validate_args;
+
+use compiled::ArgsCheck;
 
 /// The metadata key of an error result's kind ([`ToolError::kind`]): `failed` for a tool that
 /// returned an error, `invalid_arguments` for arguments that did not match the schema. Error
@@ -85,6 +88,9 @@ impl IntoTool for Tool {
 #[derive(Clone)]
 pub struct Tool {
     spec: Arc<ToolSpec>,
+    /// The spec's `parameters`, compiled for checking calls (built with the spec; the
+    /// parameters never change after).
+    args_check: Arc<ArgsCheck>,
     max_result_chars: Option<usize>,
     handler: Arc<dyn DynTool>,
     /// Tags of its trace runs.
@@ -201,8 +207,10 @@ impl Tool {
         parameters: Value,
         handler: impl DynTool,
     ) -> Tool {
+        let spec = ToolSpec::new(name, description, parameters);
         Tool {
-            spec: Arc::new(ToolSpec::new(name, description, parameters)),
+            args_check: Arc::new(ArgsCheck::new(&spec.parameters)),
+            spec: Arc::new(spec),
             max_result_chars: None,
             handler: Arc::new(handler),
             tags: Arc::from([]),
@@ -231,8 +239,10 @@ impl Tool {
 
     /// The tool of a `#[derive(Tool)]` argument struct.
     pub fn of<T: ToolHandler + ToolDefinition>() -> Tool {
+        let spec = ToolSpec::new(T::NAME, T::description(), T::parameters());
         Tool {
-            spec: Arc::new(ToolSpec::new(T::NAME, T::description(), T::parameters())),
+            args_check: Arc::new(ArgsCheck::new(&spec.parameters)),
+            spec: Arc::new(spec),
             max_result_chars: T::MAX_RESULT_CHARS,
             handler: Arc::new(TypedTool::<T>(std::marker::PhantomData)),
             tags: Arc::from([]),
@@ -286,7 +296,7 @@ impl Tool {
     /// `Err` is the pause signal: the tool (or a subagent it ran) waits for outside input.
     pub async fn execute(&self, call: &ToolCall, ctx: ToolContext) -> Result<ToolExecution, Pause> {
         let result = match &call.args {
-            Value::Object(_) => match validate_args(&self.spec.parameters, &call.args) {
+            Value::Object(_) => match self.args_check.validate(&self.spec.parameters, &call.args) {
                 Ok(()) => {
                     let fut = self.handler.call_ref(&call.args, ctx);
                     match AssertUnwindSafe(fut).catch_unwind().await {

@@ -58,7 +58,7 @@ pub fn validate_args(schema: &Value, args: &Value) -> Result<(), Vec<String>> {
 }
 
 /// The deepest value checked (serde_json parses no deeper either); a deeper one is a problem.
-const MAX_DEPTH: usize = 128;
+pub(super) const MAX_DEPTH: usize = 128;
 
 /// The most `$ref`s (and `anyOf` / `oneOf` / `allOf` branches) followed without descending into
 /// the value: a schema referring to itself in a loop cannot be checked, and is not.
@@ -90,7 +90,7 @@ impl Depth {
 }
 
 /// The most schema-and-value steps one validation takes.
-const MAX_STEPS: usize = 1_000_000;
+pub(super) const MAX_STEPS: usize = 1_000_000;
 
 /// The most problems listed (the model needs the first ones to fix its call).
 const MAX_PROBLEMS: usize = 100;

@@ -1,0 +1,376 @@
+//! A tool's argument schema compiled once, so that a valid call is accepted without reading the
+//! schema again.
+//!
+//! [`validate_args`] interprets the schema on every call: it finds each schema object's
+//! keywords among its keys, looks properties up in a map and compares type names as text. For
+//! a tool called once per model turn that is most of the work of checking arguments that are
+//! fine, as they nearly always are. [`ArgsCheck`] does that reading once, when the tool is
+//! made, into a tree of [`Node`]s; checking a call then walks the arguments and the tree.
+//!
+//! The tree only *accepts*. It answers "valid" exactly when [`validate_args`] finds no
+//! problem, and otherwise hands the call to [`validate_args`], which names the problems, so
+//! the messages a model sees have one source. Schemas with keywords whose check depends on
+//! more than one branch or on the root (a `$ref` string, `anyOf` / `oneOf` / `allOf` lists)
+//! and schemas nested deeper than any argument can be are not compiled: they are interpreted
+//! as before.
+
+use serde_json::{Map, Value};
+
+use super::validate::{MAX_DEPTH, MAX_STEPS, validate_args};
+
+/// A tool's argument check: the compiled schema when it could be compiled.
+#[derive(Debug)]
+pub(crate) struct ArgsCheck {
+    compiled: Option<Node>,
+}
+
+impl ArgsCheck {
+    /// Compiles `schema`; one that cannot be compiled is interpreted on every call.
+    pub(crate) fn new(schema: &Value) -> ArgsCheck {
+        ArgsCheck {
+            compiled: Node::compile(schema, 0),
+        }
+    }
+
+    /// What [`validate_args`]`(schema, args)` returns, for the `schema` this was made from.
+    pub(crate) fn validate(&self, schema: &Value, args: &Value) -> Result<(), Vec<String>> {
+        match &self.compiled {
+            Some(node) if node.accepts(args, 0, &mut 0) => Ok(()),
+            _ => validate_args(schema, args),
+        }
+    }
+
+    /// Whether the schema was compiled (tests).
+    #[cfg(test)]
+    fn is_compiled(&self) -> bool {
+        self.compiled.is_some()
+    }
+}
+
+/// One sub-schema, read.
+#[derive(Debug)]
+enum Node {
+    /// `true`, and any schema that is not an object or a boolean: everything matches.
+    Any,
+    /// `false`: nothing matches.
+    Never,
+    /// A schema object.
+    Object(Box<Keywords>),
+}
+
+/// The keywords of a schema object that [`validate_args`] reads, in the form it reads them.
+#[derive(Debug, Default)]
+struct Keywords {
+    /// `nullable: true`: null matches before anything else is checked.
+    nullable: bool,
+    /// The kinds of value `type` allows ([`Kinds::ALL`] when it allows anything).
+    kinds: Kinds,
+    /// `enum`, when it is a list.
+    enumeration: Option<Vec<Value>>,
+    /// `const`.
+    constant: Option<Value>,
+    /// `properties`, when it is an object, sorted by name.
+    properties: Option<Vec<Property>>,
+    /// How many of `properties` are required: an object has them all when it has that many of
+    /// them (its keys are distinct), found on the way through its keys.
+    required_properties: usize,
+    /// Required names that are not among `properties`: each looked up in the object.
+    required_elsewhere: Vec<Box<str>>,
+    /// What a key outside `properties` meets.
+    additional: Additional,
+    /// `items`.
+    items: Option<Box<Node>>,
+    min_items: Option<u64>,
+    max_items: Option<u64>,
+    min_length: Option<u64>,
+    max_length: Option<u64>,
+    minimum: Option<f64>,
+    maximum: Option<f64>,
+}
+
+/// One entry of `properties`.
+#[derive(Debug)]
+struct Property {
+    name: Box<str>,
+    schema: Node,
+    /// Whether `required` names it.
+    required: bool,
+}
+
+/// What `additionalProperties` says of a key outside `properties`.
+#[derive(Debug, Default)]
+enum Additional {
+    /// Absent, `true`, or anything but `false` and an object.
+    #[default]
+    Allowed,
+    /// `false`.
+    Refused,
+    /// A schema object the value must match.
+    Checked(Box<Node>),
+}
+
+/// A set of JSON value kinds, as `type` names them (`integer` is a kind of its own: a number
+/// with no fraction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Kinds(u8);
+
+impl Kinds {
+    const NONE: Kinds = Kinds(0);
+    const ALL: Kinds = Kinds(u8::MAX);
+    const OBJECT: u8 = 1;
+    const ARRAY: u8 = 2;
+    const STRING: u8 = 4;
+    const BOOLEAN: u8 = 8;
+    const NULL: u8 = 16;
+    const NUMBER: u8 = 32;
+    const INTEGER: u8 = 64;
+
+    /// The kinds one type name allows: all of them for a name `validate_args` does not know.
+    fn named(name: &str) -> Kinds {
+        Kinds(match name {
+            "object" => Self::OBJECT,
+            "array" => Self::ARRAY,
+            "string" => Self::STRING,
+            "boolean" => Self::BOOLEAN,
+            "null" => Self::NULL,
+            "number" => Self::NUMBER,
+            "integer" => Self::INTEGER,
+            _ => u8::MAX,
+        })
+    }
+
+    /// The kinds a `type` keyword allows: a name, or a list of names (a list with no names in
+    /// it, and any other value, allow everything).
+    fn of(types: &Value) -> Kinds {
+        match types {
+            Value::String(name) => Kinds::named(name),
+            Value::Array(names) => {
+                let kinds = names
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .fold(Kinds::NONE, |all, name| Kinds(all.0 | Kinds::named(name).0));
+                if kinds == Kinds::NONE {
+                    Kinds::ALL
+                } else {
+                    kinds
+                }
+            }
+            _ => Kinds::ALL,
+        }
+    }
+
+    fn allow(self, value: &Value) -> bool {
+        let has = |kind: u8| self.0 & kind != 0;
+        match value {
+            Value::Object(_) => has(Self::OBJECT),
+            Value::Array(_) => has(Self::ARRAY),
+            Value::String(_) => has(Self::STRING),
+            Value::Bool(_) => has(Self::BOOLEAN),
+            Value::Null => has(Self::NULL),
+            Value::Number(n) => {
+                has(Self::NUMBER)
+                    || (has(Self::INTEGER)
+                        && (n.is_i64()
+                            || n.is_u64()
+                            || n.as_f64()
+                                .is_some_and(|f| f.fract() == 0.0 && f.is_finite())))
+            }
+        }
+    }
+}
+
+impl Default for Kinds {
+    fn default() -> Self {
+        Kinds::ALL
+    }
+}
+
+impl Node {
+    /// Reads `schema`, nested `depth` schemas deep; `None` when it uses a keyword this form
+    /// leaves to [`validate_args`], or is nested deeper than arguments may be.
+    fn compile(schema: &Value, depth: usize) -> Option<Node> {
+        let object = match schema {
+            Value::Object(object) => object,
+            Value::Bool(false) => return Some(Node::Never),
+            _ => return Some(Node::Any),
+        };
+        // Arguments nest at most MAX_DEPTH levels, so a deeper schema is never reached; one
+        // that deep is left to the interpreter rather than compiled recursively.
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        Keywords::compile(object, depth).map(|k| Node::Object(Box::new(k)))
+    }
+
+    /// True when [`validate_args`] would find no problem with `value` here, `depth` levels
+    /// into the arguments, with `steps` schema-and-value steps taken so far.
+    fn accepts(&self, value: &Value, depth: usize, steps: &mut usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        *steps += 1;
+        if *steps > MAX_STEPS {
+            return false;
+        }
+        match self {
+            Node::Any => true,
+            Node::Never => false,
+            Node::Object(k) => k.accepts(value, depth, steps),
+        }
+    }
+}
+
+impl Keywords {
+    fn compile(schema: &Map<String, Value>, depth: usize) -> Option<Keywords> {
+        let mut k = Keywords::default();
+        for (key, value) in schema {
+            match key.as_str() {
+                "$ref" if value.is_string() => return None,
+                "anyOf" | "oneOf" | "allOf" if value.is_array() => return None,
+                "nullable" => k.nullable = value == &Value::Bool(true),
+                "type" => k.kinds = Kinds::of(value),
+                "enum" => k.enumeration = value.as_array().cloned(),
+                "const" => k.constant = Some(value.clone()),
+                "properties" => {
+                    if let Value::Object(properties) = value {
+                        let mut compiled = Vec::with_capacity(properties.len());
+                        for (name, sub) in properties {
+                            compiled.push(Property {
+                                name: name.as_str().into(),
+                                schema: Node::compile(sub, depth + 1)?,
+                                required: false,
+                            });
+                        }
+                        // A map iterates in key order, or in insertion order with serde_json's
+                        // `preserve_order`: sorted here for the lookups either way.
+                        compiled.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+                        k.properties = Some(compiled);
+                    }
+                }
+                "additionalProperties" => {
+                    k.additional = match value {
+                        Value::Bool(false) => Additional::Refused,
+                        Value::Object(_) => {
+                            Additional::Checked(Box::new(Node::compile(value, depth + 1)?))
+                        }
+                        _ => Additional::Allowed,
+                    }
+                }
+                "items" => k.items = Some(Box::new(Node::compile(value, depth + 1)?)),
+                "minItems" => k.min_items = value.as_u64(),
+                "maxItems" => k.max_items = value.as_u64(),
+                "minLength" => k.min_length = value.as_u64(),
+                "maxLength" => k.max_length = value.as_u64(),
+                "minimum" => k.minimum = value.as_f64(),
+                "maximum" => k.maximum = value.as_f64(),
+                _ => {}
+            }
+        }
+        // `required` marks properties, so it is read once they are all known.
+        if let Some(Value::Array(names)) = schema.get("required") {
+            for name in names.iter().filter_map(Value::as_str) {
+                match k.property_mut(name) {
+                    Some(property) => property.required = true,
+                    None => k.required_elsewhere.push(name.into()),
+                }
+            }
+        }
+        k.required_properties = k.properties.iter().flatten().filter(|p| p.required).count();
+        Some(k)
+    }
+
+    /// Where `name` is in `properties`.
+    fn property_at(&self, name: &str) -> Option<usize> {
+        let properties = self.properties.as_ref()?;
+        properties.binary_search_by(|p| (*p.name).cmp(name)).ok()
+    }
+
+    fn property_mut(&mut self, name: &str) -> Option<&mut Property> {
+        let at = self.property_at(name)?;
+        self.properties.as_mut()?.get_mut(at)
+    }
+
+    fn accepts(&self, value: &Value, depth: usize, steps: &mut usize) -> bool {
+        if self.nullable && value.is_null() {
+            return true;
+        }
+        if !self.kinds.allow(value)
+            || self
+                .enumeration
+                .as_ref()
+                .is_some_and(|options| !options.contains(value))
+            || self.constant.as_ref().is_some_and(|c| c != value)
+        {
+            return false;
+        }
+        match value {
+            Value::Object(map) => self.accepts_object(map, depth, steps),
+            Value::Array(items) => {
+                let n = items.len() as u64;
+                self.min_items.is_none_or(|min| n >= min)
+                    && self.max_items.is_none_or(|max| n <= max)
+                    && self.items.as_ref().is_none_or(|schema| {
+                        items
+                            .iter()
+                            .all(|item| schema.accepts(item, depth + 1, steps))
+                    })
+            }
+            Value::String(text) => {
+                if self.min_length.is_none() && self.max_length.is_none() {
+                    return true;
+                }
+                let n = text.chars().count() as u64;
+                self.min_length.is_none_or(|min| n >= min)
+                    && self.max_length.is_none_or(|max| n <= max)
+            }
+            Value::Number(n) => match n.as_f64() {
+                Some(v) => {
+                    self.minimum.is_none_or(|min| v >= min)
+                        && self.maximum.is_none_or(|max| v <= max)
+                }
+                None => true,
+            },
+            Value::Bool(_) | Value::Null => true,
+        }
+    }
+
+    fn accepts_object(&self, map: &Map<String, Value>, depth: usize, steps: &mut usize) -> bool {
+        if !self
+            .required_elsewhere
+            .iter()
+            .all(|name| map.contains_key(&**name))
+        {
+            return false;
+        }
+        let properties = self.properties.as_deref().unwrap_or_default();
+        let mut required_seen = 0;
+        // Keys and properties are both in name order when the map is (serde_json's default):
+        // then each key is the property after the last one found, and no search is needed.
+        let mut next = 0;
+        for (key, value) in map {
+            let at = match properties.get(next) {
+                Some(p) if *p.name == **key => Some(next),
+                _ => self.property_at(key),
+            };
+            let accepted = match at.and_then(|at| properties.get(at).map(|p| (at, p))) {
+                Some((at, property)) => {
+                    next = at + 1;
+                    required_seen += usize::from(property.required);
+                    property.schema.accepts(value, depth + 1, steps)
+                }
+                None => match &self.additional {
+                    Additional::Checked(schema) => schema.accepts(value, depth + 1, steps),
+                    Additional::Refused => false,
+                    Additional::Allowed => true,
+                },
+            };
+            if !accepted {
+                return false;
+            }
+        }
+        required_seen == self.required_properties
+    }
+}
+
+#[cfg(test)]
+mod tests;
