@@ -9,14 +9,14 @@
 //!
 //! The tree only *accepts*. It answers "valid" exactly when [`validate_args`] finds no
 //! problem, and otherwise hands the call to [`validate_args`], which names the problems, so
-//! the messages a model sees have one source. Schemas with keywords whose check depends on
-//! more than one branch or on the root (a `$ref` string, `anyOf` / `oneOf` / `allOf` lists)
-//! and schemas nested deeper than any argument can be are not compiled: they are interpreted
-//! as before.
+//! the messages a model sees have one source. A `$ref` is compiled where it is used. Schemas
+//! with `anyOf` / `oneOf` / `allOf` lists (whose branches the interpreter remembers), schemas
+//! nested or recursive deeper than any argument can be, and schemas that would compile to too
+//! many nodes are not compiled: they are interpreted as before.
 
 use serde_json::{Map, Value};
 
-use super::validate::{MAX_DEPTH, MAX_STEPS, validate_args};
+use super::validate::{MAX_DEPTH, MAX_STEPS, resolve, validate_args};
 
 /// A tool's argument check: the compiled schema when it could be compiled.
 #[derive(Debug)]
@@ -27,8 +27,12 @@ pub(crate) struct ArgsCheck {
 impl ArgsCheck {
     /// Compiles `schema`; one that cannot be compiled is interpreted on every call.
     pub(crate) fn new(schema: &Value) -> ArgsCheck {
+        let mut compiler = Compiler {
+            root: schema,
+            budget: MAX_NODES,
+        };
         ArgsCheck {
-            compiled: Node::compile(schema, 0),
+            compiled: compiler.node(schema, 0, 0),
         }
     }
 
@@ -61,6 +65,8 @@ enum Node {
 /// The keywords of a schema object that [`validate_args`] reads, in the form it reads them.
 #[derive(Debug, Default)]
 struct Keywords {
+    /// The schema a `$ref` points to: the value must match it too.
+    reference: Option<Box<Node>>,
     /// `nullable: true`: null matches before anything else is checked.
     nullable: bool,
     /// The kinds of value `type` allows ([`Kinds::ALL`] when it allows anything).
@@ -185,47 +191,60 @@ impl Default for Kinds {
     }
 }
 
-impl Node {
-    /// Reads `schema`, nested `depth` schemas deep; `None` when it uses a keyword this form
-    /// leaves to [`validate_args`], or is nested deeper than arguments may be.
-    fn compile(schema: &Value, depth: usize) -> Option<Node> {
+/// The most nodes one schema compiles to. A `$ref` is compiled where it is used, so a schema
+/// whose definitions refer to each other many times over could otherwise grow exponentially;
+/// past this it is interpreted instead.
+const MAX_NODES: usize = 100_000;
+
+/// The most `$ref`s followed in a row without descending into the value. Chains longer than
+/// any real schema's are left to the interpreter (which bounds them itself).
+const MAX_REFS: usize = 8;
+
+/// Reads a schema into [`Node`]s.
+struct Compiler<'a> {
+    /// The whole schema: where `$ref`s point.
+    root: &'a Value,
+    /// Nodes left to make (see [`MAX_NODES`]).
+    budget: usize,
+}
+
+impl Compiler<'_> {
+    /// Reads `schema`, met `depth` levels into the arguments after following `refs`
+    /// references at that level; `None` when it uses a keyword this form leaves to
+    /// [`validate_args`], or cannot be compiled within the limits.
+    fn node(&mut self, schema: &Value, depth: usize, refs: usize) -> Option<Node> {
+        self.budget = self.budget.checked_sub(1)?;
         let object = match schema {
             Value::Object(object) => object,
             Value::Bool(false) => return Some(Node::Never),
             _ => return Some(Node::Any),
         };
         // Arguments nest at most MAX_DEPTH levels, so a deeper schema is never reached; one
-        // that deep is left to the interpreter rather than compiled recursively.
-        if depth > MAX_DEPTH {
+        // that deep (a recursive one, say) is left to the interpreter.
+        if depth > MAX_DEPTH || refs > MAX_REFS {
             return None;
         }
-        Keywords::compile(object, depth).map(|k| Node::Object(Box::new(k)))
+        self.keywords(object, depth, refs)
+            .map(|k| Node::Object(Box::new(k)))
     }
 
-    /// True when [`validate_args`] would find no problem with `value` here, `depth` levels
-    /// into the arguments, with `steps` schema-and-value steps taken so far.
-    fn accepts(&self, value: &Value, depth: usize, steps: &mut usize) -> bool {
-        if depth > MAX_DEPTH {
-            return false;
-        }
-        *steps += 1;
-        if *steps > MAX_STEPS {
-            return false;
-        }
-        match self {
-            Node::Any => true,
-            Node::Never => false,
-            Node::Object(k) => k.accepts(value, depth, steps),
-        }
-    }
-}
-
-impl Keywords {
-    fn compile(schema: &Map<String, Value>, depth: usize) -> Option<Keywords> {
+    fn keywords(
+        &mut self,
+        schema: &Map<String, Value>,
+        depth: usize,
+        refs: usize,
+    ) -> Option<Keywords> {
         let mut k = Keywords::default();
         for (key, value) in schema {
             match key.as_str() {
-                "$ref" if value.is_string() => return None,
+                "$ref" => {
+                    if let Value::String(reference) = value {
+                        // An unresolvable reference is not checked (as by the interpreter).
+                        if let Some(target) = resolve(self.root, reference) {
+                            k.reference = Some(Box::new(self.node(target, depth, refs + 1)?));
+                        }
+                    }
+                }
                 "anyOf" | "oneOf" | "allOf" if value.is_array() => return None,
                 "nullable" => k.nullable = value == &Value::Bool(true),
                 "type" => k.kinds = Kinds::of(value),
@@ -237,7 +256,7 @@ impl Keywords {
                         for (name, sub) in properties {
                             compiled.push(Property {
                                 name: name.as_str().into(),
-                                schema: Node::compile(sub, depth + 1)?,
+                                schema: self.node(sub, depth + 1, 0)?,
                                 required: false,
                             });
                         }
@@ -251,12 +270,12 @@ impl Keywords {
                     k.additional = match value {
                         Value::Bool(false) => Additional::Refused,
                         Value::Object(_) => {
-                            Additional::Checked(Box::new(Node::compile(value, depth + 1)?))
+                            Additional::Checked(Box::new(self.node(value, depth + 1, 0)?))
                         }
                         _ => Additional::Allowed,
                     }
                 }
-                "items" => k.items = Some(Box::new(Node::compile(value, depth + 1)?)),
+                "items" => k.items = Some(Box::new(self.node(value, depth + 1, 0)?)),
                 "minItems" => k.min_items = value.as_u64(),
                 "maxItems" => k.max_items = value.as_u64(),
                 "minLength" => k.min_length = value.as_u64(),
@@ -278,7 +297,28 @@ impl Keywords {
         k.required_properties = k.properties.iter().flatten().filter(|p| p.required).count();
         Some(k)
     }
+}
 
+impl Node {
+    /// True when [`validate_args`] would find no problem with `value` here, `depth` levels
+    /// into the arguments, with `steps` schema-and-value steps taken so far.
+    fn accepts(&self, value: &Value, depth: usize, steps: &mut usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        *steps += 1;
+        if *steps > MAX_STEPS {
+            return false;
+        }
+        match self {
+            Node::Any => true,
+            Node::Never => false,
+            Node::Object(k) => k.accepts(value, depth, steps),
+        }
+    }
+}
+
+impl Keywords {
     /// Where `name` is in `properties`.
     fn property_at(&self, name: &str) -> Option<usize> {
         let properties = self.properties.as_ref()?;
@@ -291,6 +331,12 @@ impl Keywords {
     }
 
     fn accepts(&self, value: &Value, depth: usize, steps: &mut usize) -> bool {
+        // The reference is checked first, at the same depth: `nullable` does not excuse it.
+        if let Some(target) = &self.reference
+            && !target.accepts(value, depth, steps)
+        {
+            return false;
+        }
         if self.nullable && value.is_null() {
             return true;
         }

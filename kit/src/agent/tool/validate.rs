@@ -417,7 +417,7 @@ fn bound(
     }
 }
 
-fn resolve<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
+pub(super) fn resolve<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
     let pointer = reference.strip_prefix('#')?;
     root.pointer(pointer)
 }

@@ -47,8 +47,18 @@ struct Search {
 #[test]
 fn compiles_the_schemas_tools_are_made_with() {
     let derived = serde_json::to_value(schemars::schema_for!(Search)).unwrap();
-    // schemars names a unit-variant enum through `$ref` into `$defs`: interpreted.
-    assert!(!compiled(&derived));
+    // schemars names the enum through a `$ref` into `$defs`.
+    assert!(derived.to_string().contains("$ref"), "{derived}");
+    assert!(compiled(&derived));
+    for args in [
+        json!({"query": "q", "limit": null, "tags": [], "status": "Done", "score": 1}),
+        json!({"query": "q", "limit": 3, "tags": ["a"], "status": "Pending", "score": 0.5}),
+        json!({"query": "q", "tags": [], "status": "Later", "score": 1}),
+        json!({"query": "q", "limit": -3, "tags": [], "status": "Done", "score": 1}),
+        json!({"query": "q", "tags": [], "score": 1}),
+    ] {
+        agrees(&derived, &args);
+    }
     let plain = json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "Search",
@@ -93,27 +103,98 @@ fn compiles_the_schemas_tools_are_made_with() {
 }
 
 #[test]
-fn keywords_that_need_the_root_or_several_branches_are_interpreted() {
+fn branches_recursion_and_long_reference_chains_are_interpreted() {
+    let chain: Map<String, Value> = (0..=MAX_REFS)
+        .map(|i| {
+            (
+                format!("d{i}"),
+                json!({"$ref": format!("#/$defs/d{}", i + 1)}),
+            )
+        })
+        .chain([(format!("d{}", MAX_REFS + 1), json!({"type": "object"}))])
+        .collect();
     for schema in [
-        json!({"$ref": "#/$defs/A", "$defs": {"A": {"type": "object"}}}),
         json!({"properties": {"a": {"anyOf": [{"type": "string"}, {"type": "null"}]}}}),
         json!({"properties": {"a": {"oneOf": [{"const": 1}, {"const": 2}]}}}),
         json!({"items": {"allOf": [{"type": "string"}]}}),
+        // Recursive: through the value, and through references alone.
         json!({"additionalProperties": {"$ref": "#"}}),
+        json!({"$ref": "#/$defs/T", "$defs": {"T": {"type": "object",
+            "properties": {"a": {"type": "array", "items": {"$ref": "#/$defs/T"}}}}}}),
+        json!({"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}}),
+        json!({"$ref": "#/$defs/d0", "$defs": chain}),
     ] {
         assert!(!compiled(&schema), "{schema}");
-        agrees(&schema, &json!({"a": "x"}));
-        agrees(&schema, &json!({"a": 3}));
+        for args in [
+            json!({"a": "x"}),
+            json!({"a": 3}),
+            json!({"a": [{"a": []}]}),
+        ] {
+            agrees(&schema, &args);
+        }
     }
-    // The same keywords in a form the interpreter ignores do not stop the compiling.
+    // The same keywords in a form the interpreter ignores do not stop the compiling, nor do
+    // references it cannot resolve (it does not check them), nor a chain within the limit.
+    let mut short = chain.clone();
+    short.insert(format!("d{MAX_REFS}"), json!({"type": "object"}));
     for schema in [
         json!({"$ref": 7, "type": "object"}),
         json!({"anyOf": {"type": "string"}, "oneOf": null, "allOf": "x", "type": "object"}),
+        json!({"$ref": "#/$defs/missing", "type": "object"}),
+        json!({"$ref": "https://example.com/schema.json", "type": "object"}),
+        json!({"$ref": "#/$defs/A", "$defs": {"A": {"type": "object"}}}),
+        json!({"$ref": "#/$defs/d1", "$defs": short}),
     ] {
         assert!(compiled(&schema), "{schema}");
-        agrees(&schema, &json!({"a": 1}));
-        agrees(&schema, &json!("x"));
+        for args in [json!({"a": 1}), json!("x"), json!(null)] {
+            agrees(&schema, &args);
+        }
     }
+}
+
+#[test]
+fn a_reference_is_checked_beside_the_keywords_next_to_it() {
+    let schema = json!({
+        "$defs": {"Short": {"type": "string", "maxLength": 3}},
+        "properties": {
+            "a": {"$ref": "#/$defs/Short", "minLength": 2},
+            "b": {"$ref": "#/$defs/Short", "nullable": true},
+            "c": {"nullable": true, "$ref": "#/$defs/Nothing"}
+        }
+    });
+    assert!(compiled(&schema));
+    for args in [
+        json!({"a": "ab"}),
+        json!({"a": "a"}),
+        json!({"a": "abcd"}),
+        json!({"a": 1}),
+        // `nullable` next to a reference does not excuse the reference's own type.
+        json!({"b": null}),
+        json!({"b": "ab"}),
+        json!({"c": null}),
+        json!({"c": 1}),
+    ] {
+        agrees(&schema, &args);
+    }
+}
+
+#[test]
+fn definitions_that_multiply_when_inlined_are_interpreted() {
+    // Each definition uses the next one twice: 2^40 nodes if every use were compiled.
+    let defs: Map<String, Value> = (0..40)
+        .map(|i| {
+            let next = format!("#/$defs/d{}", i + 1);
+            (
+                format!("d{i}"),
+                json!({"properties": {"l": {"$ref": next}, "r": {"$ref": next}}}),
+            )
+        })
+        .chain([("d40".to_string(), json!({"type": "integer"}))])
+        .collect();
+    let schema = json!({"$ref": "#/$defs/d0", "$defs": defs});
+    assert!(!compiled(&schema));
+    agrees(&schema, &json!({"l": {"r": {"l": 1}}}));
+    agrees(&schema, &json!({"l": {"r": {"l": {"r": "x"}}}}));
 }
 
 #[test]
@@ -191,7 +272,19 @@ fn random_schemas_and_arguments_agree_with_the_interpreter() {
     let mut rng = fastrand::Rng::with_seed(0x5eed_cafe);
     let (mut accepted, mut rejected, mut schemas_compiled) = (0, 0, 0);
     for _ in 0..4000 {
-        let schema = random_schema(&mut rng, 0);
+        let mut schema = random_schema(&mut rng, 0);
+        if let Value::Object(root) = &mut schema {
+            let recursive = json!({"type": "array", "items": {"$ref": "#/$defs/d2"}});
+            let defs = [
+                random_schema(&mut rng, 2),
+                random_schema(&mut rng, 2),
+                recursive,
+            ];
+            root.insert(
+                "$defs".into(),
+                json!({"d0": defs[0], "d1": defs[1], "d2": defs[2]}),
+            );
+        }
         schemas_compiled += usize::from(compiled(&schema));
         for _ in 0..4 {
             let args = random_args(&mut rng, &schema, 0);
@@ -315,6 +408,10 @@ fn random_schema(rng: &mut fastrand::Rng, depth: usize) -> Value {
         }
         4 => {
             s.insert("description".into(), json!("ignored"));
+        }
+        5 | 6 if depth > 0 => {
+            let to = ["d0", "d1", "d2", "missing"][rng.usize(0..4)];
+            s.insert("$ref".into(), json!(format!("#/$defs/{to}")));
         }
         _ => {}
     }
@@ -452,6 +549,20 @@ fn the_step_budget_and_the_depth_limit_hold_on_the_compiled_path() {
             .validate(&schema, &shallower)
             .is_ok()
     );
+
+    // A reference at the deepest level is checked at that level, not one below.
+    let mut schema = json!({"$ref": "#/$defs/Leaf"});
+    for _ in 0..MAX_DEPTH {
+        schema = json!({"items": schema});
+    }
+    schema["$defs"] = json!({"Leaf": {"type": "integer"}});
+    assert!(compiled(&schema));
+    let mut deepest = json!(1);
+    for _ in 0..MAX_DEPTH {
+        deepest = json!([deepest]);
+    }
+    agrees(&schema, &deepest);
+    assert!(ArgsCheck::new(&schema).validate(&schema, &deepest).is_ok());
 }
 
 #[test]
