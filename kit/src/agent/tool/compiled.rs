@@ -196,9 +196,10 @@ impl Default for Kinds {
 /// past this it is interpreted instead.
 const MAX_NODES: usize = 100_000;
 
-/// The most `$ref`s followed in a row without descending into the value. Chains longer than
-/// any real schema's are left to the interpreter (which bounds them itself).
-const MAX_REFS: usize = 8;
+/// The most `$ref`s followed on the way from the root to any sub-schema. It also bounds how
+/// deep compiling recurses (with [`MAX_DEPTH`]), whatever schema a peer sends. More than a
+/// real schema's nesting of named types: past it the schema is interpreted.
+const MAX_REFS: usize = 16;
 
 /// Reads a schema into [`Node`]s.
 struct Compiler<'a> {
@@ -210,7 +211,7 @@ struct Compiler<'a> {
 
 impl Compiler<'_> {
     /// Reads `schema`, met `depth` levels into the arguments after following `refs`
-    /// references at that level; `None` when it uses a keyword this form leaves to
+    /// references from the root; `None` when it uses a keyword this form leaves to
     /// [`validate_args`], or cannot be compiled within the limits.
     fn node(&mut self, schema: &Value, depth: usize, refs: usize) -> Option<Node> {
         self.budget = self.budget.checked_sub(1)?;
@@ -256,7 +257,7 @@ impl Compiler<'_> {
                         for (name, sub) in properties {
                             compiled.push(Property {
                                 name: name.as_str().into(),
-                                schema: self.node(sub, depth + 1, 0)?,
+                                schema: self.node(sub, depth + 1, refs)?,
                                 required: false,
                             });
                         }
@@ -270,12 +271,12 @@ impl Compiler<'_> {
                     k.additional = match value {
                         Value::Bool(false) => Additional::Refused,
                         Value::Object(_) => {
-                            Additional::Checked(Box::new(self.node(value, depth + 1, 0)?))
+                            Additional::Checked(Box::new(self.node(value, depth + 1, refs)?))
                         }
                         _ => Additional::Allowed,
                     }
                 }
-                "items" => k.items = Some(Box::new(self.node(value, depth + 1, 0)?)),
+                "items" => k.items = Some(Box::new(self.node(value, depth + 1, refs)?)),
                 "minItems" => k.min_items = value.as_u64(),
                 "maxItems" => k.max_items = value.as_u64(),
                 "minLength" => k.min_length = value.as_u64(),

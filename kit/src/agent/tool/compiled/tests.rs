@@ -123,6 +123,7 @@ fn branches_recursion_and_long_reference_chains_are_interpreted() {
             "properties": {"a": {"type": "array", "items": {"$ref": "#/$defs/T"}}}}}}),
         json!({"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}}),
         json!({"$ref": "#/$defs/d0", "$defs": chain}),
+        nested_types(MAX_REFS + 1),
     ] {
         assert!(!compiled(&schema), "{schema}");
         for args in [
@@ -144,12 +145,32 @@ fn branches_recursion_and_long_reference_chains_are_interpreted() {
         json!({"$ref": "https://example.com/schema.json", "type": "object"}),
         json!({"$ref": "#/$defs/A", "$defs": {"A": {"type": "object"}}}),
         json!({"$ref": "#/$defs/d1", "$defs": short}),
+        nested_types(MAX_REFS),
     ] {
         assert!(compiled(&schema), "{schema}");
         for args in [json!({"a": 1}), json!("x"), json!(null)] {
             agrees(&schema, &args);
         }
     }
+}
+
+/// `n` named types each holding the next one in a property, as schemars writes them: `n`
+/// references on the way to the innermost.
+fn nested_types(n: usize) -> Value {
+    let defs: Map<String, Value> = (0..n)
+        .map(|i| {
+            let next = if i + 1 == n {
+                json!({"type": "integer"})
+            } else {
+                json!({"$ref": format!("#/$defs/t{}", i + 1)})
+            };
+            (
+                format!("t{i}"),
+                json!({"type": "object", "properties": {"a": next}}),
+            )
+        })
+        .collect();
+    json!({"$ref": "#/$defs/t0", "$defs": defs})
 }
 
 #[test]
