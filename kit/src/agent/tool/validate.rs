@@ -64,11 +64,19 @@ pub(super) const MAX_DEPTH: usize = 128;
 /// the value: a schema referring to itself in a loop cannot be checked, and is not.
 const MAX_REF_CHAIN: usize = 32;
 
-/// How deep a check is: in the value, and in references followed since the last step into it.
+/// The most `$ref`s (and branches) followed on the whole way from the root to one check. With
+/// [`MAX_DEPTH`] it bounds how deep the check recurses, so no schema a peer sends can exhaust
+/// a thread's stack (32 references at each of 128 levels would be thousands of frames). A
+/// recursive tagged enum takes two per level (its `$ref` and its `oneOf`): 256 levels' worth.
+pub(super) const MAX_PATH_REFS: usize = 512;
+
+/// How deep a check is: in the value, in references followed since the last step into it, and
+/// in references followed since the root.
 #[derive(Debug, Clone, Copy, Default)]
 struct Depth {
     value: usize,
     refs: usize,
+    path_refs: usize,
 }
 
 impl Depth {
@@ -77,6 +85,7 @@ impl Depth {
         Depth {
             value: self.value + 1,
             refs: 0,
+            path_refs: self.path_refs,
         }
     }
 
@@ -85,6 +94,7 @@ impl Depth {
         Depth {
             value: self.value,
             refs: self.refs + 1,
+            path_refs: self.path_refs + 1,
         }
     }
 }
@@ -176,6 +186,9 @@ impl<'a> Keywords<'a> {
     }
 }
 
+/// Checks `value` against `schema`. This is the recursion (through references, branches and
+/// the value's levels), so it keeps its own frame small: what builds problem texts or reads
+/// the value's contents is in helpers, on the stack only while they run.
 fn check(
     root: &Value,
     schema: &Value,
@@ -188,11 +201,8 @@ fn check(
     if depth.refs > MAX_REF_CHAIN {
         return;
     }
-    if depth.value > MAX_DEPTH {
-        problems.push(format!(
-            "{}: nested more than {MAX_DEPTH} levels deep; send flatter arguments",
-            at(path)
-        ));
+    if depth.path_refs > MAX_PATH_REFS || depth.value > MAX_DEPTH {
+        problems.push(too_deep(path, depth));
         return;
     }
     ctx.steps += 1;
@@ -202,7 +212,7 @@ fn check(
     let Value::Object(s) = schema else {
         // `true` / `false` schemas.
         if schema == &Value::Bool(false) {
-            problems.push(format!("{}: no value is allowed here", at(path)));
+            problems.push(nothing_allowed(path));
         }
         return;
     };
@@ -224,6 +234,42 @@ fn check(
     if value.is_null() && s.nullable == Some(&Value::Bool(true)) {
         return;
     }
+    if !check_literals(&s, value, path, problems) {
+        return;
+    }
+    check_branches(root, &s, value, path, problems, depth, ctx);
+    check_contents(root, &s, value, path, problems, depth, ctx);
+}
+
+#[inline(never)]
+fn too_deep(path: Path<'_>, depth: Depth) -> String {
+    if depth.value > MAX_DEPTH {
+        format!(
+            "{}: nested more than {MAX_DEPTH} levels deep; send flatter arguments",
+            at(path)
+        )
+    } else {
+        format!(
+            "{}: the tool's schema leads through more than {MAX_PATH_REFS} references to \
+             here, too many to check; the tool's schema needs simplifying",
+            at(path)
+        )
+    }
+}
+
+#[inline(never)]
+fn nothing_allowed(path: Path<'_>) -> String {
+    format!("{}: no value is allowed here", at(path))
+}
+
+/// `type`, `enum` and `const`; false when the type is wrong (nothing else is checked then).
+#[inline(never)]
+fn check_literals(
+    s: &Keywords<'_>,
+    value: &Value,
+    path: Path<'_>,
+    problems: &mut Vec<String>,
+) -> bool {
     if let Some(t) = s.types {
         let allowed = |t: &Value| match t {
             Value::String(t) => has_type(value, t),
@@ -245,7 +291,7 @@ fn check(
                 names.join(" or "),
                 describe(value)
             ));
-            return;
+            return false;
         }
     }
     if let Some(Value::Array(options)) = s.enumeration
@@ -264,6 +310,20 @@ fn check(
     {
         problems.push(format!("{}: must be {expected}, got {value}", at(path)));
     }
+    true
+}
+
+/// `anyOf`, `oneOf` and `allOf`.
+#[inline(never)]
+fn check_branches(
+    root: &Value,
+    s: &Keywords<'_>,
+    value: &Value,
+    path: Path<'_>,
+    problems: &mut Vec<String>,
+    depth: Depth,
+    ctx: &mut Ctx,
+) {
     for (key, options) in [("anyOf", s.any_of), ("oneOf", s.one_of)] {
         if let Some(Value::Array(options)) = options {
             let matching = options
@@ -276,24 +336,7 @@ fn check(
                 matching >= 1
             };
             if !ok {
-                // schemars writes documented enums as `oneOf` of `const`s: name the values.
-                let consts: Vec<String> = options
-                    .iter()
-                    .filter_map(|o| o.get("const").map(Value::to_string))
-                    .collect();
-                if consts.len() == options.len() && !consts.is_empty() {
-                    problems.push(format!(
-                        "{}: must be one of {}, got {value}",
-                        at(path),
-                        consts.join(", ")
-                    ));
-                } else {
-                    problems.push(format!(
-                        "{}: {} does not match any of the allowed shapes",
-                        at(path),
-                        describe(value)
-                    ));
-                }
+                problems.push(no_shape_matched(options, value, path));
             }
         }
     }
@@ -302,8 +345,44 @@ fn check(
             check(root, sub, value, path, problems, depth.through_ref(), ctx);
         }
     }
+}
+
+#[inline(never)]
+fn no_shape_matched(options: &[Value], value: &Value, path: Path<'_>) -> String {
+    // schemars writes documented enums as `oneOf` of `const`s: name the values.
+    let consts: Vec<String> = options
+        .iter()
+        .filter_map(|o| o.get("const").map(Value::to_string))
+        .collect();
+    if consts.len() == options.len() && !consts.is_empty() {
+        format!(
+            "{}: must be one of {}, got {value}",
+            at(path),
+            consts.join(", ")
+        )
+    } else {
+        format!(
+            "{}: {} does not match any of the allowed shapes",
+            at(path),
+            describe(value)
+        )
+    }
+}
+
+/// What depends on the kind of value: an object's keys, an array's items, a string's length,
+/// a number's range.
+#[inline(never)]
+fn check_contents(
+    root: &Value,
+    s: &Keywords<'_>,
+    value: &Value,
+    path: Path<'_>,
+    problems: &mut Vec<String>,
+    depth: Depth,
+    ctx: &mut Ctx,
+) {
     match value {
-        Value::Object(map) => check_object(root, &s, map, path, problems, depth, ctx),
+        Value::Object(map) => check_object(root, s, map, path, problems, depth, ctx),
         Value::Array(items) => {
             if let Some(item_schema) = s.items {
                 for (i, item) in items.iter().enumerate() {
@@ -612,6 +691,69 @@ mod tests {
         );
         // A list of types with no names in it allows anything, as no `type` would.
         assert!(validate_args(&json!({"type": [1, 2]}), &json!("x")).is_ok());
+    }
+
+    /// `levels` levels, each a chain of `links` links made by `link` (from the name of the next
+    /// definition) ending in `items` into the next level.
+    fn chains(levels: usize, links: usize, link: fn(String) -> Value) -> Value {
+        let name = |level: usize, r: usize| format!("#/$defs/l{level}r{r}");
+        let mut defs = Map::new();
+        for level in 0..=levels {
+            for r in 0..links {
+                let next = if r + 1 < links {
+                    link(name(level, r + 1))
+                } else if level < levels {
+                    json!({"items": {"$ref": name(level + 1, 0)}})
+                } else {
+                    json!({"type": "integer"})
+                };
+                defs.insert(format!("l{level}r{r}"), next);
+            }
+        }
+        json!({"$ref": "#/$defs/l0r0", "$defs": defs})
+    }
+
+    /// Chains of references (or of branches) as long as allowed at every level the arguments
+    /// may reach: without a bound on them along the whole path the check recursed thousands
+    /// of frames deep and overflowed a worker thread's stack.
+    #[test]
+    fn references_at_every_level_cannot_exhaust_the_stack() {
+        let mut args = json!(1);
+        for _ in 0..MAX_DEPTH {
+            args = json!([args]);
+        }
+        let by_ref: fn(String) -> Value = |next| json!({"$ref": next});
+        let by_branch: fn(String) -> Value = |next| json!({"allOf": [{"$ref": next}]});
+        // A branch and its reference are two steps: half as many links fill a level.
+        for (links, link) in [(MAX_REF_CHAIN, by_ref), (MAX_REF_CHAIN / 2, by_branch)] {
+            let schema = chains(MAX_DEPTH, links, link);
+            let args = args.clone();
+            // Half of a tokio worker thread's stack, in any build.
+            let problems = std::thread::Builder::new()
+                .stack_size(1 << 20)
+                .spawn(move || validate_args(&schema, &args))
+                .unwrap()
+                .join()
+                .unwrap()
+                .unwrap_err();
+            assert!(
+                problems[0].contains(&format!("more than {MAX_PATH_REFS} references")),
+                "{problems:?}"
+            );
+        }
+        // Within the bound, such a schema is checked as before.
+        let schema = chains(MAX_PATH_REFS / MAX_REF_CHAIN - 2, MAX_REF_CHAIN, by_ref);
+        let levels = |leaf: Value| {
+            (0..MAX_PATH_REFS / MAX_REF_CHAIN - 2).fold(leaf, |inner, _| json!([inner]))
+        };
+        assert_eq!(validate_args(&schema, &levels(json!(1))), Ok(()));
+        let problems = validate_args(&schema, &levels(json!("x"))).unwrap_err();
+        assert!(problems[0].contains("expected integer"), "{problems:?}");
+        // A recursive tagged enum as deep as arguments may nest is still checked.
+        assert_eq!(
+            validate_args(&expr_schema(), &nested(MAX_DEPTH / 2 - 1, "num")),
+            Ok(())
+        );
     }
 
     #[test]
