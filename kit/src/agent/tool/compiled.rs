@@ -341,13 +341,17 @@ impl Keywords {
         if self.nullable && value.is_null() {
             return true;
         }
-        if !self.kinds.allow(value)
-            || self
-                .enumeration
-                .as_ref()
-                .is_some_and(|options| !options.contains(value))
-            || self.constant.as_ref().is_some_and(|c| c != value)
-        {
+        if !self.kinds.allow(value) {
+            return false;
+        }
+        if let Some(options) = &self.enumeration {
+            // The interpreter counts each option compared as a step.
+            *steps += options.len();
+            if *steps > MAX_STEPS || !options.contains(value) {
+                return false;
+            }
+        }
+        if self.constant.as_ref().is_some_and(|c| c != value) {
             return false;
         }
         match value {

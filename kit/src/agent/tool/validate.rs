@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 /// definitions (a tagged enum nested in itself) never re-checks a subtree; and a hard budget
 /// of a million steps ends any check that would still run away (reported as a problem).
 pub fn validate_args(schema: &Value, args: &Value) -> Result<(), Vec<String>> {
-    let mut problems = Vec::new();
+    let mut problems = Problems::listing(MAX_PROBLEMS);
     let mut ctx = Ctx {
         memo: HashMap::new(),
         steps: 0,
@@ -40,20 +40,56 @@ pub fn validate_args(schema: &Value, args: &Value) -> Result<(), Vec<String>> {
         &mut ctx,
     );
     if ctx.steps > MAX_STEPS {
-        problems.push(format!(
-            "the arguments are too large or too deeply nested to check (more than {MAX_STEPS} \
-             steps); send smaller arguments"
-        ));
+        problems.add(|| {
+            format!(
+                "the arguments are too large or too deeply nested to check (more than \
+                 {MAX_STEPS} steps); send smaller arguments"
+            )
+        });
     }
-    if problems.len() > MAX_PROBLEMS {
-        let more = problems.len() - MAX_PROBLEMS;
-        problems.truncate(MAX_PROBLEMS);
-        problems.push(format!("… and {more} more problems"));
+    problems.into_result()
+}
+
+/// The problems found: the first few written out, the rest only counted, so a call with a
+/// million wrong values costs a million checks but only a few messages.
+struct Problems {
+    listed: Vec<String>,
+    more: usize,
+    limit: usize,
+}
+
+impl Problems {
+    /// Problems of which the first `limit` are written out.
+    fn listing(limit: usize) -> Problems {
+        Problems {
+            listed: Vec::new(),
+            more: 0,
+            limit,
+        }
     }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems)
+
+    /// One more problem, written out by `text` if it is among the first.
+    fn add(&mut self, text: impl FnOnce() -> String) {
+        if self.listed.len() < self.limit {
+            self.listed.push(text());
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.listed.is_empty() && self.more == 0
+    }
+
+    fn into_result(mut self) -> Result<(), Vec<String>> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        if self.more > 0 {
+            self.listed
+                .push(format!("… and {} more problems", self.more));
+        }
+        Err(self.listed)
     }
 }
 
@@ -122,7 +158,8 @@ impl Ctx {
         if let Some(&known) = self.memo.get(&key) {
             return known;
         }
-        let mut sub = Vec::new();
+        // Only whether there is a problem matters: none is written out.
+        let mut sub = Problems::listing(0);
         check(root, schema, value, Path::Root, &mut sub, depth, self);
         let ok = sub.is_empty();
         self.memo.insert(key, ok);
@@ -194,7 +231,7 @@ fn check(
     schema: &Value,
     value: &Value,
     path: Path<'_>,
-    problems: &mut Vec<String>,
+    problems: &mut Problems,
     depth: Depth,
     ctx: &mut Ctx,
 ) {
@@ -202,7 +239,7 @@ fn check(
         return;
     }
     if depth.path_refs > MAX_PATH_REFS || depth.value > MAX_DEPTH {
-        problems.push(too_deep(path, depth));
+        problems.add(|| too_deep(path, depth));
         return;
     }
     ctx.steps += 1;
@@ -212,7 +249,7 @@ fn check(
     let Value::Object(s) = schema else {
         // `true` / `false` schemas.
         if schema == &Value::Bool(false) {
-            problems.push(nothing_allowed(path));
+            problems.add(|| nothing_allowed(path));
         }
         return;
     };
@@ -234,7 +271,7 @@ fn check(
     if value.is_null() && s.nullable == Some(&Value::Bool(true)) {
         return;
     }
-    if !check_literals(&s, value, path, problems) {
+    if !check_literals(&s, value, path, problems, ctx) {
         return;
     }
     check_branches(root, &s, value, path, problems, depth, ctx);
@@ -268,7 +305,8 @@ fn check_literals(
     s: &Keywords<'_>,
     value: &Value,
     path: Path<'_>,
-    problems: &mut Vec<String>,
+    problems: &mut Problems,
+    ctx: &mut Ctx,
 ) -> bool {
     if let Some(t) = s.types {
         let allowed = |t: &Value| match t {
@@ -280,35 +318,48 @@ fn check_literals(
             _ => true,
         };
         if !allowed(t) {
-            let names: Vec<&str> = match t {
-                Value::String(t) => vec![t.as_str()],
-                Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-                _ => Vec::new(),
-            };
-            problems.push(format!(
-                "{}: expected {}, got {}",
-                at(path),
-                names.join(" or "),
-                describe(value)
-            ));
+            problems.add(|| {
+                let names: Vec<&str> = match t {
+                    Value::String(t) => vec![t.as_str()],
+                    Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+                    _ => Vec::new(),
+                };
+                format!(
+                    "{}: expected {}, got {}",
+                    at(path),
+                    listing(names.iter().map(|t| clip(t)), names.len(), " or "),
+                    describe(value)
+                )
+            });
             return false;
         }
     }
-    if let Some(Value::Array(options)) = s.enumeration
-        && !options.contains(value)
-    {
-        let list: Vec<String> = options.iter().map(Value::to_string).collect();
-        problems.push(format!(
-            "{}: must be one of {}, got {}",
-            at(path),
-            list.join(", "),
-            value
-        ));
+    if let Some(Value::Array(options)) = s.enumeration {
+        // Each option compared is a step: a long list checked against many values is bounded
+        // by the budget like any other work.
+        ctx.steps += options.len();
+        if !options.contains(value) {
+            problems.add(|| {
+                format!(
+                    "{}: must be one of {}, got {}",
+                    at(path),
+                    listing(options.iter().map(clip_json), options.len(), ", "),
+                    clip_json(value)
+                )
+            });
+        }
     }
     if let Some(expected) = s.constant
         && expected != value
     {
-        problems.push(format!("{}: must be {expected}, got {value}", at(path)));
+        problems.add(|| {
+            format!(
+                "{}: must be {}, got {}",
+                at(path),
+                clip_json(expected),
+                clip_json(value)
+            )
+        });
     }
     true
 }
@@ -320,7 +371,7 @@ fn check_branches(
     s: &Keywords<'_>,
     value: &Value,
     path: Path<'_>,
-    problems: &mut Vec<String>,
+    problems: &mut Problems,
     depth: Depth,
     ctx: &mut Ctx,
 ) {
@@ -336,7 +387,7 @@ fn check_branches(
                 matching >= 1
             };
             if !ok {
-                problems.push(no_shape_matched(options, value, path));
+                problems.add(|| no_shape_matched(options, value, path));
             }
         }
     }
@@ -350,15 +401,13 @@ fn check_branches(
 #[inline(never)]
 fn no_shape_matched(options: &[Value], value: &Value, path: Path<'_>) -> String {
     // schemars writes documented enums as `oneOf` of `const`s: name the values.
-    let consts: Vec<String> = options
-        .iter()
-        .filter_map(|o| o.get("const").map(Value::to_string))
-        .collect();
-    if consts.len() == options.len() && !consts.is_empty() {
+    let consts = || options.iter().filter_map(|o| o.get("const"));
+    if !options.is_empty() && consts().count() == options.len() {
         format!(
-            "{}: must be one of {}, got {value}",
+            "{}: must be one of {}, got {}",
             at(path),
-            consts.join(", ")
+            listing(consts().map(clip_json), options.len(), ", "),
+            clip_json(value)
         )
     } else {
         format!(
@@ -377,7 +426,7 @@ fn check_contents(
     s: &Keywords<'_>,
     value: &Value,
     path: Path<'_>,
-    problems: &mut Vec<String>,
+    problems: &mut Problems,
     depth: Depth,
     ctx: &mut Ctx,
 ) {
@@ -416,12 +465,12 @@ fn check_contents(
             if let (Some(min), Some(v)) = (s.minimum.and_then(Value::as_f64), n.as_f64())
                 && v < min
             {
-                problems.push(format!("{}: must be at least {min}, got {n}", at(path)));
+                problems.add(|| format!("{}: must be at least {min}, got {n}", at(path)));
             }
             if let (Some(max), Some(v)) = (s.maximum.and_then(Value::as_f64), n.as_f64())
                 && v > max
             {
-                problems.push(format!("{}: must be at most {max}, got {n}", at(path)));
+                problems.add(|| format!("{}: must be at most {max}, got {n}", at(path)));
             }
         }
         _ => {}
@@ -433,7 +482,7 @@ fn check_object(
     s: &Keywords<'_>,
     map: &Map<String, Value>,
     path: Path<'_>,
-    problems: &mut Vec<String>,
+    problems: &mut Problems,
     depth: Depth,
     ctx: &mut Ctx,
 ) {
@@ -441,7 +490,7 @@ fn check_object(
     if let Some(Value::Array(required)) = s.required {
         for key in required.iter().filter_map(Value::as_str) {
             if !map.contains_key(key) {
-                problems.push(format!("{} is required", at(Path::Key(&path, key))));
+                problems.add(|| format!("{} is required", at(Path::Key(&path, key))));
             }
         }
     }
@@ -451,18 +500,22 @@ fn check_object(
             Some(prop) => check(root, prop, value, child, problems, depth.into_value(), ctx),
             None => match s.additional {
                 Some(Value::Bool(false)) => {
-                    let known: Vec<&String> =
-                        properties.map(|p| p.keys().collect()).unwrap_or_default();
-                    let known: Vec<&str> = known.iter().map(|k| k.as_str()).collect();
-                    problems.push(format!(
-                        "{} is not an accepted argument{}",
-                        at(child),
-                        if known.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" (accepted: {})", known.join(", "))
-                        }
-                    ));
+                    problems.add(|| {
+                        let known = properties.map_or(0, Map::len);
+                        format!(
+                            "{} is not an accepted argument{}",
+                            at(child),
+                            if known == 0 {
+                                String::new()
+                            } else {
+                                let names = properties.into_iter().flat_map(Map::keys);
+                                format!(
+                                    " (accepted: {})",
+                                    listing(names.map(|k| clip(k)), known, ", ")
+                                )
+                            }
+                        )
+                    });
                 }
                 Some(extra @ Value::Object(_)) => {
                     check(root, extra, value, child, problems, depth.into_value(), ctx)
@@ -479,7 +532,7 @@ fn bound(
     path: Path<'_>,
     word: &str,
     unit: &str,
-    problems: &mut Vec<String>,
+    problems: &mut Problems,
 ) {
     if let Some(limit) = limit.and_then(Value::as_u64) {
         let bad = if word == "at least" {
@@ -488,10 +541,12 @@ fn bound(
             (actual as u64) > limit
         };
         if bad {
-            problems.push(format!(
-                "{}: must have {word} {limit} {unit}, has {actual}",
-                at(path)
-            ));
+            problems.add(|| {
+                format!(
+                    "{}: must have {word} {limit} {unit}, has {actual}",
+                    at(path)
+                )
+            });
         }
     }
 }
@@ -521,12 +576,7 @@ fn has_type(value: &Value, t: &str) -> bool {
 }
 
 fn describe(value: &Value) -> String {
-    let text = value.to_string();
-    let clipped = if text.chars().count() > 60 {
-        format!("{}…", text.chars().take(60).collect::<String>())
-    } else {
-        text
-    };
+    let clipped = clip_json(value);
     let kind = match value {
         Value::Null => return "null".to_string(),
         Value::Bool(_) => "boolean",
@@ -536,6 +586,65 @@ fn describe(value: &Value) -> String {
         Value::Object(_) => "object",
     };
     format!("{kind} {clipped}")
+}
+
+/// The most characters of a value (or a name) a problem quotes.
+const QUOTED: usize = 60;
+
+/// The most entries of a list (allowed values, accepted names) a problem names.
+const LISTED: usize = 20;
+
+/// `text`, cut to [`QUOTED`] characters with a `…`.
+fn clip(text: &str) -> String {
+    match text.char_indices().nth(QUOTED) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+/// `value` as JSON, cut to [`QUOTED`] characters: only that much of it is written, however
+/// large it is.
+fn clip_json(value: &Value) -> String {
+    /// Keeps the first bytes written and refuses the rest (serde_json then stops).
+    struct Capped(Vec<u8>);
+    impl std::io::Write for Capped {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            // Enough bytes for one character more than is quoted, whatever their widths.
+            let room = (QUOTED + 1) * 4 - self.0.len();
+            if room == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            let n = buf.len().min(room);
+            self.0.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = Capped(Vec::new());
+    // An error here only means the text was cut.
+    let _ = serde_json::to_writer(&mut out, value);
+    let text = match std::str::from_utf8(&out.0) {
+        Ok(text) => text,
+        // Cut inside a character: up to the last whole one.
+        Err(e) => std::str::from_utf8(&out.0[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    clip(text)
+}
+
+/// At most [`LISTED`] of `items` (of which there are `total`), joined by `separator`, with
+/// how many there are in all when that is more. Only those named are written out.
+fn listing(items: impl IntoIterator<Item = String>, total: usize, separator: &str) -> String {
+    let mut text = items
+        .into_iter()
+        .take(LISTED)
+        .collect::<Vec<_>>()
+        .join(separator);
+    if total > LISTED {
+        text.push_str(&format!("{separator}… ({total} in all)"));
+    }
+    text
 }
 
 /// Where a value is in the arguments: written out only for a problem (a valid call builds no
@@ -754,6 +863,84 @@ mod tests {
             validate_args(&expr_schema(), &nested(MAX_DEPTH / 2 - 1, "num")),
             Ok(())
         );
+    }
+
+    /// What a problem quotes and lists is cut, and only the first problems are written out:
+    /// a hostile schema (a huge `enum`, thousands of properties) or huge arguments cost
+    /// checks, never messages as large as themselves, let alone one such message per value.
+    #[test]
+    fn problems_stay_small_whatever_the_schema_and_arguments() {
+        for size in [1 << 10, 1 << 20] {
+            let big = "é".repeat(size / 2);
+            let cases = [
+                (json!({"enum": ["a", "b"]}), json!(big)),
+                (json!({"const": big.clone()}), json!("x")),
+                (json!({"type": "integer"}), json!(big)),
+                (
+                    json!({"oneOf": [{"const": big.clone()}, {"const": 2}]}),
+                    json!([big.clone()]),
+                ),
+            ];
+            for (schema, args) in cases {
+                let problems = validate_args(&schema, &args).unwrap_err();
+                assert_eq!(problems.len(), 1, "{problems:?}");
+                assert!(problems[0].len() < 400, "{}", problems[0].len());
+                assert!(problems[0].contains('…'), "{}", problems[0]);
+            }
+        }
+        // A list of 100,000 allowed values, and 1,000 values none of which is allowed.
+        let options: Vec<Value> = (0..100_000).map(|i| json!(format!("option {i}"))).collect();
+        let schema = json!({"type": "array", "items": {"enum": options}});
+        let args: Vec<Value> = (0..1000).map(|i| json!(format!("wrong {i}"))).collect();
+        let problems = validate_args(&schema, &json!(args)).unwrap_err();
+        assert!(problems.len() <= MAX_PROBLEMS + 1, "{}", problems.len());
+        assert!(problems.iter().all(|p| p.len() < 2000), "{problems:?}");
+        assert!(
+            problems[0].ends_with("\"option 19\", … (100000 in all), got \"wrong 0\""),
+            "{}",
+            problems[0]
+        );
+        // Each option compared is a step: the budget ends the check.
+        assert!(
+            problems.iter().any(|p| p.contains("too large")),
+            "{problems:?}"
+        );
+        // 50,000 accepted names and 10,000 unknown keys.
+        let properties: Map<String, Value> =
+            (0..50_000).map(|i| (format!("p{i}"), json!({}))).collect();
+        let schema = json!({"properties": properties, "additionalProperties": false});
+        let args: Map<String, Value> = (0..10_000).map(|i| (format!("x{i}"), json!(1))).collect();
+        let problems = validate_args(&schema, &Value::Object(args)).unwrap_err();
+        assert_eq!(problems.len(), MAX_PROBLEMS + 1);
+        assert_eq!(problems[MAX_PROBLEMS], "… and 9900 more problems");
+        assert!(problems.iter().all(|p| p.len() < 400), "{}", problems[0]);
+        assert!(
+            problems[0].ends_with("… (50000 in all))"),
+            "{}",
+            problems[0]
+        );
+        // Short texts are quoted whole.
+        assert_eq!(
+            validate_args(&json!({"enum": ["a", "b"]}), &json!("c")).unwrap_err(),
+            ["the arguments: must be one of \"a\", \"b\", got \"c\""]
+        );
+    }
+
+    #[test]
+    fn clipping_keeps_whole_characters() {
+        for text in [
+            "é".repeat(200),
+            "a".repeat(200),
+            "日本".repeat(100),
+            "😀".repeat(100),
+        ] {
+            let clipped = clip_json(&json!(text));
+            assert_eq!(clipped.chars().count(), QUOTED + 1, "{clipped}");
+            assert!(clipped.ends_with('…'));
+            assert!(clipped.starts_with('"'));
+        }
+        assert_eq!(clip_json(&json!({"a": [1, 2]})), r#"{"a":[1,2]}"#);
+        assert_eq!(clip(&"x".repeat(QUOTED)), "x".repeat(QUOTED));
     }
 
     #[test]
