@@ -13,6 +13,7 @@ use std::time::Duration;
 /// | `max_stream_bytes` | 64 MiB | everything one streamed body may deliver ([`HttpClient::send_stream`](super::HttpClient::send_stream)), keep-alive comments included |
 /// | `max_sse_line_bytes` | 8 MiB | one line of a `text/event-stream` body |
 /// | `max_sse_event_bytes` | 16 MiB | one server-sent event (its `data:` lines together) |
+/// | `max_sse_id_bytes` | 1 KiB | a server-sent event's `id:` (it is repeated on every later event, so a long one would be copied once per event) |
 /// | `stream_deadline` | 1 hour | the whole life of a streamed body, however often the peer talks |
 ///
 /// The idle timeout of a stream is the client's [`timeout`](super::HttpClient::timeout): the
@@ -43,6 +44,10 @@ pub struct HttpLimits {
     pub max_sse_line_bytes: usize,
     /// Largest server-sent event (its data together), in bytes (default 16 MiB).
     pub max_sse_event_bytes: usize,
+    /// Longest `id:` of a server-sent event, in bytes (default 1 KiB). The last id is carried
+    /// by every later event: without this bound one long id line followed by many tiny events
+    /// would be copied into each of them.
+    pub max_sse_id_bytes: usize,
     /// Longest a streamed body may last in total (default 1 hour).
     pub stream_deadline: Duration,
 }
@@ -58,6 +63,7 @@ impl Default for HttpLimits {
             max_stream_bytes: 64 * 1024 * 1024,
             max_sse_line_bytes: 8 * 1024 * 1024,
             max_sse_event_bytes: 16 * 1024 * 1024,
+            max_sse_id_bytes: 1024,
             stream_deadline: Duration::from_secs(60 * 60),
         }
     }

@@ -51,6 +51,15 @@ pub enum SseError {
         /// The limit, in bytes.
         max: usize,
     },
+    /// An `id:` line was longer than the limit (the id is repeated on every later event).
+    #[error(
+        "an event id of the stream is longer than {max} bytes; raise \
+         HttpLimits::max_sse_id_bytes if this peer is trusted to send such ids"
+    )]
+    IdTooLong {
+        /// The limit, in bytes.
+        max: usize,
+    },
 }
 
 impl SseError {
@@ -59,6 +68,7 @@ impl SseError {
         match self {
             SseError::LineTooLong { .. } => "max_sse_line_bytes",
             SseError::EventTooLarge { .. } => "max_sse_event_bytes",
+            SseError::IdTooLong { .. } => "max_sse_id_bytes",
         }
     }
 }
@@ -92,6 +102,7 @@ pub struct SseDecoder {
     ready: VecDeque<SseEvent>,
     max_line: usize,
     max_event: usize,
+    max_id: usize,
     error: Option<SseError>,
 }
 
@@ -119,6 +130,7 @@ impl SseDecoder {
             ready: VecDeque::new(),
             max_line: limits.max_sse_line_bytes,
             max_event: limits.max_sse_event_bytes,
+            max_id: limits.max_sse_id_bytes,
             error: None,
         }
     }
@@ -228,7 +240,12 @@ impl SseDecoder {
                 self.data.push_str(value);
                 self.has_data = true;
             }
-            "id" if !value.contains('\0') => self.id = Some(value.to_string()),
+            "id" if !value.contains('\0') => {
+                if value.len() > self.max_id {
+                    return self.fail(SseError::IdTooLong { max: self.max_id });
+                }
+                self.id = Some(value.to_string());
+            }
             _ => {} // `retry` and unknown fields are ignored
         }
         Ok(())
@@ -374,6 +391,52 @@ mod tests {
                 "split every {size}"
             );
         }
+    }
+
+    /// The last id is carried by every later event (as a browser's `lastEventId` is), and
+    /// only an id within `max_sse_id_bytes` is taken: one long id line followed by many tiny
+    /// events would otherwise be copied into each of them.
+    #[test]
+    fn an_id_carries_over_within_its_limit() {
+        let events = decode_in_pieces(b"id: 7\ndata: a\n\ndata: b\n\nid: 8\ndata: c\n\n", 3);
+        let ids: Vec<Option<&str>> = events.iter().map(|e| e.id.as_deref()).collect();
+        assert_eq!(ids, [Some("7"), Some("7"), Some("8")]);
+        // An id with a NUL is ignored, as the specification says.
+        let events = decode_in_pieces(b"id: 7\ndata: a\n\nid: x\0y\ndata: b\n\n", 5);
+        assert_eq!(events[1].id.as_deref(), Some("7"));
+
+        let limits = HttpLimits::default();
+        for (len, ok) in [(1 << 10, true), ((1 << 10) + 1, false), (1 << 20, false)] {
+            let mut body = format!("id: {}\n", "x".repeat(len)).into_bytes();
+            for _ in 0..10_000 {
+                body.extend_from_slice(b"data\n\n");
+            }
+            match crate::fuzz::sse(&body, &limits) {
+                Ok(events) => {
+                    assert!(ok, "{len}");
+                    assert_eq!(events.len(), 10_000);
+                    assert!(
+                        events
+                            .iter()
+                            .all(|e| e.id.as_ref().map(String::len) == Some(len))
+                    );
+                }
+                Err(e) => {
+                    assert!(!ok, "{len}: {e}");
+                    assert_eq!(e, SseError::IdTooLong { max: 1 << 10 });
+                    assert_eq!(e.limit(), "max_sse_id_bytes");
+                    assert!(e.to_string().contains("raise HttpLimits::max_sse_id_bytes"));
+                }
+            }
+        }
+        // A peer trusted with longer ids can be allowed them.
+        let wide = HttpLimits {
+            max_sse_id_bytes: 1 << 20,
+            ..HttpLimits::default()
+        };
+        let body = format!("id: {}\ndata: a\n\n", "x".repeat(1 << 20));
+        let events = crate::fuzz::sse(body.as_bytes(), &wide).unwrap();
+        assert_eq!(events[0].id.as_ref().map(String::len), Some(1 << 20));
     }
 
     #[test]
