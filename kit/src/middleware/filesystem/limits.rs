@@ -4,7 +4,7 @@
 ///
 /// | limit | default | what it bounds |
 /// |---|---|---|
-/// | `max_file_bytes` | 16 MiB | a file `edit_file` or `grep` reads whole; larger files are refused by `edit_file` and skipped (and named) by `grep`. `read_file` pages through files of any size, holding one page |
+/// | `max_file_bytes` | 16 MiB | a file `edit_file` or `grep` reads whole, and a file `edit_file` makes; larger files are refused by `edit_file` (before it reads them, or before it builds the edited text) and skipped (and named) by `grep`. `read_file` pages through files of any size, holding one page |
 /// | `max_pattern_chars` | 4,096 | a `glob` pattern (also `grep`'s `glob` filter) |
 /// | `max_pattern_alternatives` | 1,000 | what a pattern's `{a,b}` groups expand to (together they may hold at most 64 Ki characters) |
 ///
@@ -19,7 +19,7 @@
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FsLimits {
-    /// Largest file read whole (by `edit_file` and `grep`), in bytes.
+    /// Largest file read whole (by `edit_file` and `grep`), or made by `edit_file`, in bytes.
     pub max_file_bytes: u64,
     /// Longest glob pattern, in characters.
     pub max_pattern_chars: usize,

@@ -322,6 +322,19 @@ async fn edit_file(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContex
              replace all instances, or provide a more specific string with surrounding context."
         ));
     }
+    // What the edit would make, worked out before it is made: a short `old_string` found many
+    // times and a long `new_string` would otherwise build a file many times the limit.
+    let size = (file.content.len() as u128)
+        .saturating_sub((occurrences * old.len()) as u128)
+        .saturating_add(occurrences as u128 * new.len() as u128);
+    if size > u128::from(limits.max_file_bytes) {
+        return Err(format!(
+            "Error: replacing {occurrences} instance(s) in '{path}' would make it {size} bytes, \
+             more than the {} bytes an edit may produce; replace fewer instances at a time, or \
+             with shorter text.",
+            limits.max_file_bytes
+        ));
+    }
     let content = file.content.replace(old, new);
     let changes = s
         .backend

@@ -437,6 +437,31 @@ async fn edit_file_replaces_exact_strings() {
     assert_eq!(err(&out), "Error: File '/missing.txt' not found");
 }
 
+/// An edit that would grow a file past `max_file_bytes` is refused before its text is built:
+/// a one-character `old_string` found 100,000 times and a 200-byte `new_string` would make
+/// 20 MB from a 100 KB file. The same edit at a size within the limit goes through.
+#[tokio::test]
+async fn edit_file_refuses_to_build_a_file_past_the_limit() {
+    let lines = "x\n".repeat(50_000);
+    let mut s = state(&[("/big.txt", &lines)]);
+    let replace = |new: String| json!({"file_path": "/big.txt", "old_string": "\n", "new_string": new, "replace_all": true});
+    let out = run(FsTool::EditFile, &s, replace("y".repeat(400))).await;
+    assert_eq!(
+        err(&out),
+        "Error: replacing 50000 instance(s) in '/big.txt' would make it 20050000 bytes, more \
+         than the 16777216 bytes an edit may produce; replace fewer instances at a time, or \
+         with shorter text."
+    );
+    assert_eq!(s.files["/big.txt"].content, lines, "nothing was written");
+    let out = run(FsTool::EditFile, &s, replace("y".repeat(10))).await;
+    assert_eq!(
+        ok(&out),
+        "Successfully replaced 50000 instance(s) of the string in '/big.txt'"
+    );
+    apply(&mut s, out);
+    assert_eq!(s.files["/big.txt"].content.len(), 550_000);
+}
+
 #[tokio::test]
 async fn delete_removes_files_and_directories() {
     let mut s = state(&[("/x", "x"), ("/d/a", "a"), ("/d/e/b", "b"), ("/keep", "k")]);
