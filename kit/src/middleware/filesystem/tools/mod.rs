@@ -452,7 +452,12 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
 
     let mut files = s.backend.files(ctx, &base).await.map_err(fs_error)?;
     files.sort();
-    let mut results: Vec<(String, Vec<(usize, String)>)> = Vec::new();
+    // Per file: its path, how many lines matched, and (for `content`) the lines shown. Line
+    // text is kept only while it can still be shown: once more than the output budget is
+    // kept, the rest would be cut anyway, so a search of huge lines holds one budget of them.
+    let mut results: Vec<(String, usize, Vec<(usize, String)>)> = Vec::new();
+    let keep_lines = mode == "content";
+    let mut kept_chars = 0usize;
     let mut total = 0usize;
     let mut truncated = false;
     let mut too_large: Vec<String> = Vec::new();
@@ -478,22 +483,28 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
         if file.encoding == "base64" {
             continue;
         }
-        let mut hits = Vec::new();
+        let (mut count, mut hits) = (0, Vec::new());
         for (i, line) in file.content.lines().enumerate() {
             if matcher.is_match(line) {
                 if total >= max_count {
                     truncated = true;
-                    if !hits.is_empty() {
-                        results.push((path, hits));
+                    if count > 0 {
+                        results.push((path, count, hits));
                     }
                     break 'files;
                 }
                 total += 1;
-                hits.push((i + 1, line.to_string()));
+                count += 1;
+                if keep_lines && kept_chars <= s.max_output_chars {
+                    let room = s.max_output_chars - kept_chars + 1;
+                    let shown: String = line.chars().take(room).collect();
+                    kept_chars += shown.chars().count();
+                    hits.push((i + 1, shown));
+                }
             }
         }
-        if !hits.is_empty() {
-            results.push((path, hits));
+        if count > 0 {
+            results.push((path, count, hits));
         }
     }
 
@@ -510,7 +521,7 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
     let mut text = match mode {
         "content" => {
             let mut lines = Vec::new();
-            for (path, hits) in &results {
+            for (path, _, hits) in &results {
                 lines.push(format!("{path}:"));
                 for (n, line) in hits {
                     lines.push(format!("  {n}: {line}"));
@@ -520,12 +531,12 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
         }
         "count" => results
             .iter()
-            .map(|(path, hits)| format!("{path}: {}", hits.len()))
+            .map(|(path, count, _)| format!("{path}: {count}"))
             .collect::<Vec<_>>()
             .join("\n"),
         _ => results
             .iter()
-            .map(|(path, _)| path.as_str())
+            .map(|(path, _, _)| path.as_str())
             .collect::<Vec<_>>()
             .join("\n"),
     };

@@ -512,6 +512,41 @@ async fn glob_lists_matching_files() {
     assert!(err(&out).starts_with("Error: the glob pattern is empty"));
 }
 
+/// Matching lines far longer than the output are cut as before, but only about one output's
+/// worth of their text is kept while searching; `count` and the `max_count` note still see
+/// every match.
+#[tokio::test]
+async fn grep_keeps_no_more_line_text_than_it_can_show() {
+    let line = format!("needle {}", "x".repeat(50_000));
+    let file = format!("{line}\n{line}\nno\n{line}\n");
+    let s = state(&[("/a.txt", &file), ("/b.txt", &file), ("/c.txt", &file)]);
+    let out = run(
+        FsTool::Grep,
+        &s,
+        json!({"pattern": "needle", "output_mode": "content"}),
+    )
+    .await;
+    let mut full = Vec::new();
+    for path in ["/a.txt", "/b.txt", "/c.txt"] {
+        full.push(format!("{path}:"));
+        for n in [1, 2, 4] {
+            full.push(format!("  {n}: {line}"));
+        }
+    }
+    assert_eq!(ok(&out), super::cap_text(full.join("\n"), 80_000));
+    let out = run(
+        FsTool::Grep,
+        &s,
+        json!({"pattern": "needle", "output_mode": "count", "max_count": 7}),
+    )
+    .await;
+    let text = ok(&out);
+    assert!(
+        text.starts_with("/a.txt: 3\n/b.txt: 3\n/c.txt: 1\n\nNote: the search stopped after 7"),
+        "{text}"
+    );
+}
+
 #[tokio::test]
 async fn grep_output_modes() {
     let big: String = (1..=100)
