@@ -231,12 +231,40 @@ pub(crate) fn merge_usage(into: &mut Usage, more: &Usage) {
     into.reasoning_tokens = into.reasoning_tokens.max(more.reasoning_tokens);
 }
 
-/// Parses tool-call arguments; an empty string is `{}`, invalid JSON is kept as a string.
+/// The deepest nesting of a model's tool-call arguments (or a provider block's input) kept as
+/// JSON. A conversation is saved a few levels deeper than its messages' arguments (state,
+/// messages, tool calls, arguments), and serde_json reads no deeper than 128 levels: a value
+/// near that limit would save fine and make its thread unreadable from then on. Deeper
+/// arguments are kept as their text, and the tool answers with what to fix.
+pub const MAX_ARGS_DEPTH: usize = 64;
+
+/// Parses tool-call arguments; an empty string is `{}`. Invalid JSON, and JSON nested deeper
+/// than [`MAX_ARGS_DEPTH`], is kept as a string (the tool answers it with an error the model
+/// can act on).
+///
+/// ```
+/// use kit::model::parse_args;
+/// assert_eq!(parse_args(r#"{"a": [1]}"#), serde_json::json!({"a": [1]}));
+/// assert!(parse_args("{oops").is_string());
+/// assert!(parse_args(&format!("{}{}", "[".repeat(65), "]".repeat(65))).is_string());
+/// ```
 pub fn parse_args(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(Default::default());
     }
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
+    match serde_json::from_str(raw) {
+        Ok(value) if nests_within(&value, MAX_ARGS_DEPTH) => value,
+        _ => Value::String(raw.to_string()),
+    }
+}
+
+/// Whether `value` nests at most `levels` arrays or objects deep.
+pub(crate) fn nests_within(value: &Value, levels: usize) -> bool {
+    match value {
+        Value::Array(items) => levels > 0 && items.iter().all(|v| nests_within(v, levels - 1)),
+        Value::Object(map) => levels > 0 && map.values().all(|v| nests_within(v, levels - 1)),
+        _ => true,
+    }
 }
 
 /// The chunks a complete answer would have been streamed as.
@@ -295,6 +323,39 @@ pub(crate) fn chunks_of(response: &ModelResponse) -> Vec<ModelChunk> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Arguments nested up to the limit are kept as JSON, deeper ones as text; and a
+    /// conversation holding the deepest kept arguments still reads back once saved (serde_json
+    /// reads no deeper than 128 levels, and a saved conversation nests a few levels deeper than
+    /// its arguments).
+    #[test]
+    fn arguments_too_deep_to_save_are_kept_as_text() {
+        let nested = |levels: usize| format!("{}1{}", "[".repeat(levels), "]".repeat(levels));
+        assert!(parse_args(&nested(MAX_ARGS_DEPTH)).is_array());
+        assert!(parse_args(&nested(MAX_ARGS_DEPTH + 1)).is_string());
+        assert!(parse_args(&nested(127)).is_string());
+        assert!(parse_args(&format!("{{\"a\": {}}}", nested(MAX_ARGS_DEPTH - 1))).is_object());
+        assert!(parse_args(&format!("{{\"a\": {}}}", nested(MAX_ARGS_DEPTH))).is_string());
+        // Linear: a 1 MiB flat argument and a 1 MiB deep-but-allowed one parse as JSON.
+        let wide = format!("[{}1]", "1,".repeat(1 << 19));
+        assert!(parse_args(&wide).is_array());
+
+        let call = crate::message::ToolCall::with_id("c", "t", parse_args(&nested(MAX_ARGS_DEPTH)));
+        let state = crate::agent::AgentState {
+            messages: vec![crate::message::Message::assistant_with_tool_calls(
+                "",
+                vec![call],
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let saved = serde_json::to_string(&state).unwrap();
+        let back: crate::agent::AgentState = serde_json::from_str(&saved).unwrap();
+        assert_eq!(
+            back.messages[0].tool_calls[0].args,
+            state.messages[0].tool_calls[0].args
+        );
+    }
 
     #[test]
     fn interleaved_parallel_calls_and_bad_json() {

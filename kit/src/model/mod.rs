@@ -45,7 +45,7 @@ pub mod openai;
 pub mod pricing;
 mod traced;
 
-pub use assemble::{StreamAssembler, parse_args};
+pub use assemble::{MAX_ARGS_DEPTH, StreamAssembler, parse_args};
 pub use common::DEFAULT_MODEL_TIMEOUT;
 pub use error::ModelError;
 pub use traced::generate_traced;

@@ -309,10 +309,17 @@ impl Tool {
                 }
                 Err(problems) => Err(ToolError::InvalidArguments(problems.join("; "))),
             },
-            Value::String(raw) => Err(ToolError::InvalidArguments(format!(
-                "the arguments are not valid JSON: {}",
-                clip(raw, 200)
-            ))),
+            Value::String(raw) => Err(ToolError::InvalidArguments(
+                // Well-formed JSON arrives as text only when it nests too deep to keep.
+                if serde_json::from_str::<serde::de::IgnoredAny>(raw).is_ok() {
+                    format!(
+                        "the arguments nest more than {} levels deep; send flatter arguments",
+                        crate::model::MAX_ARGS_DEPTH
+                    )
+                } else {
+                    format!("the arguments are not valid JSON: {}", clip(raw, 200))
+                },
+            )),
             other => Err(ToolError::InvalidArguments(format!(
                 "the arguments must be a JSON object, got {}",
                 json_type(other)

@@ -52,6 +52,14 @@ async fn every_failure_becomes_an_error_result() {
     );
     let raw = run(&t, Value::String("{a: 1".into())).await;
     assert!(raw.text().contains("not valid JSON"), "{}", raw.text());
+    // Arguments too deep to keep arrive as their text (see `parse_args`): said so.
+    let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+    let deep = run(&t, crate::model::parse_args(&deep)).await;
+    assert!(
+        deep.text().contains("nest more than 64 levels deep"),
+        "{}",
+        deep.text()
+    );
     let failed = run(&t, json!({"a": 13, "b": 0})).await;
     assert_eq!(failed.text(), "Error: unlucky");
     let panicked = run(&t, json!({"a": 99, "b": 0})).await;
