@@ -455,7 +455,7 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
     // Per file: its path, how many lines matched, and (for `content`) the lines shown. Line
     // text is kept only while it can still be shown: once more than the output budget is
     // kept, the rest would be cut anyway, so a search of huge lines holds one budget of them.
-    let mut results: Vec<(String, usize, Vec<(usize, String)>)> = Vec::new();
+    let mut results: Vec<FileHits> = Vec::new();
     let keep_lines = mode == "content";
     let mut kept_chars = 0usize;
     let mut total = 0usize;
@@ -483,13 +483,13 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
         if file.encoding == "base64" {
             continue;
         }
-        let (mut count, mut hits) = (0, Vec::new());
+        let (mut count, mut lines) = (0, Vec::new());
         for (i, line) in file.content.lines().enumerate() {
             if matcher.is_match(line) {
                 if total >= max_count {
                     truncated = true;
                     if count > 0 {
-                        results.push((path, count, hits));
+                        results.push(FileHits { path, count, lines });
                     }
                     break 'files;
                 }
@@ -499,12 +499,12 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
                     let room = s.max_output_chars - kept_chars + 1;
                     let shown: String = line.chars().take(room).collect();
                     kept_chars += shown.chars().count();
-                    hits.push((i + 1, shown));
+                    lines.push((i + 1, shown));
                 }
             }
         }
         if count > 0 {
-            results.push((path, count, hits));
+            results.push(FileHits { path, count, lines });
         }
     }
 
@@ -521,7 +521,10 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
     let mut text = match mode {
         "content" => {
             let mut lines = Vec::new();
-            for (path, _, hits) in &results {
+            for FileHits {
+                path, lines: hits, ..
+            } in &results
+            {
                 lines.push(format!("{path}:"));
                 for (n, line) in hits {
                     lines.push(format!("  {n}: {line}"));
@@ -531,12 +534,12 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
         }
         "count" => results
             .iter()
-            .map(|(path, count, _)| format!("{path}: {count}"))
+            .map(|hits| format!("{}: {}", hits.path, hits.count))
             .collect::<Vec<_>>()
             .join("\n"),
         _ => results
             .iter()
-            .map(|(path, _, _)| path.as_str())
+            .map(|hits| hits.path.as_str())
             .collect::<Vec<_>>()
             .join("\n"),
     };
@@ -550,6 +553,15 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
     }
     text.push_str(&skipped);
     Ok(ToolOutput::text(text))
+}
+
+/// One file's matches in a `grep`.
+struct FileHits {
+    path: String,
+    /// Lines that matched.
+    count: usize,
+    /// (line number, text) of those kept for the output (`content` mode, within its budget).
+    lines: Vec<(usize, String)>,
 }
 
 /// The note naming the files `grep` did not search because of their size (empty when none).
