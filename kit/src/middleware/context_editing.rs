@@ -2,7 +2,7 @@
 //! grows past a token budget (LangChain's `ContextEditingMiddleware` with `ClearToolUsesEdit`,
 //! the strategy of Anthropic's context management).
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::support::report;
 use crate::agent::{AgentError, Hook, Middleware, ModelExecution, ModelNext, Runtime};
@@ -145,34 +145,39 @@ impl ContextEditingMiddleware {
             if self.exclude_tools.contains(&tool) {
                 continue;
             }
-            let before =
-                estimate_message_chars(&messages[i]) + estimate_message_chars(&messages[ai]);
+            // What clearing frees, counted on what changes only: the result, and the one call's
+            // arguments (re-estimating the calling message would cost all its calls' arguments
+            // again for each of its results).
             let result = &mut messages[i];
+            let mut before = estimate_message_chars(result);
             result.content = self.placeholder.clone().into();
             result.metadata.insert(
                 CLEARED_KEY.into(),
                 json!({"cleared": true, "strategy": "clear_tool_uses"}),
             );
+            let mut after = estimate_message_chars(result);
             if self.clear_tool_inputs {
                 let request = &mut messages[ai];
                 if let Some(call) = request.tool_calls.iter_mut().find(|c| c.id == call_id) {
-                    call.args = Value::Object(serde_json::Map::new());
+                    let args = std::mem::replace(&mut call.args, Value::Object(Map::new()));
+                    before += args.to_string().len();
+                    after += "{}".len();
                 }
-                let cleared: Vec<Value> = request
+                let ids = request
                     .metadata
-                    .get(CLEARED_KEY)
-                    .and_then(|v| v.get("cleared_tool_inputs"))
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                let mut ids = cleared;
-                ids.push(Value::from(call_id.as_str()));
-                request
-                    .metadata
-                    .insert(CLEARED_KEY.into(), json!({"cleared_tool_inputs": ids}));
+                    .get_mut(CLEARED_KEY)
+                    .and_then(|v| v.get_mut("cleared_tool_inputs"))
+                    .and_then(Value::as_array_mut);
+                match ids {
+                    Some(ids) => ids.push(Value::from(call_id.as_str())),
+                    None => {
+                        request.metadata.insert(
+                            CLEARED_KEY.into(),
+                            json!({"cleared_tool_inputs": [call_id]}),
+                        );
+                    }
+                }
             }
-            let after =
-                estimate_message_chars(&messages[i]) + estimate_message_chars(&messages[ai]);
             freed += (before.saturating_sub(after) as u64).div_ceil(4);
             cleared += 1;
             if self.clear_at_least > 0 && freed >= self.clear_at_least {
@@ -286,5 +291,38 @@ mod tests {
         assert_eq!(messages[2].text(), "(old result removed)");
         assert_eq!(messages[1].tool_calls[0].args, json!({}));
         assert_eq!(messages[4].text(), "B".repeat(400), "the rest untouched");
+    }
+
+    /// One answer with many calls, then their results: each clear counts only what it changes
+    /// (the result and its call's arguments), and the calling message lists every cleared
+    /// input, in order.
+    #[test]
+    fn many_calls_in_one_answer_are_cleared_one_by_one() {
+        for n in [10, 2000] {
+            let calls: Vec<ToolCall> = (0..n)
+                .map(|i| {
+                    ToolCall::with_id(format!("c{i}"), "search", json!({"q": "x".repeat(200)}))
+                })
+                .collect();
+            let mut messages = vec![
+                Message::user("go"),
+                Message::assistant_with_tool_calls("", calls),
+            ];
+            messages.extend((0..n).map(|i| Message::tool(format!("c{i}"), "R".repeat(300))));
+            let mw = ContextEditingMiddleware::new()
+                .keep(0)
+                .clear_tool_inputs(true);
+            let placeholder = Message::tool("c0", "[cleared]");
+            let each = estimate_message_chars(&messages[2]) - estimate_message_chars(&placeholder)
+                + json!({"q": "x".repeat(200)}).to_string().len()
+                - 2;
+            let (cleared, freed) = mw.edit(&mut messages);
+            assert_eq!(cleared, n);
+            assert_eq!(freed, (each as u64).div_ceil(4) * n as u64);
+            let ids = &messages[1].metadata[CLEARED_KEY]["cleared_tool_inputs"];
+            let expected: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
+            assert_eq!(ids, &json!(expected));
+            assert!(messages[1].tool_calls.iter().all(|c| c.args == json!({})));
+        }
     }
 }
