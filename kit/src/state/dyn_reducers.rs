@@ -28,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -143,28 +144,89 @@ pub fn add_messages() -> DynChannel {
             Value::Array(items) => items,
             other => vec![other],
         };
-        for message in incoming {
-            let id = message
-                .get("id")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            let is_remove = message.get("role").and_then(Value::as_str) == Some("remove");
-            let position = id.as_deref().and_then(|id| {
-                list.iter()
-                    .rposition(|m| m.get("id").and_then(Value::as_str) == Some(id))
-            });
-            match (is_remove, id.as_deref(), position) {
-                (true, Some(REMOVE_ALL_MESSAGES), _) => list.clear(),
-                (true, _, Some(at)) => {
-                    list.remove(at);
-                }
-                (true, _, None) => {}
-                (false, _, Some(at)) => list[at] = message,
-                (false, _, None) => list.push(message),
+        if incoming.len() < BATCH_FROM {
+            for message in incoming {
+                apply_one(list, message);
             }
+        } else {
+            apply_batch(list, incoming);
         }
     })
     .initial(Value::Array(Vec::new()))
+}
+
+/// From this many messages in one update, ids are found through an index built for the update
+/// (a scan of the list per message would make a large update quadratic).
+const BATCH_FROM: usize = 8;
+
+fn message_id(message: &Value) -> Option<&str> {
+    message.get("id").and_then(Value::as_str)
+}
+
+fn is_remove(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some("remove")
+}
+
+/// One message of an update, found by a scan from the end.
+fn apply_one(list: &mut Vec<Value>, message: Value) {
+    let position =
+        message_id(&message).and_then(|id| list.iter().rposition(|m| message_id(m) == Some(id)));
+    match (is_remove(&message), message_id(&message), position) {
+        (true, Some(REMOVE_ALL_MESSAGES), _) => list.clear(),
+        (true, _, Some(at)) => {
+            list.remove(at);
+        }
+        (true, _, None) => {}
+        (false, _, Some(at)) => list[at] = message,
+        (false, _, None) => list.push(message),
+    }
+}
+
+/// The messages of one update, in order, as [`apply_one`] would apply them: removed messages
+/// leave a hole until the end, and each id maps to its positions (the last one is what a scan
+/// from the end finds), so the update costs the list's length once plus its own.
+fn apply_batch(list: &mut Vec<Value>, incoming: Vec<Value>) {
+    let mut slots: Vec<Option<Value>> = std::mem::take(list).into_iter().map(Some).collect();
+    let mut positions: HashMap<String, Vec<usize>> = HashMap::new();
+    for (at, message) in slots.iter().enumerate() {
+        if let Some(id) = message.as_ref().and_then(message_id) {
+            positions.entry(id.to_string()).or_default().push(at);
+        }
+    }
+    for message in incoming {
+        let id = message_id(&message).map(str::to_string);
+        let last = id
+            .as_deref()
+            .and_then(|id| positions.get(id))
+            .and_then(|at| at.last().copied());
+        match (is_remove(&message), id, last) {
+            (true, Some(id), _) if id == REMOVE_ALL_MESSAGES => {
+                slots.clear();
+                positions.clear();
+            }
+            (true, Some(id), Some(at)) => {
+                if let Some(slot) = slots.get_mut(at) {
+                    *slot = None;
+                }
+                if let Some(at) = positions.get_mut(&id) {
+                    at.pop();
+                }
+            }
+            (true, _, _) => {}
+            (false, _, Some(at)) => {
+                if let Some(slot) = slots.get_mut(at) {
+                    *slot = Some(message);
+                }
+            }
+            (false, id, None) => {
+                if let Some(id) = id {
+                    positions.entry(id).or_default().push(slots.len());
+                }
+                slots.push(Some(message));
+            }
+        }
+    }
+    *list = slots.into_iter().flatten().collect();
 }
 
 fn as_array(value: &mut Value) -> &mut Vec<Value> {
@@ -194,6 +256,67 @@ fn as_object(value: &mut Value) -> &mut Map<String, Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// An update applied through the index gives what applying its messages one by one gives,
+    /// whatever the mix: repeated ids in the list, replacements, removals, `__remove_all__`,
+    /// messages without an id.
+    #[test]
+    fn a_large_update_applies_as_its_messages_one_by_one() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let message = |rng: &mut fastrand::Rng, n: u32| {
+            let id = format!("m{}", rng.u8(0..12));
+            match rng.u8(0..10) {
+                0 => json!({"role": "remove", "id": id}),
+                1 if rng.u8(0..5) == 0 => json!({"role": "remove", "id": REMOVE_ALL_MESSAGES}),
+                2 => json!({"role": "user", "content": n}),
+                _ => json!({"role": "user", "id": id, "content": n}),
+            }
+        };
+        for round in 0..2000 {
+            let list: Vec<Value> = (0..rng.u32(0..20)).map(|n| message(&mut rng, n)).collect();
+            let update: Vec<Value> = (0..rng.u32(BATCH_FROM as u32..40))
+                .map(|n| message(&mut rng, 100 + n))
+                .collect();
+            let mut one_by_one = list.clone();
+            for m in update.clone() {
+                apply_one(&mut one_by_one, m);
+            }
+            let mut batched = list;
+            apply_batch(&mut batched, update);
+            assert_eq!(batched, one_by_one, "round {round}");
+        }
+    }
+
+    /// 1 KiB and 1 MiB updates of adds, replacements and removals: the large one is applied in
+    /// one pass (one by one it was about 10^9 comparisons).
+    #[test]
+    fn updates_of_1_kib_and_1_mib_apply_in_one_pass() {
+        for n in [20, 20_000] {
+            let mut update: Vec<Value> = (0..n)
+                .map(|i| json!({"role": "user", "id": format!("m{i}"), "content": "x"}))
+                .collect();
+            update.extend(
+                (0..n)
+                    .step_by(2)
+                    .map(|i| json!({"role": "remove", "id": format!("m{i}")})),
+            );
+            update.extend(
+                (1..n)
+                    .step_by(2)
+                    .map(|i| json!({"role": "ai", "id": format!("m{i}")})),
+            );
+            let size = Value::Array(update.clone()).to_string().len();
+            assert!(
+                size > (n * 40) as usize && size < (n * 100) as usize,
+                "{size}"
+            );
+            let value = fold(add_messages(), vec![Value::Array(update)]);
+            let list = value.as_array().unwrap();
+            assert_eq!(list.len(), (n / 2) as usize);
+            assert!(list.iter().all(|m| m["role"] == "ai"));
+            assert_eq!(list[0]["id"], "m1");
+        }
+    }
 
     fn fold(channel: DynChannel, writes: Vec<Value>) -> Value {
         let mut value = channel.initial.clone().unwrap_or(Value::Null);
