@@ -40,6 +40,7 @@ type Span = (usize, usize);
 use super::strategy::PiiStrategy;
 use super::strategy::Replacer;
 use crate::event::{Event, EventData, EventFilter, EventKind, ModelDelta, ToolCallDelta};
+use crate::hash::{FastMap, process_hash};
 use crate::message::{Content, ContentPart, Message};
 
 /// What the anchor holds back too: enough for every built-in type.
@@ -61,8 +62,22 @@ struct State {
     /// run's `run_start`); events from deeper namespaces are its subagents'.
     own: Option<Vec<String>>,
     buffers: Vec<Buffer>,
+    /// [`Key::hash`] → the buffers with that hash: a delta finds its buffer in O(1) however
+    /// many streams are held (a model may stream thousands of tool calls at once). Rebuilt
+    /// whenever buffers are dropped.
+    index: FastMap<u64, Vec<usize>>,
     /// Bytes given to the detector so far (a work count for the linearity tests).
     scanned: usize,
+}
+
+impl State {
+    /// Builds [`index`](Self::index) again from the buffers.
+    fn reindex(&mut self) {
+        self.index.clear();
+        for (at, buffer) in self.buffers.iter().enumerate() {
+            self.index.entry(buffer.key.hash()).or_default().push(at);
+        }
+    }
 }
 
 /// The held-back text of one stream.
@@ -92,6 +107,15 @@ impl Key {
             task: event.parent_ids.last().cloned().unwrap_or_default(),
             tool_call,
         }
+    }
+
+    /// What a key is indexed by, worked out from an event's fields without building the key.
+    fn hash_of(namespace: &[String], task: &str, tool_call: Option<u64>) -> u64 {
+        process_hash(&(namespace, task, tool_call))
+    }
+
+    fn hash(&self) -> u64 {
+        Key::hash_of(&self.namespace, &self.task, self.tool_call)
     }
 
     /// Is this the key of `event` (and of its tool call `tool_call`)? Compares in place.
@@ -221,11 +245,24 @@ impl StreamScrubber {
         let State {
             own,
             buffers,
+            index,
             scanned,
         } = &mut *state;
         // The run's own namespace is that of the first event seen (see `is_subagents`).
         own.get_or_insert_with(|| event.metadata.namespace.clone());
-        let at = match buffers.iter().position(|b| b.key.is_of(&event, tool_call)) {
+        let hash = Key::hash_of(
+            &event.metadata.namespace,
+            event.parent_ids.last().map_or("", String::as_str),
+            tool_call,
+        );
+        let found = index.get(&hash).and_then(|candidates| {
+            candidates.iter().copied().find(|&at| {
+                buffers
+                    .get(at)
+                    .is_some_and(|b| b.key.is_of(&event, tool_call))
+            })
+        });
+        let at = match found {
             Some(at) => at,
             None => {
                 buffers.push(Buffer {
@@ -234,6 +271,7 @@ impl StreamScrubber {
                     last: None,
                     next_scan: 0,
                 });
+                index.entry(hash).or_default().push(buffers.len() - 1);
                 buffers.len() - 1
             }
         };
@@ -262,7 +300,9 @@ impl StreamScrubber {
 
     /// Drops what is held for the streams `which` selects: calls that ended without an answer.
     fn drop_held(&self, which: impl Fn(&Key) -> bool) {
-        self.lock().buffers.retain(|b| !which(&b.key));
+        let mut state = self.lock();
+        state.buffers.retain(|b| !which(&b.key));
+        state.reindex();
     }
 
     /// Releases (scrubbed) everything held for the streams `which` selects.
@@ -299,6 +339,7 @@ impl StreamScrubber {
             out.push(event);
         }
         state.buffers = kept;
+        state.reindex();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

@@ -234,3 +234,63 @@ fn a_subagents_model_end_is_scrubbed_like_its_deltas() {
         "[REDACTED_EMAIL]"
     );
 }
+
+/// Thousands of tool calls streamed at once, their deltas interleaved: each delta finds its
+/// call's buffer through the index (one scan of every buffer per delta was quadratic in the
+/// calls), every call's arguments come out whole and scrubbed, and the index follows the
+/// buffers as they are flushed.
+#[test]
+fn many_interleaved_tool_calls_each_find_their_buffer() {
+    let s = scrubber(16);
+    let n = 3000;
+    let mut events = vec![event(EventKind::RunStart, "r", &[], json!({}))];
+    let halves = |i: usize| {
+        let args = format!("{{\"to\": \"user{i}@example.com\"}}");
+        let (a, b) = args.split_at(12);
+        (a.to_string(), b.to_string())
+    };
+    for half in 0..2 {
+        for i in 0..n {
+            let (a, b) = halves(i);
+            let call = if half == 0 {
+                json!({"index": i, "id": format!("call-{i}"), "name": "send", "args": a})
+            } else {
+                json!({"index": i, "id": null, "name": null, "args": b})
+            };
+            events.push(event(
+                EventKind::ModelDelta,
+                "t",
+                &[],
+                json!({ "tool_call": call }),
+            ));
+        }
+    }
+    let mut out = feed(&s, events);
+    {
+        let state = s.lock();
+        assert_eq!(state.buffers.len(), n);
+        let indexed: usize = state.index.values().map(Vec::len).sum();
+        assert_eq!(indexed, n, "every buffer is indexed once");
+    }
+    out.extend(feed(
+        &s,
+        vec![event(
+            EventKind::ModelEnd,
+            "t",
+            &[],
+            json!({"message": Message::assistant("")}),
+        )],
+    ));
+    assert!(s.lock().index.is_empty() && s.lock().buffers.is_empty());
+    let mut args = vec![String::new(); n];
+    for e in &out {
+        if let Some(call) = e.data.to_json().get("tool_call") {
+            let i = call["index"].as_u64().unwrap() as usize;
+            args[i].push_str(call["args"].as_str().unwrap_or(""));
+        }
+    }
+    for (i, joined) in args.iter().enumerate() {
+        let value: Value = serde_json::from_str(joined).unwrap();
+        assert_eq!(value["to"], "[REDACTED_EMAIL]", "call {i}: {joined}");
+    }
+}
