@@ -66,7 +66,7 @@
 //! | `GET /threads/{thread_id}/runs` | the thread's runs, newest first (`limit`, `offset`) |
 //! | `GET /threads/{thread_id}/runs/{run_id}` | one run |
 //! | `POST /threads/{thread_id}/runs/{run_id}/cancel` | cancels it (`wait=1` waits for it to stop) |
-//! | `POST /threads/{thread_id}/stream` | the thread's events as SSE (Agent Protocol streaming v2): `{"channels", "namespaces"?, "depth"?, "since"?}`, resumed after `Last-Event-ID`; `GET` takes the same as query parameters |
+//! | `POST /threads/{thread_id}/stream` | the thread's events as SSE (Agent Protocol streaming v2): `{"channels", "namespaces"? (at most 64 paths), "depth"?, "since"?}`, resumed after `Last-Event-ID`; `GET` takes the same as query parameters |
 //! | `POST /threads/{thread_id}/commands` | `{"id", "method", "params"}`: `run.start`, `input.respond` |
 //!
 //! Run statuses there follow LangGraph: a cancelled run is `interrupted`, and a run that paused

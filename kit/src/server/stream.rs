@@ -139,6 +139,9 @@ fn last_event_id(headers: &HeaderMap) -> ApiResult<Option<u64>> {
     })
 }
 
+/// The most namespace paths one stream may follow.
+const MAX_NAMESPACES: usize = 64;
+
 /// An `EventStreamRequest` body: `{"channels", "namespaces"?, "depth"?, "since"?}`.
 fn filter_from_body(body: &Map<String, Value>) -> ApiResult<(Filter, u64)> {
     let channels = match body.get("channels") {
@@ -153,6 +156,14 @@ fn filter_from_body(body: &Map<String, Value>) -> ApiResult<(Filter, u64)> {
     };
     let namespaces = match body.get("namespaces") {
         None | Some(Value::Null) => Vec::new(),
+        // Every event is checked against every path asked for: their number is bounded.
+        Some(Value::Array(items)) if items.len() > MAX_NAMESPACES => {
+            return Err(ApiError::bad_request(format!(
+                "`namespaces` lists {} paths; a stream may follow at most {MAX_NAMESPACES} \
+                 (open more streams, or follow a common parent path)",
+                items.len()
+            )));
+        }
         Some(Value::Array(items)) => items
             .iter()
             .map(|ns| match ns {
@@ -431,6 +442,29 @@ mod tests {
         assert!(!filter.matches(&event("custom", &["sub"], json!({"name": "other"}))));
         let all = Filter::default();
         assert!(all.matches(&event("values", &["a", "b"], json!({}))));
+    }
+
+    /// Every event is checked against every path a stream follows, so a client may not ask for
+    /// thousands of them (a 1 MiB list of paths is refused like a list of 65).
+    #[test]
+    fn a_stream_follows_a_bounded_number_of_namespaces() {
+        let paths =
+            |n: usize| -> Vec<Value> { (0..n).map(|i| json!([format!("sub{i}")])).collect() };
+        let body = json!({"channels": ["tools"], "namespaces": paths(MAX_NAMESPACES)});
+        let (filter, _) = filter_from_body(body.as_object().unwrap()).unwrap();
+        assert!(filter.matches(&event("tools", &["sub63", "x"], json!({}))));
+        assert!(!filter.matches(&event("tools", &["sub64"], json!({}))));
+        for n in [MAX_NAMESPACES + 1, 100_000] {
+            let body = json!({"channels": ["tools"], "namespaces": paths(n)});
+            let e = filter_from_body(body.as_object().unwrap()).unwrap_err();
+            assert_eq!(
+                e.message(),
+                format!(
+                    "`namespaces` lists {n} paths; a stream may follow at most 64 (open more \
+                     streams, or follow a common parent path)"
+                )
+            );
+        }
     }
 
     #[test]
