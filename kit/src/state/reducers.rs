@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::Messages;
+use crate::hash::FastMap;
 use crate::message::{Message, REMOVE_ALL_MESSAGES, Role};
 
 /// Appends the update to a list: `[a] + [b, c] = [a, b, c]`.
@@ -78,6 +79,18 @@ pub fn add<T: std::ops::AddAssign>(current: &mut T, update: T) {
 /// assert_eq!(list[0].text(), "final");
 /// ```
 pub fn add_messages<L: MessageChannel>(current: &mut L, update: Vec<Message>) {
+    if update.len() >= ONE_PASS_FROM && update.iter().any(|m| m.role == Role::Remove) {
+        current.apply_in_one_pass(update);
+        return;
+    }
+    add_one_by_one(current, update);
+}
+
+/// From this many messages, an update that removes some is applied in one pass (see
+/// [`MessageChannel::apply_in_one_pass`]).
+const ONE_PASS_FROM: usize = 8;
+
+fn add_one_by_one<L: MessageChannel + ?Sized>(current: &mut L, update: Vec<Message>) {
     for message in update {
         if message.role == Role::Remove {
             if message.id == REMOVE_ALL_MESSAGES {
@@ -99,6 +112,59 @@ pub trait MessageChannel {
     fn remove_message(&mut self, id: &str);
     /// Removes every message.
     fn clear_messages(&mut self);
+
+    /// Applies a whole update as [`add_messages`] applies its messages one by one. The default
+    /// does just that; kit's channels take their list out and apply the update in one pass
+    /// (a removal shifts the messages after it, so one by one a large update that removes
+    /// many was quadratic).
+    fn apply_in_one_pass(&mut self, update: Vec<Message>) {
+        add_one_by_one(self, update);
+    }
+}
+
+/// `update` applied to `list` in one pass, as one by one: a removed message leaves a hole
+/// until the end, and each id maps to its positions (the last is what a scan from the newest
+/// message finds).
+fn applied_in_one_pass(list: Vec<Message>, update: Vec<Message>) -> Vec<Message> {
+    let mut slots: Vec<Option<Message>> = list.into_iter().map(Some).collect();
+    let mut positions: FastMap<String, Vec<usize>> = FastMap::default();
+    for (at, message) in slots.iter().enumerate() {
+        if let Some(message) = message {
+            positions.entry(message.id.clone()).or_default().push(at);
+        }
+    }
+    for message in update {
+        if message.role == Role::Remove && message.id == REMOVE_ALL_MESSAGES {
+            slots.clear();
+            positions.clear();
+            continue;
+        }
+        let last = positions.get(&message.id).and_then(|at| at.last().copied());
+        match (message.role == Role::Remove, last) {
+            (true, Some(at)) => {
+                if let Some(slot) = slots.get_mut(at) {
+                    *slot = None;
+                }
+                if let Some(at) = positions.get_mut(&message.id) {
+                    at.pop();
+                }
+            }
+            (true, None) => {}
+            (false, Some(at)) => {
+                if let Some(slot) = slots.get_mut(at) {
+                    *slot = Some(message);
+                }
+            }
+            (false, None) => {
+                positions
+                    .entry(message.id.clone())
+                    .or_default()
+                    .push(slots.len());
+                slots.push(Some(message));
+            }
+        }
+    }
+    slots.into_iter().flatten().collect()
 }
 
 impl MessageChannel for Vec<Message> {
@@ -116,6 +182,9 @@ impl MessageChannel for Vec<Message> {
     fn clear_messages(&mut self) {
         self.clear();
     }
+    fn apply_in_one_pass(&mut self, update: Vec<Message>) {
+        *self = applied_in_one_pass(std::mem::take(self), update);
+    }
 }
 
 impl MessageChannel for Messages {
@@ -128,11 +197,78 @@ impl MessageChannel for Messages {
     fn clear_messages(&mut self) {
         self.clear();
     }
+    fn apply_in_one_pass(&mut self, update: Vec<Message>) {
+        *self = Messages::from(applied_in_one_pass(std::mem::take(self).into_vec(), update));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A large update with removals, applied in one pass, gives what applying its messages one
+    /// by one gives, on both kinds of channel, whatever the mix: repeated ids in the list,
+    /// replacements, removals of present and absent ids, `remove_all`.
+    #[test]
+    fn a_large_update_applies_as_its_messages_one_by_one() {
+        let mut rng = fastrand::Rng::with_seed(11);
+        let message = |rng: &mut fastrand::Rng, n: u32| {
+            let id = format!("m{}", rng.u8(0..12));
+            match rng.u8(0..10) {
+                0 | 1 => Message::remove(id),
+                2 if rng.u8(0..5) == 0 => Message::remove_all(),
+                _ => Message::user(n.to_string()).with_id(id),
+            }
+        };
+        for round in 0..2000 {
+            let list: Vec<Message> = (0..rng.u32(0..20)).map(|n| message(&mut rng, n)).collect();
+            let list: Vec<Message> = list
+                .into_iter()
+                .filter(|m| m.role != Role::Remove)
+                .collect();
+            let mut update: Vec<Message> = (0..rng.u32(ONE_PASS_FROM as u32..40))
+                .map(|n| message(&mut rng, 100 + n))
+                .collect();
+            update.push(Message::remove("m0"));
+            let mut one_by_one = list.clone();
+            add_one_by_one(&mut one_by_one, update.clone());
+            let mut vec = list.clone();
+            add_messages(&mut vec, update.clone());
+            assert_eq!(vec, one_by_one, "round {round}");
+            let mut shared = Messages::from(list);
+            add_messages(&mut shared, update);
+            assert_eq!(shared, one_by_one, "round {round}");
+            // The rebuilt list's index finds what the list holds.
+            for m in one_by_one.iter() {
+                assert!(shared.position(&m.id).is_some());
+            }
+        }
+    }
+
+    /// 1 KiB and 1 MiB updates of adds, then removals of half of them, then replacements of
+    /// the rest: the large one goes in one pass (one by one it moved the list once per
+    /// removal).
+    #[test]
+    fn updates_of_1_kib_and_1_mib_with_removals_apply_in_one_pass() {
+        for n in [10usize, 12_000] {
+            let mut update: Vec<Message> = (0..n)
+                .map(|i| Message::user("x").with_id(format!("m{i}")))
+                .collect();
+            update.extend((0..n).step_by(2).map(|i| Message::remove(format!("m{i}"))));
+            update.extend(
+                (1..n)
+                    .step_by(2)
+                    .map(|i| Message::assistant("y").with_id(format!("m{i}"))),
+            );
+            let size = serde_json::to_string(&update).unwrap().len();
+            assert!(size > n * 40 && size < n * 120, "{size}");
+            let mut list = Messages::new();
+            add_messages(&mut list, update);
+            assert_eq!(list.len(), n / 2);
+            assert!(list.iter().all(|m| m.role == Role::Assistant));
+            assert_eq!(list[0].id, "m1");
+        }
+    }
 
     #[test]
     fn add_messages_upserts_removes_and_appends() {
