@@ -28,12 +28,12 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use super::DynReducer;
+use super::one_pass::Edit;
 use crate::message::REMOVE_ALL_MESSAGES;
 
 /// One dynamic key's rules: its reducer (none: the last value written wins) and its value
@@ -182,51 +182,16 @@ fn apply_one(list: &mut Vec<Value>, message: Value) {
     }
 }
 
-/// The messages of one update, in order, as [`apply_one`] would apply them: removed messages
-/// leave a hole until the end, and each id maps to its positions (the last one is what a scan
-/// from the end finds), so the update costs the list's length once plus its own.
+/// The messages of one update applied in one pass, as [`apply_one`] would apply them (see
+/// [`one_pass`](super::one_pass)).
 fn apply_batch(list: &mut Vec<Value>, incoming: Vec<Value>) {
-    let mut slots: Vec<Option<Value>> = std::mem::take(list).into_iter().map(Some).collect();
-    let mut positions: HashMap<String, Vec<usize>> = HashMap::new();
-    for (at, message) in slots.iter().enumerate() {
-        if let Some(id) = message.as_ref().and_then(message_id) {
-            positions.entry(id.to_string()).or_default().push(at);
+    *list = super::one_pass::apply(std::mem::take(list), incoming, message_id, |m| {
+        match (is_remove(m), message_id(m)) {
+            (true, Some(REMOVE_ALL_MESSAGES)) => Edit::RemoveAll,
+            (true, _) => Edit::Remove,
+            (false, _) => Edit::Upsert,
         }
-    }
-    for message in incoming {
-        let id = message_id(&message).map(str::to_string);
-        let last = id
-            .as_deref()
-            .and_then(|id| positions.get(id))
-            .and_then(|at| at.last().copied());
-        match (is_remove(&message), id, last) {
-            (true, Some(id), _) if id == REMOVE_ALL_MESSAGES => {
-                slots.clear();
-                positions.clear();
-            }
-            (true, Some(id), Some(at)) => {
-                if let Some(slot) = slots.get_mut(at) {
-                    *slot = None;
-                }
-                if let Some(at) = positions.get_mut(&id) {
-                    at.pop();
-                }
-            }
-            (true, _, _) => {}
-            (false, _, Some(at)) => {
-                if let Some(slot) = slots.get_mut(at) {
-                    *slot = Some(message);
-                }
-            }
-            (false, id, None) => {
-                if let Some(id) = id {
-                    positions.entry(id).or_default().push(slots.len());
-                }
-                slots.push(Some(message));
-            }
-        }
-    }
-    *list = slots.into_iter().flatten().collect();
+    });
 }
 
 fn as_array(value: &mut Value) -> &mut Vec<Value> {

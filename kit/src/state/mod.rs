@@ -41,6 +41,7 @@
 pub mod dyn_reducers;
 mod dynamic;
 mod messages;
+mod one_pass;
 pub mod reducers;
 
 pub use dyn_reducers::{DynChannel, IntoDynChannel};

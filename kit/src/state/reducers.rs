@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::Messages;
-use crate::hash::FastMap;
+use super::one_pass::Edit;
 use crate::message::{Message, REMOVE_ALL_MESSAGES, Role};
 
 /// Appends the update to a list: `[a] + [b, c] = [a, b, c]`.
@@ -122,49 +122,18 @@ pub trait MessageChannel {
     }
 }
 
-/// `update` applied to `list` in one pass, as one by one: a removed message leaves a hole
-/// until the end, and each id maps to its positions (the last is what a scan from the newest
-/// message finds).
+/// `update` applied to `list` in one pass (see [`one_pass`](super::one_pass)).
 fn applied_in_one_pass(list: Vec<Message>, update: Vec<Message>) -> Vec<Message> {
-    let mut slots: Vec<Option<Message>> = list.into_iter().map(Some).collect();
-    let mut positions: FastMap<String, Vec<usize>> = FastMap::default();
-    for (at, message) in slots.iter().enumerate() {
-        if let Some(message) = message {
-            positions.entry(message.id.clone()).or_default().push(at);
-        }
-    }
-    for message in update {
-        if message.role == Role::Remove && message.id == REMOVE_ALL_MESSAGES {
-            slots.clear();
-            positions.clear();
-            continue;
-        }
-        let last = positions.get(&message.id).and_then(|at| at.last().copied());
-        match (message.role == Role::Remove, last) {
-            (true, Some(at)) => {
-                if let Some(slot) = slots.get_mut(at) {
-                    *slot = None;
-                }
-                if let Some(at) = positions.get_mut(&message.id) {
-                    at.pop();
-                }
-            }
-            (true, None) => {}
-            (false, Some(at)) => {
-                if let Some(slot) = slots.get_mut(at) {
-                    *slot = Some(message);
-                }
-            }
-            (false, None) => {
-                positions
-                    .entry(message.id.clone())
-                    .or_default()
-                    .push(slots.len());
-                slots.push(Some(message));
-            }
-        }
-    }
-    slots.into_iter().flatten().collect()
+    super::one_pass::apply(
+        list,
+        update,
+        |m| Some(m.id.as_str()),
+        |m| match m.role {
+            Role::Remove if m.id == REMOVE_ALL_MESSAGES => Edit::RemoveAll,
+            Role::Remove => Edit::Remove,
+            _ => Edit::Upsert,
+        },
+    )
 }
 
 impl MessageChannel for Vec<Message> {
