@@ -603,10 +603,7 @@ const LISTED: usize = 20;
 
 /// `text`, cut to [`QUOTED`] characters with a `…`.
 fn clip(text: &str) -> String {
-    match text.char_indices().nth(QUOTED) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_string(),
-    }
+    crate::text::clip(text, QUOTED)
 }
 
 /// `value` as JSON, cut to [`QUOTED`] characters: only that much of it is written, however

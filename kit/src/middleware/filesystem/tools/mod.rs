@@ -456,8 +456,7 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
     // text is kept only while it can still be shown: once more than the output budget is
     // kept, the rest would be cut anyway, so a search of huge lines holds one budget of them.
     let mut results: Vec<FileHits> = Vec::new();
-    let keep_lines = mode == "content";
-    let mut kept_chars = 0usize;
+    let mut shown = ShownLines::new(mode == "content", s.max_output_chars);
     let mut total = 0usize;
     let mut truncated = false;
     let mut too_large: Vec<String> = Vec::new();
@@ -495,11 +494,8 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
                 }
                 total += 1;
                 count += 1;
-                if keep_lines && kept_chars <= s.max_output_chars {
-                    let room = s.max_output_chars - kept_chars + 1;
-                    let shown: String = line.chars().take(room).collect();
-                    kept_chars += shown.chars().count();
-                    lines.push((i + 1, shown));
+                if let Some(text) = shown.keep(line) {
+                    lines.push((i + 1, text));
                 }
             }
         }
@@ -553,6 +549,35 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
     }
     text.push_str(&skipped);
     Ok(ToolOutput::text(text))
+}
+
+/// How much matching-line text `grep` keeps: none outside `content` mode, and in it only
+/// while the output could still show it (one character past the budget, so the output is
+/// cut exactly as it would be with every line whole).
+struct ShownLines {
+    keep: bool,
+    budget: usize,
+    kept: usize,
+}
+
+impl ShownLines {
+    fn new(keep: bool, budget: usize) -> ShownLines {
+        ShownLines {
+            keep,
+            budget,
+            kept: 0,
+        }
+    }
+
+    /// The part of `line` to keep, if any.
+    fn keep(&mut self, line: &str) -> Option<String> {
+        if !self.keep || self.kept > self.budget {
+            return None;
+        }
+        let text: String = line.chars().take(self.budget - self.kept + 1).collect();
+        self.kept += text.chars().count();
+        Some(text)
+    }
 }
 
 /// One file's matches in a `grep`.

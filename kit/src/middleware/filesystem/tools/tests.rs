@@ -547,6 +547,20 @@ async fn grep_keeps_no_more_line_text_than_it_can_show() {
     );
 }
 
+/// The text kept for `grep`'s output stops one character past the budget, whatever the lines,
+/// and none is kept outside `content` mode.
+#[test]
+fn grep_keeps_one_budget_of_line_text() {
+    let line = "é".repeat(50_000);
+    let mut shown = super::ShownLines::new(true, 80_000);
+    let kept: Vec<String> = (0..10).filter_map(|_| shown.keep(&line)).collect();
+    assert_eq!(kept.len(), 2);
+    assert_eq!(kept[0].chars().count(), 50_000);
+    assert_eq!(kept[1].chars().count(), 30_001);
+    let mut counting = super::ShownLines::new(false, 80_000);
+    assert_eq!(counting.keep(&line), None);
+}
+
 #[tokio::test]
 async fn grep_output_modes() {
     let big: String = (1..=100)
