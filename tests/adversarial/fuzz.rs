@@ -257,6 +257,22 @@ fn every_parser_ends_alike_at_1_kib_and_1_mib() {
         },
     );
     alike(
+        "glob: a long name against a pattern that retries every position",
+        |n| {
+            let pattern = format!("*{}b", "a".repeat(120));
+            kit::fuzz::glob_matches(&pattern, &format!("/{}", "a".repeat(n)))
+        },
+        // About 120 steps per character: a kibibyte is matched, a mebibyte spends the
+        // budget and says which limit it met.
+        |r, n| match n {
+            KIB => assert_eq!(r, &Ok(false)),
+            _ => assert!(
+                r.as_ref()
+                    .is_err_and(|e| e.contains("FsLimits::max_glob_steps"))
+            ),
+        },
+    );
+    alike(
         "grep for a nested-star regex",
         |n| kit::fuzz::grep_lines("(a*)*b", true, &"a".repeat(n)),
         |r, _| assert_eq!(r, &Ok(0)),

@@ -236,3 +236,16 @@ pub(crate) fn last_user_message(
         .rev()
         .find(|m| m.role == crate::message::Role::User)
 }
+
+/// Runs CPU-bound work on tokio's blocking pool, so the runtime's workers keep running other
+/// tasks; inline when there is no runtime, or when the pool could not run it (shutting down).
+pub(crate) async fn offload<T: Send + 'static>(work: impl Fn() -> T + Send + Sync + 'static) -> T {
+    let work = Arc::new(work);
+    if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        let pooled = Arc::clone(&work);
+        if let Ok(done) = handle.spawn_blocking(move || pooled()).await {
+            return done;
+        }
+    }
+    work()
+}

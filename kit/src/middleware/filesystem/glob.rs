@@ -111,29 +111,92 @@ impl Glob {
         Ok(Glob { alternatives })
     }
 
-    /// True when the file `path` (normalised, within `base`) matches, searching from `base`.
-    pub(crate) fn matches(&self, path: &str, base: &str) -> bool {
+    /// True when the file `path` (normalised, within `base`) matches, searching from `base`;
+    /// [`Spent`] once `steps` run out.
+    pub(crate) fn matches(&self, path: &str, base: &str, steps: &mut Steps) -> Result<bool, Spent> {
         let mut relative = relative_to(path, base);
         if relative.is_empty() {
             // The search path is the file itself.
             relative = file_name(path);
         }
-        let relative: Vec<&str> = relative.split('/').filter(|s| !s.is_empty()).collect();
-        let absolute: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-        self.alternatives
-            .iter()
-            .any(|(anchor, segments)| match anchor {
-                Anchor::Absolute => match_segments(segments, &absolute),
-                Anchor::Relative => match_segments(segments, &relative),
+        steps.take(path.len())?;
+        // Split on first use: most patterns need one of the two.
+        let (mut relative_segments, mut absolute_segments) = (None, None);
+        for (anchor, segments) in &self.alternatives {
+            let matched = match anchor {
+                Anchor::Absolute => {
+                    let absolute = absolute_segments.get_or_insert_with(|| split(path));
+                    match_segments(segments, absolute, steps)?
+                }
+                Anchor::Relative => {
+                    let relative = relative_segments.get_or_insert_with(|| split(relative));
+                    match_segments(segments, relative, steps)?
+                }
                 Anchor::Name => {
                     // `**/<name>`: any depth, dot-directories excluded.
+                    let relative = relative_segments.get_or_insert_with(|| split(relative));
                     let Some((name, dirs)) = relative.split_last() else {
-                        return false;
+                        continue;
                     };
+                    steps.take(dirs.len())?;
                     dirs.iter().all(|d| !d.starts_with('.'))
-                        && match_segments(segments, std::slice::from_ref(name))
+                        && match_segments(segments, std::slice::from_ref(name), steps)?
                 }
-            })
+            };
+            if matched {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// The comparisons matching may still spend: one per character tried against a token, per
+/// path segment tried against a `**`, per character of a path split. A pattern like
+/// `*a*a*a…b` costs its length times each name's, so the budget is what keeps one call of
+/// `glob` bounded however the pattern and the files combine.
+#[derive(Debug)]
+pub(crate) struct Steps {
+    left: usize,
+}
+
+/// The steps ran out before matching ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Spent;
+
+/// The non-empty segments of a path.
+fn split(path: &str) -> Vec<&str> {
+    path.split('/').filter(|s| !s.is_empty()).collect()
+}
+
+/// What the tools say when a pattern spent its steps.
+pub(crate) fn spent_error(max: u64) -> String {
+    format!(
+        "matching the glob pattern against the files took more than {max} comparisons \
+         (FsLimits::max_glob_steps); use fewer `*` wildcards and {{a,b}} alternatives, or \
+         search a narrower `path`"
+    )
+}
+
+impl Steps {
+    /// A budget of `max` steps.
+    pub(crate) fn new(max: u64) -> Steps {
+        Steps {
+            left: usize::try_from(max).unwrap_or(usize::MAX),
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Result<(), Spent> {
+        match self.left.checked_sub(n) {
+            Some(left) => {
+                self.left = left;
+                Ok(())
+            }
+            None => {
+                self.left = 0;
+                Err(Spent)
+            }
+        }
     }
 }
 
@@ -291,7 +354,7 @@ fn class(chars: &[char], start: usize) -> Option<(Token, usize)> {
     None
 }
 
-fn match_segments(pattern: &[Segment], path: &[&str]) -> bool {
+fn match_segments(pattern: &[Segment], path: &[&str], steps: &mut Steps) -> Result<bool, Spent> {
     let (np, ns) = (pattern.len(), path.len());
     // Each non-`**` segment takes one path segment: more of them than the path has never match.
     let fixed = pattern
@@ -299,53 +362,73 @@ fn match_segments(pattern: &[Segment], path: &[&str]) -> bool {
         .filter(|s| !matches!(s, Segment::Globstar))
         .count();
     if fixed > ns || (fixed == np && np != ns) {
-        return false;
+        return Ok(false);
     }
-    // dp[i][j]: pattern[i..] matches path[j..].
-    let mut dp = vec![vec![false; ns + 1]; np + 1];
-    dp[np][ns] = true;
-    for i in (0..np).rev() {
+    if fixed == np {
+        // No `**`: segment by segment.
+        for (segment, name) in pattern.iter().zip(path) {
+            if let Segment::Tokens(tokens) = segment
+                && !match_name(tokens, name, steps)?
+            {
+                return Ok(false);
+            }
+        }
+        return Ok(true);
+    }
+    // below[j]: pattern[i + 1..] matches path[j..]; here[j]: pattern[i..] matches path[j..].
+    let mut below = vec![false; ns + 1];
+    below[ns] = true;
+    let mut here = vec![false; ns + 1];
+    for segment in pattern.iter().rev() {
+        steps.take(ns + 1)?;
         for j in (0..=ns).rev() {
-            dp[i][j] = match &pattern[i] {
+            here[j] = match segment {
                 Segment::Globstar => {
-                    dp[i + 1][j] || (j < ns && !path[j].starts_with('.') && dp[i][j + 1])
+                    below[j] || (j < ns && !path[j].starts_with('.') && here[j + 1])
                 }
+                // The cheap half first: a name is compared only where the rest can match.
                 Segment::Tokens(tokens) => {
-                    j < ns && match_name(tokens, path[j]) && dp[i + 1][j + 1]
+                    j < ns && below[j + 1] && match_name(tokens, path[j], steps)?
                 }
             };
         }
+        std::mem::swap(&mut below, &mut here);
     }
-    dp[0][0]
+    Ok(below[0])
 }
 
-fn match_name(tokens: &[Token], name: &str) -> bool {
-    let chars: Vec<char> = name.chars().collect();
+fn match_name(tokens: &[Token], name: &str, steps: &mut Steps) -> Result<bool, Spent> {
+    steps.take(tokens.len())?;
     // Each token but `*` takes one character.
-    if tokens.iter().filter(|t| **t != Token::Star).count() > chars.len() {
-        return false;
+    if tokens.iter().filter(|t| **t != Token::Star).count() > name.chars().count() {
+        return Ok(false);
     }
-    if chars.first() == Some(&'.') && tokens.first() != Some(&Token::Literal('.')) {
-        return false;
+    if name.starts_with('.') && tokens.first() != Some(&Token::Literal('.')) {
+        return Ok(false);
     }
+    // `t` indexes tokens, `n` is a byte offset into `name`; `star` is the last `*` seen and
+    // where its match would end next when the tokens after it fail.
     let (mut t, mut n) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
-    while n < chars.len() {
-        if t < tokens.len() && tokens[t] == Token::Star {
+    while let Some(c) = name[n..].chars().next() {
+        steps.take(1)?;
+        let token = tokens.get(t);
+        if token == Some(&Token::Star) {
             star = Some((t, n));
             t += 1;
-        } else if t < tokens.len() && tokens[t].matches(chars[n]) {
+        } else if token.is_some_and(|token| token.matches(c)) {
             t += 1;
-            n += 1;
+            n += c.len_utf8();
         } else if let Some((st, sn)) = star {
+            let swallowed = name[sn..].chars().next().map_or(1, char::len_utf8);
             t = st + 1;
-            n = sn + 1;
-            star = Some((st, sn + 1));
+            n = sn + swallowed;
+            star = Some((st, n));
         } else {
-            return false;
+            return Ok(false);
         }
     }
-    tokens[t..].iter().all(|tok| *tok == Token::Star)
+    Ok(tokens.iter().skip(t).all(|token| *token == Token::Star))
 }
 
 #[cfg(test)]
@@ -354,7 +437,11 @@ mod tests {
     use super::*;
 
     fn m(pattern: &str, path: &str, base: &str) -> bool {
-        Glob::new(pattern).unwrap().matches(path, base)
+        let mut steps = Steps::new(u64::MAX);
+        Glob::new(pattern)
+            .unwrap()
+            .matches(path, base, &mut steps)
+            .unwrap()
     }
 
     #[test]
@@ -405,5 +492,149 @@ mod tests {
         let err = Glob::new(&too_many).unwrap_err();
         assert!(err.contains("more than 1000 alternatives"), "{err}");
         assert!(Glob::new(" ").unwrap_err().contains("empty"));
+    }
+
+    /// The definition, by trying every split: a segment pattern against a name.
+    fn reference_name(tokens: &[Token], name: &[char]) -> bool {
+        match tokens.split_first() {
+            None => name.is_empty(),
+            Some((Token::Star, rest)) => (0..=name.len()).any(|k| reference_name(rest, &name[k..])),
+            Some((token, rest)) => {
+                name.first().is_some_and(|&c| token.matches(c)) && reference_name(rest, &name[1..])
+            }
+        }
+    }
+
+    /// The definition: segments against a path, `**` taking any run of names without a
+    /// leading `.`, and a wildcard never matching a name's leading `.`.
+    fn reference_segments(pattern: &[Segment], path: &[&str]) -> bool {
+        match pattern.split_first() {
+            None => path.is_empty(),
+            Some((Segment::Globstar, rest)) => (0..=path.len())
+                .take_while(|&k| k == 0 || !path[k - 1].starts_with('.'))
+                .any(|k| reference_segments(rest, &path[k..])),
+            Some((Segment::Tokens(tokens), rest)) => path.first().is_some_and(|name| {
+                let chars: Vec<char> = name.chars().collect();
+                (!name.starts_with('.') || tokens.first() == Some(&Token::Literal('.')))
+                    && reference_name(tokens, &chars)
+                    && reference_segments(rest, &path[1..])
+            }),
+        }
+    }
+
+    fn reference(glob: &Glob, path: &str) -> bool {
+        let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        glob.alternatives
+            .iter()
+            .any(|(anchor, pattern)| match anchor {
+                Anchor::Absolute | Anchor::Relative => reference_segments(pattern, &segments),
+                Anchor::Name => segments.split_last().is_some_and(|(name, dirs)| {
+                    dirs.iter().all(|d| !d.starts_with('.'))
+                        && reference_segments(pattern, std::slice::from_ref(name))
+                }),
+            })
+    }
+
+    #[test]
+    fn matching_agrees_with_the_definition_on_random_patterns_and_paths() {
+        const PATTERN: &[&str] = &[
+            "a", "b", ".", "é", "*", "?", "[ab]", "[!a]", "[a-é]", "/", "**/", "{a,*b}",
+        ];
+        const NAME: &[&str] = &["a", "b", ".", "é", "ab"];
+        let mut rng = fastrand::Rng::with_seed(0x6106);
+        let (mut yes, mut no) = (0, 0);
+        for _ in 0..20_000 {
+            let pattern: String = (0..rng.usize(1..8))
+                .map(|_| PATTERN[rng.usize(..PATTERN.len())])
+                .collect();
+            let Ok(glob) = Glob::new(&pattern) else {
+                continue;
+            };
+            let path: String = (0..rng.usize(1..4))
+                .map(|_| {
+                    let name: String = (0..rng.usize(1..5))
+                        .map(|_| NAME[rng.usize(..NAME.len())])
+                        .collect();
+                    format!("/{name}")
+                })
+                .collect();
+            let expected = reference(&glob, &path);
+            let mut steps = Steps::new(u64::MAX);
+            assert_eq!(
+                glob.matches(&path, "/", &mut steps),
+                Ok(expected),
+                "{pattern:?} on {path:?}"
+            );
+            if expected { yes += 1 } else { no += 1 }
+        }
+        // Both answers are exercised often.
+        assert!(yes > 1_000 && no > 1_000, "{yes} matches, {no} not");
+    }
+
+    /// Steps one match spends.
+    fn spent(pattern: &str, path: &str) -> (bool, usize) {
+        let mut steps = Steps::new(u64::MAX);
+        let matched = Glob::new(pattern)
+            .unwrap()
+            .matches(path, "/", &mut steps)
+            .unwrap();
+        (matched, usize::MAX - steps.left)
+    }
+
+    #[test]
+    fn a_costly_pattern_spends_its_steps_and_stops() {
+        // `*aaa…ab` against a long run of `a`: the 120 tokens after `*` are retried at every
+        // position the `*` can end, so the cost is about their number times the name's.
+        let pattern = format!("*{}b", "a".repeat(120));
+        let name = format!("/{}", "a".repeat(255));
+        let (matched, cost) = spent(&pattern, &name);
+        assert!(!matched);
+        assert!(cost > 40 * 255, "{cost}");
+        let mut steps = Steps::new(5_000);
+        let glob = Glob::new(&pattern).unwrap();
+        assert_eq!(glob.matches(&name, "/", &mut steps), Err(Spent));
+        // Once spent, every later file is refused at once.
+        assert_eq!(glob.matches("/b", "/", &mut steps), Err(Spent));
+        // A pattern past the length limit costs nothing to refuse.
+        let err = Glob::new(&"*a".repeat(1 << 19)).unwrap_err();
+        assert!(err.contains("more than the 4096 allowed"), "{err}");
+    }
+
+    #[test]
+    fn the_cost_of_a_plain_pattern_grows_with_the_name_and_no_faster() {
+        for pattern in ["*.rs", "**/*.rs", "src/**/*x*.rs", "*.{rs,toml,md}"] {
+            let at = |len: usize| spent(pattern, &format!("/src/a/{}.rs", "x".repeat(len)));
+            let (small_match, small) = at(1 << 10);
+            let (large_match, large) = at(1 << 20);
+            assert!(small_match && large_match, "{pattern}");
+            assert!(
+                large <= small * 1100,
+                "{pattern}: {small} then {large} steps"
+            );
+        }
+    }
+
+    #[test]
+    fn typical_patterns_over_a_hundred_thousand_files_stay_well_inside_the_default_budget() {
+        let paths: Vec<String> = (0..100_000)
+            .map(|i| format!("/repo/crate{}/src/module{}/file_{i}.rs", i % 50, i % 7))
+            .collect();
+        for pattern in [
+            "**/*.rs",
+            "*.py",
+            "{src,tests}/**/*.{rs,toml}",
+            "crate1*/**/file_9*",
+        ] {
+            let glob = Glob::new(pattern).unwrap();
+            let mut steps = Steps::new(u64::MAX);
+            for path in &paths {
+                glob.matches(path, "/repo", &mut steps).unwrap();
+            }
+            let cost = usize::MAX - steps.left;
+            assert!(
+                cost < FsLimits::default().max_glob_steps as usize / 4,
+                "{pattern}: {cost} steps"
+            );
+        }
     }
 }

@@ -112,7 +112,10 @@ pub(crate) fn glob_matches(
     base: &str,
     limits: &FsLimits,
 ) -> Result<bool, String> {
-    Ok(glob::Glob::with_limits(pattern, limits)?.matches(path, base))
+    let mut steps = glob::Steps::new(limits.max_glob_steps);
+    glob::Glob::with_limits(pattern, limits)?
+        .matches(path, base, &mut steps)
+        .map_err(|glob::Spent| glob::spent_error(limits.max_glob_steps))
 }
 
 pub(crate) use tools::grep_lines;

@@ -109,6 +109,7 @@ use crate::agent::{
 };
 use crate::graph::Pause;
 use crate::message::{Content, ContentPart, Message, Role, ToolCall};
+use crate::middleware::support::offload;
 use crate::model::ModelRequest;
 use crate::tool::{ToolContext, ToolExecution};
 
@@ -530,19 +531,6 @@ impl Middleware for PiiMiddleware {
         }
         Ok(execution)
     }
-}
-
-/// Runs CPU-bound work on tokio's blocking pool, so the runtime's workers keep running other
-/// tasks; inline when there is no runtime, or when the pool could not run it (shutting down).
-async fn offload<T: Send + 'static>(work: impl Fn() -> T + Send + Sync + 'static) -> T {
-    let work = Arc::new(work);
-    if let Ok(handle) = tokio::runtime::Handle::try_current() {
-        let pooled = Arc::clone(&work);
-        if let Ok(done) = handle.spawn_blocking(move || pooled()).await {
-            return done;
-        }
-    }
-    work()
 }
 
 /// The bytes of text a detector reads in a content.

@@ -9,11 +9,12 @@ use serde_json::Value;
 
 use super::FsTool;
 use super::backend::{FileChanges, FsBackend, FsError};
-use super::glob::Glob;
+use super::glob::{Glob, Spent, Steps, spent_error};
 use super::limits::FsLimits;
 use super::path::normalize_path;
 use crate::agent::AgentStateUpdate;
 use crate::middleware::python::py_str;
+use crate::middleware::support::offload;
 use crate::tool::{DynTool, Tool, ToolContext, ToolError, ToolOutput};
 
 /// `read_file`'s default `limit`.
@@ -362,17 +363,44 @@ async fn glob(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
     let pattern = string_arg(args, "pattern")?;
     let base = optional_path(args, "path")?;
     let glob = Glob::with_limits(pattern, limits).map_err(|e| format!("Error: {e}"))?;
-    let mut found: Vec<String> = s
-        .backend
-        .files(ctx, &base)
+    let files = s.backend.files(ctx, &base).await.map_err(fs_error)?;
+    let mut found = matching(glob, files, &base, limits)
         .await
-        .map_err(fs_error)?
-        .into_iter()
-        .filter(|p| glob.matches(p, &base))
-        .collect();
+        .map_err(|Spent| format!("Error: {}", spent_error(limits.max_glob_steps)))?;
     found.sort();
     Ok(ToolOutput::text(path_list(&found, s.max_output_chars)))
 }
+
+/// The files `glob` matches, in their order. Matching a costly pattern may take up to
+/// [`FsLimits::max_glob_steps`] steps (tenths of a second), so a long list is matched on the
+/// blocking pool, keeping the runtime's workers free.
+async fn matching(
+    glob: Glob,
+    files: Vec<String>,
+    base: &str,
+    limits: &FsLimits,
+) -> Result<Vec<String>, Spent> {
+    let max_steps = limits.max_glob_steps;
+    let keep = move |files: &[String], base: &str| {
+        let mut steps = Steps::new(max_steps);
+        let mut found = Vec::new();
+        for path in files {
+            if glob.matches(path, base, &mut steps)? {
+                found.push(path.clone());
+            }
+        }
+        Ok(found)
+    };
+    if files.len() <= MATCHED_INLINE {
+        return keep(&files, base);
+    }
+    let base = base.to_string();
+    offload(move || keep(&files, &base)).await
+}
+
+/// Listings up to this long are matched on the calling task: a few hundred paths cost
+/// microseconds unless the pattern is hostile, and the steps bound even that.
+const MATCHED_INLINE: usize = 256;
 
 /// How many lines of `text` a `grep` call with this pattern matches (for [`crate::fuzz`]).
 pub(crate) fn grep_lines(pattern: &str, use_regex: bool, text: &str) -> Result<usize, String> {
@@ -451,6 +479,16 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
     let matcher = Matcher::new(pattern, use_regex)?;
 
     let mut files = s.backend.files(ctx, &base).await.map_err(fs_error)?;
+    if let Some(filter) = file_filter {
+        files = matching(filter, files, &base, limits)
+            .await
+            .map_err(|Spent| {
+                format!(
+                    "Error: the `glob` filter: {}",
+                    spent_error(limits.max_glob_steps)
+                )
+            })?;
+    }
     files.sort();
     // Per file: its path, how many lines matched, and (for `content`) the lines shown. Line
     // text is kept only while it can still be shown: once more than the output budget is
@@ -461,12 +499,6 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
     let mut truncated = false;
     let mut too_large: Vec<String> = Vec::new();
     'files: for path in files {
-        if file_filter
-            .as_ref()
-            .is_some_and(|g| !g.matches(&path, &base))
-        {
-            continue;
-        }
         let file = match s
             .backend
             .read_limited(ctx, &path, limits.max_file_bytes)

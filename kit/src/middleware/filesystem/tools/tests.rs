@@ -512,6 +512,43 @@ async fn glob_lists_matching_files() {
     assert!(err(&out).starts_with("Error: the glob pattern is empty"));
 }
 
+/// A pattern whose matching cost multiplies (30 alternatives of `*aaa…ab` against long names) ends with an error
+/// naming the limit, from `glob` and from `grep`'s `glob` filter, instead of holding the
+/// thread; a plain pattern over the same files is answered.
+#[tokio::test]
+async fn a_glob_too_costly_to_match_is_refused_with_the_limit_named() {
+    let names: Vec<(String, &str)> = (0..300)
+        .map(|i| (format!("/d/{i}{}", "a".repeat(250)), "text"))
+        .collect();
+    let files: Vec<(&str, &str)> = names.iter().map(|(p, c)| (p.as_str(), *c)).collect();
+    let s = state(&files);
+    let costly = (0..30)
+        .map(|i| format!("*{}b{i}", "a".repeat(120)))
+        .collect::<Vec<_>>()
+        .join(",");
+    let costly = format!("{{{costly}}}");
+    let out = run(FsTool::Glob, &s, json!({"pattern": costly})).await;
+    let text = err(&out);
+    assert!(text.contains("FsLimits::max_glob_steps"), "{text}");
+    assert!(text.contains("narrower `path`"), "{text}");
+    let out = run(FsTool::Grep, &s, json!({"pattern": "text", "glob": costly})).await;
+    let text = err(&out);
+    assert!(
+        text.starts_with("Error: the `glob` filter: matching"),
+        "{text}"
+    );
+    // The same files with a plain pattern.
+    let out = run(FsTool::Glob, &s, json!({"pattern": "*a"})).await;
+    assert_eq!(ok(&out).matches("/d/").count(), 300);
+    let out = run(
+        FsTool::Grep,
+        &s,
+        json!({"pattern": "text", "glob": "1*", "output_mode": "count"}),
+    )
+    .await;
+    assert_eq!(ok(&out).lines().count(), 111, "1, 10–19 and 100–199");
+}
+
 /// Matching lines far longer than the output are cut as before, but only about one output's
 /// worth of their text is kept while searching; `count` and the `max_count` note still see
 /// every match.
