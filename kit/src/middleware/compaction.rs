@@ -139,17 +139,24 @@ pub fn safe_cutoff(messages: &[Message], keep: usize) -> usize {
             origin.insert(c.id.as_str(), i);
         }
     }
+    // Walk back from the end once: `earliest` is where the earliest call answered in
+    // `messages[scanned..]` was made; while that is before the cut, the cut moves to it and
+    // the walk goes on from there, so every message is read once however the calls interleave.
+    let mut earliest = usize::MAX;
+    let mut scanned = messages.len();
     loop {
-        let earliest = messages[cut..]
-            .iter()
-            .filter(|m| m.role == Role::Tool)
-            .filter_map(|m| m.tool_call_id.as_deref())
-            .filter_map(|id| origin.get(id).copied())
-            .min();
-        match earliest {
-            Some(i) if i < cut => cut = i,
-            _ => break,
+        for m in messages[cut..scanned].iter().rev() {
+            if m.role == Role::Tool
+                && let Some(&i) = m.tool_call_id.as_deref().and_then(|id| origin.get(id))
+            {
+                earliest = earliest.min(i);
+            }
         }
+        scanned = cut;
+        if earliest >= cut {
+            break;
+        }
+        cut = earliest;
     }
     // A tool result whose call is unknown cannot be kept at the head of the tail.
     while cut < messages.len() && messages[cut].role == Role::Tool {
@@ -170,17 +177,19 @@ fn transcript(messages: &[Message], budget_chars: usize) -> String {
             format!("<{0}>\n{1}\n</{0}>", m.role.as_str(), text)
         })
         .collect();
+    // The oldest are dropped until the rest fit (the newest is always kept), counted in one
+    // pass rather than removed one by one from the front.
     let mut total: usize = parts.iter().map(String::len).sum();
     let mut dropped = 0;
-    while total > budget_chars && parts.len() > 1 {
-        total -= parts.remove(0).len();
+    while total > budget_chars && dropped + 1 < parts.len() {
+        total -= parts[dropped].len();
         dropped += 1;
     }
     let mut out = String::new();
     if dropped > 0 {
         out.push_str(&format!("[... {dropped} earlier messages omitted ...]\n"));
     }
-    out.push_str(&parts.join("\n"));
+    out.push_str(&parts[dropped..].join("\n"));
     out
 }
 
@@ -310,6 +319,103 @@ mod tests {
         assert_eq!(safe_cutoff(&messages, 2), 1);
         assert_eq!(safe_cutoff(&messages, 1), 4);
         assert_eq!(safe_cutoff(&messages, 10), 0);
+    }
+
+    /// The cut as first written: rescan the kept part until no result in it answers a call
+    /// before the cut (quadratic when each rescan moves the cut one step).
+    fn cutoff_by_rescanning(messages: &[Message], keep: usize) -> usize {
+        let mut cut = messages.len().saturating_sub(keep);
+        let mut origin: HashMap<&str, usize> = HashMap::new();
+        for (i, m) in messages.iter().enumerate() {
+            for c in &m.tool_calls {
+                origin.insert(c.id.as_str(), i);
+            }
+        }
+        loop {
+            let earliest = messages[cut..]
+                .iter()
+                .filter(|m| m.role == Role::Tool)
+                .filter_map(|m| m.tool_call_id.as_deref())
+                .filter_map(|id| origin.get(id).copied())
+                .min();
+            match earliest {
+                Some(i) if i < cut => cut = i,
+                _ => break,
+            }
+        }
+        while cut < messages.len() && messages[cut].role == Role::Tool {
+            cut += 1;
+        }
+        cut
+    }
+
+    #[test]
+    fn the_cut_is_the_rescanning_cut_on_random_histories() {
+        let mut rng = fastrand::Rng::with_seed(0xc07);
+        let mut moved = 0;
+        for _ in 0..3_000 {
+            let mut messages = Vec::new();
+            let mut open: Vec<String> = Vec::new();
+            for i in 0..rng.usize(0..30) {
+                match rng.u8(0..4) {
+                    0 => messages.push(Message::user("q")),
+                    1 => {
+                        let id = format!("c{i}");
+                        messages.push(ai(&[id.as_str()]));
+                        open.push(id);
+                    }
+                    // A result for any open call, in any order, or for an unknown one.
+                    2 if !open.is_empty() => {
+                        let id = open.swap_remove(rng.usize(..open.len()));
+                        messages.push(Message::tool(id, "r"));
+                    }
+                    _ => messages.push(Message::tool("unknown", "r")),
+                }
+            }
+            let keep = rng.usize(0..=messages.len() + 1);
+            let cut = safe_cutoff(&messages, keep);
+            assert_eq!(cut, cutoff_by_rescanning(&messages, keep));
+            moved += usize::from(cut < messages.len().saturating_sub(keep));
+        }
+        // The cut often has to move back past a call.
+        assert!(moved > 300, "{moved}");
+    }
+
+    #[test]
+    fn a_chain_of_interleaved_calls_is_cut_in_one_pass_at_any_length() {
+        // Each call is answered after the next call is made, so the cut walks back one pair
+        // at a time to the start. Rescanning made a 100,000-message chain quadratic.
+        for pairs in [64, 50_000] {
+            let mut messages = vec![Message::user("q"), ai(&["c0"])];
+            for i in 1..pairs {
+                messages.push(ai(&[format!("c{i}").as_str()]));
+                messages.push(Message::tool(format!("c{}", i - 1), "r"));
+            }
+            assert_eq!(safe_cutoff(&messages, 2), 1, "{pairs} pairs");
+            // Keeping one message keeps only the last result's call and what follows it.
+            assert_eq!(safe_cutoff(&messages, 1), 1, "{pairs} pairs");
+        }
+    }
+
+    #[test]
+    fn the_transcript_drops_the_oldest_until_the_rest_fit() {
+        let messages: Vec<Message> = (0..20_000)
+            .map(|i| Message::user(format!("m{i}")))
+            .collect();
+        let text = transcript(&messages, 200);
+        assert!(text.starts_with("[... "), "{text}");
+        assert!(text.ends_with("<user>\nm19999\n</user>"), "{text}");
+        assert!(!text.contains("<user>\nm0\n"));
+        // Only the newest is kept when even it is over the budget.
+        let text = transcript(&messages[..2], 1);
+        assert_eq!(
+            text,
+            "[... 1 earlier messages omitted ...]\n<user>\nm1\n</user>"
+        );
+        assert_eq!(
+            transcript(&messages[..2], 1_000),
+            "<user>\nm0\n</user>\n<user>\nm1\n</user>"
+        );
     }
 
     #[test]
