@@ -167,7 +167,7 @@ pub fn safe_cutoff(messages: &[Message], keep: usize) -> usize {
 
 /// Renders messages as a compact transcript for the summariser, newest kept when over budget.
 fn transcript(messages: &[Message], budget_chars: usize) -> String {
-    let mut parts: Vec<String> = messages
+    let parts: Vec<String> = messages
         .iter()
         .map(|m| {
             let mut text = m.text();
