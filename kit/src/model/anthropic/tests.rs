@@ -30,6 +30,33 @@ fn turns_merge_and_order_tool_results_first() {
     assert_eq!(user[2]["text"], "and hurry");
 }
 
+/// Tool results and user texts interleaved into one turn keep their order within each kind,
+/// results first, at any length: merging once scanned the turn for every result.
+#[test]
+fn a_turn_merged_from_many_results_and_texts_is_built_in_one_pass() {
+    for n in [64, 50_000] {
+        let mut conversation = vec![Message::user("go")];
+        conversation.push(Message::assistant_with_tool_calls(
+            "",
+            (0..n)
+                .map(|i| ToolCall::with_id(format!("c{i}"), "t", json!({})))
+                .collect(),
+        ));
+        for i in 0..n {
+            conversation.push(Message::tool(format!("c{i}"), "r"));
+            conversation.push(Message::user(format!("note {i}")));
+        }
+        let (_, turns) = turns(&conversation);
+        assert_eq!(turns.len(), 3);
+        let content = turns[2]["content"].as_array().unwrap();
+        assert_eq!(content.len(), 2 * n);
+        for i in 0..n {
+            assert_eq!(content[i]["tool_use_id"], format!("c{i}"), "{n}");
+            assert_eq!(content[n + i]["text"], format!("note {i}"), "{n}");
+        }
+    }
+}
+
 #[test]
 fn thinking_and_server_blocks_go_back_unchanged_and_in_order() {
     let mut answer = Message::assistant(vec![

@@ -154,36 +154,55 @@ pub(super) fn is_tool_result(block: &Value) -> bool {
     block.get("type").and_then(Value::as_str) == Some("tool_result")
 }
 
+/// A turn being built: its `tool_result` blocks and its other blocks apart, joined (results
+/// first) once the conversation is read, so merging many messages into one turn stays linear.
+struct Turn {
+    role: &'static str,
+    results: Vec<Value>,
+    rest: Vec<Value>,
+}
+
+impl Turn {
+    fn into_value(self) -> Value {
+        let mut content = self.results;
+        content.extend(self.rest);
+        json!({"role": self.role, "content": content})
+    }
+}
+
 /// Adds blocks to the conversation, merging into the last turn when it has the same role;
 /// `tool_result` blocks go before the other blocks of a user turn.
-pub(super) fn push_turn(turns: &mut Vec<Value>, role: &str, new: Vec<Value>) {
+fn push_turn(turns: &mut Vec<Turn>, role: &'static str, new: Vec<Value>) {
     if new.is_empty() {
         return;
     }
-    if let Some(last) = turns.last_mut()
-        && last.get("role").and_then(Value::as_str) == Some(role)
-        && let Some(Value::Array(content)) = last.get_mut("content")
-    {
-        for block in new {
-            if is_tool_result(&block) {
-                let at = content
-                    .iter()
-                    .position(|b| !is_tool_result(b))
-                    .unwrap_or(content.len());
-                content.insert(at, block);
-            } else {
-                content.push(block);
-            }
+    let turn = match turns.last_mut() {
+        Some(last) if last.role == role => last,
+        _ => {
+            turns.push(Turn {
+                role,
+                results: Vec::new(),
+                rest: Vec::new(),
+            });
+            let Some(turn) = turns.last_mut() else {
+                return;
+            };
+            turn
         }
-        return;
+    };
+    for block in new {
+        if is_tool_result(&block) {
+            turn.results.push(block);
+        } else {
+            turn.rest.push(block);
+        }
     }
-    turns.push(json!({"role": role, "content": new}));
 }
 
 /// The conversation as Messages API turns, plus the text of system messages found in it.
 pub(super) fn turns(conversation: &[Message]) -> (Vec<String>, Vec<Value>) {
     let mut system = Vec::new();
-    let mut out: Vec<Value> = Vec::new();
+    let mut out: Vec<Turn> = Vec::new();
     for m in conversation {
         match m.role {
             Role::System => {
@@ -216,7 +235,7 @@ pub(super) fn turns(conversation: &[Message]) -> (Vec<String>, Vec<Value>) {
             Role::Remove => {}
         }
     }
-    (system, out)
+    (system, out.into_iter().map(Turn::into_value).collect())
 }
 
 /// Marks the last block of the last turn as a cache breakpoint (not a thinking block, which

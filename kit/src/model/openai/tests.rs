@@ -97,6 +97,41 @@ fn reasoning_goes_back_only_in_the_form_and_to_the_server_it_came_from() {
     assert!(m["tool_calls"][0].get("extra_content").is_none());
 }
 
+/// Every call of an answer with many signed calls goes back with its own signature; a call
+/// without one gets none. Each call once searched every signature, allocating per comparison.
+#[test]
+fn many_signed_calls_each_carry_their_own_signature() {
+    for n in [16, 30_000] {
+        let mut parts = Vec::new();
+        let mut calls = Vec::new();
+        for i in 0..n {
+            calls.push(ToolCall::with_id(format!("c{i}"), "look", json!({})));
+            if i % 3 != 0 {
+                parts.push(ContentPart::Reasoning(
+                    Reasoning::new("gemini", ReasoningFormat::GeminiThoughtSignature, "")
+                        .with_signature(format!("sig{i}"))
+                        .with_raw(json!({"tool_call_id": format!("c{i}")})),
+                ));
+            }
+        }
+        let mut answer = Message::assistant(parts);
+        answer.tool_calls = calls;
+        let request = ModelRequest::new(vec![Message::user("hi"), answer]);
+        let model = OpenAiModel::compatible("gemini", "gemini-2.5-pro", "http://x");
+        let body = model.request_body(&request, false);
+        let sent = body["messages"][1]["tool_calls"].as_array().unwrap();
+        assert_eq!(sent.len(), n);
+        for (i, call) in sent.iter().enumerate() {
+            let signature = &call["extra_content"]["google"]["thought_signature"];
+            if i % 3 == 0 {
+                assert!(call.get("extra_content").is_none(), "{call}");
+            } else {
+                assert_eq!(signature, &json!(format!("sig{i}")));
+            }
+        }
+    }
+}
+
 #[test]
 fn reasoning_models_options_and_tools() {
     let mut request = ModelRequest::new(vec![Message::system("rule"), Message::user("hi")])

@@ -1,6 +1,8 @@
 //! The Chat Completions wire format, both ways: messages out (with the reasoning a server
 //! needs back), usage and finish reasons in.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value, json};
 
 use crate::message::{
@@ -277,9 +279,14 @@ impl Writer<'_> {
             v.insert("reasoning_details".into(), Value::Array(details));
         }
         if !m.tool_calls.is_empty() {
-            let signatures: Vec<&Reasoning> = self
-                .own(m, ReasoningFormat::GeminiThoughtSignature)
-                .collect();
+            // Each call's signature by its id (the first one given), found once per call.
+            let mut signatures: HashMap<&str, &String> = HashMap::new();
+            for r in self.own(m, ReasoningFormat::GeminiThoughtSignature) {
+                let id = r.raw.as_ref().and_then(|raw| raw.get("tool_call_id"));
+                if let (Some(Value::String(id)), Some(sig)) = (id, r.signature.as_ref()) {
+                    signatures.entry(id.as_str()).or_insert(sig);
+                }
+            }
             let calls: Vec<Value> = m
                 .tool_calls
                 .iter()
@@ -292,12 +299,8 @@ impl Writer<'_> {
                         "name": c.name,
                         "arguments": arguments,
                     }});
-                    let signature = signatures.iter().find(|r| {
-                        r.raw.as_ref().and_then(|raw| raw.get("tool_call_id"))
-                            == Some(&Value::from(c.id.as_str()))
-                    });
                     if let (Some(sig), Value::Object(obj)) =
-                        (signature.and_then(|r| r.signature.as_ref()), &mut call)
+                        (signatures.get(c.id.as_str()), &mut call)
                     {
                         obj.insert(
                             "extra_content".into(),
