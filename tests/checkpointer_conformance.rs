@@ -36,6 +36,7 @@ suite!(
     ids_of_every_form_list_in_text_order,
     a_parent_reads_back_as_written_whether_or_not_it_is_the_head,
     pending_writes_upsert_in_first_appearance_order,
+    a_step_of_many_tasks_keeps_every_pending_write_in_order,
     stale_expected_head_is_a_conflict,
     a_checkpoint_id_is_never_written_twice,
     concurrent_writers_on_one_thread_race_and_one_loses,
@@ -524,6 +525,40 @@ async fn pending_writes_upsert_in_first_appearance_order(s: &Storage) {
     );
     let old = cp.load("pw", "", Some(&id[0])).await.unwrap().unwrap();
     assert_eq!(old.pending_writes.len(), 4);
+}
+
+/// A step of 10,000 tasks stopped by an interrupt writes 10,000 pending writes at once; a
+/// second batch replaces every third and adds more. Each write once searched (or, in SQL,
+/// scanned for the next position) all the checkpoint's writes before it.
+async fn a_step_of_many_tasks_keeps_every_pending_write_in_order(s: &Storage) {
+    let cp = s.reopen().await;
+    let id = ids(1);
+    cp.put(simple("many", &id[0], None, -1)).await.unwrap();
+    let n = 10_000;
+    let pw = |task: usize, round: u32| PendingWrite {
+        task_id: format!("t{task}"),
+        channel: pending::OUTPUT.to_string(),
+        value: json!({"round": round}),
+    };
+    cp.put_writes("many", "", &id[0], (0..n).map(|t| pw(t, 1)).collect())
+        .await
+        .unwrap();
+    let second: Vec<PendingWrite> = (0..n)
+        .step_by(3)
+        .map(|t| pw(t, 2))
+        .chain((n..n + 100).map(|t| pw(t, 2)))
+        .collect();
+    cp.put_writes("many", "", &id[0], second).await.unwrap();
+    let cp = s.reopen().await;
+    let loaded = cp.load("many", "", None).await.unwrap().unwrap();
+    let expected: Vec<PendingWrite> = (0..n + 100)
+        .map(|t| pw(t, if t % 3 == 0 || t >= n { 2 } else { 1 }))
+        .collect();
+    assert!(
+        loaded.pending_writes == expected,
+        "{}: writes differ",
+        s.name
+    );
 }
 
 async fn stale_expected_head_is_a_conflict(s: &Storage) {

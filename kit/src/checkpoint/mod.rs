@@ -44,7 +44,7 @@ pub use retention::{PruneReport, PruneStrategy, Retention, RetentionTask, SweepR
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteCheckpointer;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -513,14 +513,75 @@ impl CheckpointError {
 }
 
 /// Upserts pending writes by (task id, channel), keeping the order of first appearance.
+///
+/// A large batch finds each write's slot in a map: searching the list per write was quadratic
+/// in a step of many tasks.
 pub(crate) fn upsert_writes(existing: &mut Vec<PendingWrite>, writes: Vec<PendingWrite>) {
+    if existing.len().saturating_add(writes.len()) <= 16 {
+        for write in writes {
+            match existing
+                .iter_mut()
+                .find(|w| w.task_id == write.task_id && w.channel == write.channel)
+            {
+                Some(slot) => *slot = write,
+                None => existing.push(write),
+            }
+        }
+        return;
+    }
+    let mut slots: HashMap<(String, String), usize> = existing
+        .iter()
+        .enumerate()
+        .map(|(i, w)| ((w.task_id.clone(), w.channel.clone()), i))
+        .collect();
     for write in writes {
-        match existing
-            .iter_mut()
-            .find(|w| w.task_id == write.task_id && w.channel == write.channel)
-        {
+        let key = (write.task_id.clone(), write.channel.clone());
+        match slots.get(&key).and_then(|&i| existing.get_mut(i)) {
             Some(slot) => *slot = write,
-            None => existing.push(write),
+            None => {
+                slots.insert(key, existing.len());
+                existing.push(write);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The definition: each write replaces the one with its task and channel, or goes last.
+    fn upsert_one_by_one(existing: &mut Vec<PendingWrite>, writes: Vec<PendingWrite>) {
+        for write in writes {
+            match existing
+                .iter_mut()
+                .find(|w| w.task_id == write.task_id && w.channel == write.channel)
+            {
+                Some(slot) => *slot = write,
+                None => existing.push(write),
+            }
+        }
+    }
+
+    #[test]
+    fn upserting_a_batch_is_upserting_its_writes_one_by_one() {
+        let mut rng = fastrand::Rng::with_seed(0x5107);
+        let write = |rng: &mut fastrand::Rng| PendingWrite {
+            task_id: format!("t{}", rng.u8(0..12)),
+            channel: ["__output__", "__error__"][rng.usize(0..2)].to_string(),
+            value: serde_json::json!(rng.u32(..)),
+        };
+        for _ in 0..2_000 {
+            let mut ours: Vec<PendingWrite> = Vec::new();
+            for _ in 0..rng.usize(1..4) {
+                let batch: Vec<PendingWrite> =
+                    (0..rng.usize(0..30)).map(|_| write(&mut rng)).collect();
+                let mut theirs = ours.clone();
+                upsert_one_by_one(&mut theirs, batch.clone());
+                upsert_writes(&mut ours, batch);
+                assert_eq!(ours, theirs);
+            }
         }
     }
 }

@@ -190,19 +190,38 @@ impl PostgresCheckpointer {
             )
             .await?;
         tx.execute(&stmt, &[&thread_id, &ns]).await?;
+        // The next position is read once per batch: read per write, it scanned the
+        // checkpoint's writes each time (`idx` is not indexed), quadratic in a step of many
+        // tasks. A write that replaces one keeps its place, so positions may skip.
+        let next = tx
+            .prepare_cached(
+                "SELECT COALESCE(MAX(idx) + 1, 0) FROM kit_writes
+                  WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3",
+            )
+            .await?;
+        let next: i32 = tx
+            .query_one(&next, &[&thread_id, &ns, &checkpoint_id])
+            .await?
+            .get(0);
         let upsert = tx
             .prepare_cached(
                 "INSERT INTO kit_writes
                     (thread_id, ns, checkpoint_id, task_id, channel, idx, value)
-                 VALUES ($1, $2, $3, $4, $5,
-                         (SELECT COALESCE(MAX(idx) + 1, 0) FROM kit_writes
-                           WHERE thread_id = $1 AND ns = $2 AND checkpoint_id = $3),
-                         $6::text::jsonb)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb)
                  ON CONFLICT (thread_id, ns, checkpoint_id, task_id, channel)
                  DO UPDATE SET value = excluded.value",
             )
             .await?;
-        for w in writes {
+        for (i, w) in writes.iter().enumerate() {
+            let idx = i32::try_from(i)
+                .ok()
+                .and_then(|i| next.checked_add(i))
+                .ok_or_else(|| {
+                    CheckpointError::Backend(format!(
+                        "checkpoint `{checkpoint_id}` has more pending writes than an INTEGER \
+                         position holds; finish or delete the thread"
+                    ))
+                })?;
             let value = to_text(&w.value)?;
             tx.execute(
                 &upsert,
@@ -212,6 +231,7 @@ impl PostgresCheckpointer {
                     &checkpoint_id,
                     &w.task_id,
                     &w.channel,
+                    &idx,
                     &value,
                 ],
             )

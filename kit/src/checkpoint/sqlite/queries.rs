@@ -159,16 +159,24 @@ pub(super) fn put_writes_tx(tx: &Connection, a: &WritesArgs) -> R<()> {
          VALUES (?1, ?2, NULL, NULL, 0)",
     )?
     .execute(params![a.thread_id, a.ns])?;
+    // The next position is read once per batch: read per write, it scanned the checkpoint's
+    // writes each time (`idx` is not indexed), quadratic in a step of many tasks. A write that
+    // replaces one keeps its place, so positions may skip; only their order is read.
+    let next: i64 = tx
+        .prepare_cached(
+            "SELECT COALESCE(MAX(idx) + 1, 0) FROM kit_writes
+              WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3",
+        )?
+        .query_row(params![a.thread_id, a.ns, a.checkpoint_id], |row| {
+            row.get(0)
+        })?;
     let mut upsert = tx.prepare_cached(
         "INSERT INTO kit_writes (thread_id, ns, checkpoint_id, task_id, channel, idx, value)
-         VALUES (?1, ?2, ?3, ?4, ?5,
-                 (SELECT COALESCE(MAX(idx) + 1, 0) FROM kit_writes
-                   WHERE thread_id = ?1 AND ns = ?2 AND checkpoint_id = ?3),
-                 ?6)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT (thread_id, ns, checkpoint_id, task_id, channel)
          DO UPDATE SET value = excluded.value",
     )?;
-    for w in &a.writes {
+    for (idx, w) in (next..).zip(&a.writes) {
         let value = to_text(&w.value)?;
         upsert.execute(params![
             a.thread_id,
@@ -176,6 +184,7 @@ pub(super) fn put_writes_tx(tx: &Connection, a: &WritesArgs) -> R<()> {
             a.checkpoint_id,
             w.task_id,
             w.channel,
+            idx,
             value
         ])?;
     }
