@@ -38,6 +38,11 @@ fn shared_client() -> Result<reqwest::Client, String> {
 /// The most redirects kit follows for one request.
 const MAX_REDIRECTS: usize = 10;
 
+/// The most characters of an error body (or an error message inside a successful answer) kept
+/// for error texts: enough for any real provider's explanation, and bounded however much a
+/// peer sends (the texts are scrubbed for secrets and shown to people).
+pub(crate) const MAX_ERROR_CHARS: usize = 8000;
+
 /// kit's redirect rule: at most [`MAX_REDIRECTS`], and only to the origin (scheme, host and
 /// port) of the first request. A redirect to another origin is not followed — the request
 /// carries credentials (`Authorization`, `x-api-key`, custom headers) that must not reach
@@ -565,7 +570,7 @@ async fn status_error(
         .saturating_sub(started.elapsed())
         .max(Duration::from_secs(1));
     let body = match tokio::time::timeout(left, read_prefix(response, max)).await {
-        Ok(b) => clip(&String::from_utf8_lossy(&b), 8000),
+        Ok(b) => clip(&String::from_utf8_lossy(&b), MAX_ERROR_CHARS),
         Err(_) => String::new(),
     };
     Inner {

@@ -76,7 +76,7 @@ pub use retry::{MAX_PEER_DELAY, RetryPolicy, parse_retry_after, retry_after_valu
 pub use secrets::Secrets;
 pub use sse::{SseDecoder, SseError, SseEvent, SseStream};
 
-pub(crate) use client::same_origin_redirects;
+pub(crate) use client::{MAX_ERROR_CHARS, same_origin_redirects};
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

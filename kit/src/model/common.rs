@@ -7,7 +7,7 @@ use futures::StreamExt;
 use serde_json::{Map, Value};
 
 use super::{ModelChunk, ModelError, ModelStream};
-use crate::http::{HttpError, HttpErrorKind, Secrets, SseEvent, SseStream};
+use crate::http::{HttpError, HttpErrorKind, MAX_ERROR_CHARS, Secrets, SseEvent, SseStream};
 use crate::message::Usage;
 
 /// The default timeout of a model call: 10 minutes, like the official OpenAI and Anthropic
@@ -55,8 +55,10 @@ impl ProviderError {
     /// (`{"object":"error","message","type","code"}`) and plain `{"error":"text"}` bodies;
     /// anything else is kept as text.
     pub fn parse(body: &str) -> ProviderError {
+        // Clipped: this also reads error events inside successful answers, whose bodies are
+        // bounded only by the stream's limits.
         let text = |v: Option<&Value>| match v {
-            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::String(s)) => Some(clip(s, MAX_ERROR_CHARS)),
             Some(Value::Number(n)) => Some(n.to_string()),
             _ => None,
         };
@@ -66,7 +68,7 @@ impl ProviderError {
                     Some(e @ Value::Object(_)) => (e.clone(), Some(v.clone())),
                     Some(Value::String(s)) => {
                         return ProviderError {
-                            message: s.clone(),
+                            message: clip(s, MAX_ERROR_CHARS),
                             ..Default::default()
                         };
                     }
@@ -454,6 +456,24 @@ pub(crate) fn event_json(provider: &str, event: &SseEvent) -> Result<Value, Mode
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error message of a mebibyte (in a successful answer or a stream event, which no
+    /// error-body limit clips) is kept to its first 8,000 characters, as at a kibibyte it is
+    /// kept whole; scrubbing secrets from it then costs the same either way.
+    #[test]
+    fn a_huge_error_message_is_clipped_like_an_error_body() {
+        for n in [1 << 10, 1 << 20] {
+            let message = format!("{}%", "x".repeat(n));
+            let body = serde_json::json!({"error": {"message": message, "type": "e"}});
+            let parsed = ProviderError::parse(&body.to_string());
+            assert_eq!(
+                parsed.message.chars().count(),
+                (n + 1).min(MAX_ERROR_CHARS + 1)
+            );
+            let plain = ProviderError::parse(&serde_json::json!({"error": message}).to_string());
+            assert_eq!(plain.message, parsed.message);
+        }
+    }
 
     #[test]
     fn error_bodies_of_each_provider() {
