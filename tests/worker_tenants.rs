@@ -238,6 +238,54 @@ async fn an_identity_cannot_create_or_write_into_a_thread_id_another_owns() {
     w.shutdown().await.unwrap();
 }
 
+/// A chosen thread id of 256 bytes is taken by every route that creates a thread; one byte
+/// more, a 512 KiB id (within the body limit) or an empty one is refused with what to do.
+#[tokio::test]
+async fn a_chosen_thread_id_is_at_most_256_bytes_by_every_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = worker(Gate::open(), &dir).await;
+    let alice = Tenant {
+        url: w.url(),
+        token: ALICE,
+    };
+    for (route, longest) in [("/threads", "a"), ("/runs", "b"), ("create", "c")] {
+        for (id, ok) in [
+            (longest.repeat(256), true),
+            (longest.repeat(257), false),
+            (longest.repeat(1 << 19), false),
+            (String::new(), false),
+        ] {
+            let (status, answer) = match route {
+                // Not a path; a path that long is refused by the HTTP layer before kit reads it.
+                "create" if id.is_empty() || id.len() > 4096 => continue,
+                "create" => {
+                    let mut body = start_body("tides");
+                    body["if_not_exists"] = json!("create");
+                    alice.post(&format!("/threads/{id}/runs"), body).await
+                }
+                "/runs" => {
+                    let mut body = start_body("tides");
+                    body["thread_id"] = json!(id);
+                    alice.post("/runs", body).await
+                }
+                _ => alice.post("/threads", json!({"thread_id": id})).await,
+            };
+            if ok {
+                assert_eq!(status, 200, "{route}: {answer}");
+                assert_eq!(answer["thread_id"], json!(id));
+            } else {
+                assert_eq!(status, 400, "{route} with {} bytes: {answer}", id.len());
+                let message = answer["message"].as_str().unwrap();
+                assert!(
+                    message.contains("omit `thread_id` to get a fresh one"),
+                    "{message}"
+                );
+                assert!(message.len() < 300, "the id is not echoed: {message}");
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn ownership_survives_a_restart_of_the_worker() {
     let dir = tempfile::tempdir().unwrap();

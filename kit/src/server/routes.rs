@@ -71,7 +71,9 @@ pub(crate) fn parse_run_request(body: &[u8]) -> Result<String, String> {
             .or(opt_str(&body, "graph_id")?)
             .ok_or_else(|| ApiError::bad_request("`assistant_id` is missing"))?;
         run_input(&body)?;
-        opt_str(&body, "thread_id")?;
+        if let Some(id) = opt_str(&body, "thread_id")? {
+            check_new_thread_id(&id)?;
+        }
         opt_object(&body, "metadata")?;
         Strategy::parse(
             opt_str(&body, "multitask_strategy")?.as_deref(),
@@ -117,6 +119,28 @@ impl From<StoreError> for ApiError {
 }
 
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
+
+/// The longest thread id a client may choose, in bytes. A thread id is repeated in every run,
+/// event batch and change notice of the thread (and is part of their keys), so its length is
+/// bounded like any other peer input; 256 bytes hold any UUID (36) or readable name.
+pub(crate) const MAX_THREAD_ID_BYTES: usize = 256;
+
+/// Checks a thread id a client chose for a new thread.
+pub(crate) fn check_new_thread_id(id: &str) -> ApiResult<()> {
+    if id.is_empty() {
+        return Err(ApiError::bad_request(
+            "`thread_id` is empty; choose a thread id, or omit `thread_id` to get a fresh one",
+        ));
+    }
+    if id.len() > MAX_THREAD_ID_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "`thread_id` is {} bytes long; a thread id has at most {MAX_THREAD_ID_BYTES} bytes \
+             (a UUID has 36), or omit `thread_id` to get a fresh one",
+            id.len()
+        )));
+    }
+    Ok(())
+}
 
 /// The answer to creating a thread id that another identity owns. It says no more than that
 /// the id cannot be used (the same answer whoever owns it).
@@ -477,6 +501,9 @@ pub(crate) async fn submit_from_body(
     input: RunInput,
     body: &Map<String, Value>,
 ) -> ApiResult<Json<Value>> {
+    if let Some(id) = &thread_id {
+        check_new_thread_id(id)?;
+    }
     let run = submit(
         shared,
         Submit {
