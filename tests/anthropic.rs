@@ -227,6 +227,82 @@ async fn a_json_answer_with_text_tool_use_and_cache_usage() {
     assert!((cost - expected).abs() < 1e-12, "{cost} vs {expected}");
 }
 
+/// A JSON value nested `levels` arrays deep.
+fn nested(levels: usize) -> serde_json::Value {
+    let mut v = json!(1);
+    for _ in 0..levels {
+        v = json!([v]);
+    }
+    v
+}
+
+/// What kit keeps of an answer must save and read back: a server block kept verbatim as deep
+/// as an answer may nest is accepted and its conversation survives a round trip through JSON
+/// with more wrapping than any saved form adds; a deeper answer, JSON or streamed, is refused
+/// as malformed; `tool_use` input deeper than tool arguments may nest is kept as text.
+#[tokio::test]
+async fn answers_nested_deeper_than_kit_can_save_are_refused() {
+    let server = MockAnthropic::start().await.unwrap();
+    let model = server.model("claude-sonnet-4-5");
+    let request = ModelRequest::new(vec![Message::user("hi")]);
+    // The answer is the message object: a block in `content` is 2 levels down, so the block
+    // (an object around `nested(77)`) reaches exactly 80 levels; one more is refused.
+    let block =
+        |levels: usize| json!({"type": "web_search_tool_result", "content": nested(levels)});
+    server.enqueue(anthropic::json(anthropic::message(
+        vec![block(77)],
+        "end_turn",
+        anthropic::usage(1, 1, 0, 0),
+    )));
+    let answer = model.generate(&request).await.unwrap();
+    let state = kit::AgentState {
+        messages: vec![Message::user("hi"), answer.message].into(),
+        ..Default::default()
+    };
+    let wrapped = json!([[[[[["values", {"state": state}]]]]]]);
+    let back: serde_json::Value = serde_json::from_str(&wrapped.to_string()).unwrap();
+    assert_eq!(back, wrapped);
+
+    let deep_json = anthropic::json(anthropic::message(
+        vec![block(78)],
+        "end_turn",
+        anthropic::usage(1, 1, 0, 0),
+    ));
+    let deep_stream = MockResponse::sse([
+        anthropic::message_start(1, 0, 0),
+        kit_testing::mock::SseFrame::event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": block(100)})
+                .to_string(),
+        ),
+    ]);
+    for (deep, streamed) in [(deep_json, false), (deep_stream, true)] {
+        server.enqueue(deep);
+        let err = if streamed {
+            collect(&model, request.clone()).await.1.unwrap()
+        } else {
+            model.generate(&request).await.unwrap_err()
+        };
+        assert!(
+            matches!(&err, ModelError::MalformedResponse { message, .. }
+                if message.contains("nests more than 80 levels")),
+            "{err:?}"
+        );
+    }
+
+    server.enqueue(anthropic::json(anthropic::message(
+        vec![
+            anthropic::tool_use_block("toolu_1", "t", json!({"a": nested(64)})),
+            anthropic::tool_use_block("toolu_2", "t", json!({"a": nested(63)})),
+        ],
+        "tool_use",
+        anthropic::usage(1, 1, 0, 0),
+    )));
+    let answer = model.generate(&request).await.unwrap();
+    assert!(answer.message.tool_calls[0].args.is_string());
+    assert_eq!(answer.message.tool_calls[1].args, json!({"a": nested(63)}));
+}
+
 #[tokio::test]
 async fn a_stream_with_input_json_deltas_split_across_chunks() {
     let server = MockAnthropic::start().await.unwrap();

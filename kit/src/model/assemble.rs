@@ -258,6 +258,16 @@ pub fn parse_args(raw: &str) -> Value {
     }
 }
 
+/// Tool-call arguments a provider sent as JSON (not as text): kept when they nest at most
+/// [`MAX_ARGS_DEPTH`] levels, else as their text, as [`parse_args`] keeps them.
+pub(crate) fn kept_args(value: Value) -> Value {
+    if nests_within(&value, MAX_ARGS_DEPTH) {
+        value
+    } else {
+        Value::String(value.to_string())
+    }
+}
+
 /// Whether `value` nests at most `levels` arrays or objects deep.
 pub(crate) fn nests_within(value: &Value, levels: usize) -> bool {
     match value {

@@ -6,7 +6,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
-use super::{ModelChunk, ModelError, ModelStream};
+use super::assemble::nests_within;
+use super::{MAX_ARGS_DEPTH, ModelChunk, ModelError, ModelStream};
 use crate::http::{HttpError, HttpErrorKind, MAX_ERROR_CHARS, Secrets, SseEvent, SseStream};
 use crate::message::Usage;
 
@@ -442,15 +443,37 @@ pub(crate) fn replay_stream<P: SseParser>(
     Ok(assembler.finish())
 }
 
+/// The deepest nesting of a provider's answer (a whole body, or one stream event). Tool
+/// arguments may nest [`MAX_ARGS_DEPTH`] levels below the answer's own few; what is kept from
+/// an answer (provider blocks verbatim, usage details, reasoning entries) is saved up to about
+/// 15 levels deeper, and serde_json reads no deeper than 128. A deeper answer would be kept
+/// and then make its thread, its runs and their event log unreadable.
+pub(crate) const MAX_ANSWER_DEPTH: usize = MAX_ARGS_DEPTH + 16;
+
+/// `v` when it nests at most [`MAX_ANSWER_DEPTH`] levels, or a malformed-answer error.
+pub(crate) fn within_answer_depth(provider: &str, v: Value) -> Result<Value, ModelError> {
+    if nests_within(&v, MAX_ANSWER_DEPTH) {
+        return Ok(v);
+    }
+    Err(ModelError::MalformedResponse {
+        provider: provider.to_string(),
+        message: format!(
+            "the answer nests more than {MAX_ANSWER_DEPTH} levels deep, deeper than kit can \
+             save and read back; a model's tool arguments may nest {MAX_ARGS_DEPTH}"
+        ),
+    })
+}
+
 /// Parses an SSE data payload as JSON, or explains what was wrong.
 pub(crate) fn event_json(provider: &str, event: &SseEvent) -> Result<Value, ModelError> {
-    serde_json::from_str(&event.data).map_err(|e| ModelError::MalformedResponse {
+    let v = serde_json::from_str(&event.data).map_err(|e| ModelError::MalformedResponse {
         provider: provider.to_string(),
         message: format!(
             "a stream event is not JSON ({e}): {}",
             clip(&event.data, 300)
         ),
-    })
+    })?;
+    within_answer_depth(provider, v)
 }
 
 #[cfg(test)]

@@ -54,6 +54,7 @@ use serde_json::{Map, Value, json};
 
 use super::common::{
     DEFAULT_MODEL_TIMEOUT, f32_json, map_http_error_scrubbed, merge_extra, model_stream,
+    within_answer_depth,
 };
 use super::{
     ChatModel, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse, ModelStream,
@@ -428,6 +429,7 @@ impl ChatModel for AnthropicModel {
         let v: Value = response
             .json()
             .map_err(|e| map_http_error_scrubbed("anthropic", e, &secrets))?;
+        let v = within_answer_depth(wire::PROVIDER, v)?;
         self.parse_response(&v).map_err(|e| e.scrubbed(&secrets))
     }
 

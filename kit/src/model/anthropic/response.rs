@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 use super::AnthropicModel;
 use super::wire::{PROVIDER, reasoning_of_block, stop_reason, usage};
 use crate::message::{Content, ContentPart, Message, ToolCall};
+use crate::model::assemble::kept_args;
 use crate::model::common::{ProviderError, annotate_cost, classify, clip};
 use crate::model::{FinishReason, ModelError, ModelResponse};
 
@@ -45,7 +46,7 @@ impl AnthropicModel {
                     let input = block
                         .get("input")
                         .cloned()
-                        .unwrap_or_else(|| Value::Object(Map::new()));
+                        .map_or_else(|| Value::Object(Map::new()), kept_args);
                     calls.push(ToolCall::with_id(id, name, input));
                 }
                 Some(_) => {

@@ -62,7 +62,9 @@ use wire::openai_context_window;
 
 use serde_json::Value;
 
-use super::common::{DEFAULT_MODEL_TIMEOUT, map_http_error_scrubbed, model_stream};
+use super::common::{
+    DEFAULT_MODEL_TIMEOUT, map_http_error_scrubbed, model_stream, within_answer_depth,
+};
 use super::{
     ChatModel, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse, ModelStream,
 };
@@ -403,6 +405,7 @@ impl ChatModel for OpenAiModel {
             .await
             .map_err(|e| self.map_error(e, &secrets))?;
         let v: Value = response.json().map_err(|e| self.map_error(e, &secrets))?;
+        let v = within_answer_depth(&self.provider, v)?;
         self.parse_body(&v).map_err(|e| e.scrubbed(&secrets))
     }
 

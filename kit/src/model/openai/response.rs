@@ -7,7 +7,7 @@ use super::wire::{
     content_text, finish_reason, reasoning_of, reported_cost, thought_signature, usage,
 };
 use crate::message::{Content, ContentPart, Message, Reasoning, ReasoningFormat, ToolCall};
-use crate::model::assemble::CallIds;
+use crate::model::assemble::{CallIds, kept_args};
 use crate::model::common::{ProviderError, annotate_cost, classify, clip};
 use crate::model::{FinishReason, ModelError, ModelResponse, parse_args};
 
@@ -61,7 +61,7 @@ impl OpenAiModel {
                     .ok_or_else(|| malformed(&format!("tool call {i} has no function name")))?;
                 let args = match function.get("arguments") {
                     Some(Value::String(raw)) => parse_args(raw),
-                    Some(obj @ Value::Object(_)) => obj.clone(),
+                    Some(obj @ Value::Object(_)) => kept_args(obj.clone()),
                     _ => Value::Object(Map::new()),
                 };
                 // A missing or empty id would make parallel calls collide.

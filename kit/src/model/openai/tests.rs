@@ -172,6 +172,21 @@ fn parse(body: Value) -> crate::model::ModelResponse {
         .unwrap()
 }
 
+/// Arguments sent as a JSON object (not a string) are kept as deep as arguments may nest, and
+/// as their text beyond, as streamed ones are.
+#[test]
+fn object_arguments_deeper_than_arguments_may_nest_are_kept_as_text() {
+    let nested = |levels: usize| (0..levels).fold(json!(1), |v, _| json!([v]));
+    let call = |id: &str, args: Value| json!({"id": id, "type": "function", "function": {"name": "t", "arguments": args}});
+    let r = parse(
+        json!({"choices": [{"message": {"role": "assistant", "content": null,
+        "tool_calls": [call("a", json!({"x": nested(63)})), call("b", json!({"x": nested(64)}))]},
+        "finish_reason": "tool_calls"}]}),
+    );
+    assert_eq!(r.message.tool_calls[0].args, json!({"x": nested(63)}));
+    assert!(r.message.tool_calls[1].args.is_string());
+}
+
 #[test]
 fn answers_with_parts_reasoning_and_id_less_calls() {
     // Mistral's reasoning models: `content` is an array of thinking and text chunks.
