@@ -55,6 +55,9 @@ pub struct McpToolset {
     initial_names: HashSet<String>,
     /// The servers' list-change counts when `initial` was listed.
     initial_changes: Vec<u64>,
+    /// The tools as last listed again, and the servers' list-change counts read just before:
+    /// made once per change, not once per model or tool call (each tool compiles its schema).
+    relisted: std::sync::Mutex<Option<(Vec<u64>, Arc<[Tool]>)>>,
 }
 
 impl std::fmt::Debug for McpToolset {
@@ -99,6 +102,7 @@ impl McpToolset {
             initial,
             initial_names,
             initial_changes,
+            relisted: std::sync::Mutex::new(None),
         })
     }
 
@@ -115,17 +119,31 @@ impl McpToolset {
             .any(|(c, seen)| c.list_changes() != *seen)
     }
 
-    /// The servers' tools now (a server that cannot be listed keeps its first list).
-    async fn current(&self) -> Vec<Tool> {
+    /// The servers' tools now (a server that cannot be listed keeps its first list, and is
+    /// asked again next time).
+    async fn current(&self) -> Arc<[Tool]> {
+        let generations: Vec<u64> = self.clients.iter().map(McpClient::list_changes).collect();
+        if let Some((seen, tools)) = &*self.relisted.lock().unwrap_or_else(|p| p.into_inner())
+            && *seen == generations
+        {
+            return tools.clone();
+        }
         let mut all = Vec::new();
+        let mut complete = true;
         for (client, first) in self.clients.iter().zip(&self.per_server) {
             match client.inner().tools().await {
                 Ok(tools) => all.extend(tools),
                 Err(e) => {
                     tracing::warn!(server = client.name(), error = %e, "MCP tools could not be listed again");
                     all.extend(first.iter().cloned());
+                    complete = false;
                 }
             }
+        }
+        let all: Arc<[Tool]> = all.into();
+        if complete {
+            *self.relisted.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((generations, all.clone()));
         }
         all
     }
@@ -201,5 +219,40 @@ impl Middleware for McpToolset {
             }
             None => next.call(call, ctx).await,
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::mcp::McpServer;
+
+    /// The tools listed again are made once per list change: asked twice with no change in
+    /// between, the toolset answers with the very same tools (making them compiles every
+    /// schema, which once happened on every model and tool call after the first change).
+    #[tokio::test]
+    async fn tools_listed_again_are_made_once_per_change() {
+        let ping = Tool::from_fn(
+            "ping",
+            "Replies pong.",
+            serde_json::json!({"type": "object"}),
+            |_, _| async { Ok::<_, crate::tool::ToolError>("pong") },
+        );
+        let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+        let _serving = McpServer::new("demo").tool(ping).serve(server_io);
+        let client = McpClient::connect_with("demo", client_io).await.unwrap();
+        let toolset = McpToolset::new([client]).await.unwrap();
+        let first = toolset.current().await;
+        let second = toolset.current().await;
+        assert_eq!(first.len(), 1);
+        assert!(Arc::ptr_eq(&first, &second));
+        // A different count of changes (as after a notice) makes them again.
+        if let Some((seen, _)) = &mut *toolset.relisted.lock().unwrap() {
+            seen[0] += 1;
+        }
+        let third = toolset.current().await;
+        assert!(!Arc::ptr_eq(&first, &third));
+        assert_eq!(third[0].name(), "ping");
     }
 }
