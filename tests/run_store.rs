@@ -424,6 +424,54 @@ async fn batches_of_any_size(store: &dyn RunStore, thread: &str, run: &str) {
     );
 }
 
+/// One append of 1,000 events (a model answer with hundreds of tool calls maps to that many)
+/// reads back whole and in order from any cursor, a page at a time; it is stored as batches
+/// of at most 128, so a page never parses more than two.
+async fn one_append_of_many_events(store: &dyn RunStore, thread: &str, run: &str) {
+    let events: Vec<NewEvent> = (0..1000)
+        .map(|i| NewEvent::new("custom", json!({"i": i})))
+        .collect();
+    let last = store.append_events(thread, run, &events).await.unwrap();
+    let first = last - 999;
+    for cursor in [first - 1, first + 126, first + 127, first + 500, last - 1] {
+        let mut seen = Vec::new();
+        let mut after = cursor;
+        loop {
+            let page = store.read_events(thread, after, 128).await.unwrap();
+            let Some(end) = page.last() else { break };
+            after = end.seq;
+            seen.extend(page.iter().map(|e| (e.seq, e.data["i"].as_u64().unwrap())));
+        }
+        let expected: Vec<(u64, u64)> = (cursor + 1..=last).map(|s| (s, s - first)).collect();
+        assert_eq!(seen, expected, "from {cursor}");
+    }
+}
+
+#[tokio::test]
+async fn sqlite_one_append_of_many_events_is_stored_in_batches_of_128() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.sqlite");
+    let store = SqliteRunStore::open(&path).unwrap();
+    store.create_run(new_run("r", "t", "g")).await.unwrap();
+    store
+        .append_events("t", "r", &[NewEvent::new("values", json!({}))])
+        .await
+        .unwrap();
+    one_append_of_many_events(&store, "t", "r").await;
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let rows: Vec<(i64, i64)> = conn
+        .prepare("SELECT first_seq, last_seq FROM kit_worker_event_batches ORDER BY last_seq")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut expected = vec![(1, 1)];
+    expected.extend((0..8).map(|b| (2 + 128 * b, (1 + 128 * (b + 1)).min(1001))));
+    assert_eq!(rows, expected);
+}
+
 /// A batch is one row: events of 1 KiB and of 1 MiB go in and come out whole, a read may
 /// start and end anywhere inside a batch, and a batch row that is not what kit wrote is an
 /// error naming it, not a panic or a silent gap.
@@ -727,6 +775,8 @@ async fn postgres_event_log_is_moved_to_batches_and_read_from_any_event() {
     // Batches of 1 KiB and 1 MiB events, read from inside a batch and across batches.
     store.create_run(new_run("rb", "b", "g")).await.unwrap();
     batches_of_any_size(&store, "b", "rb").await;
+    store.create_run(new_run("rm", "m", "g")).await.unwrap();
+    one_append_of_many_events(&store, "m", "rm").await;
 
     // A batch row kit did not write: a read ahead of it works, one into it names it.
     client
@@ -751,7 +801,7 @@ async fn postgres_event_log_is_moved_to_batches_and_read_from_any_event() {
     assert!(err.to_string().contains("holds 1 events"), "{err}");
     // Pruning counts events, not rows: everything was appended before now.
     let pruned = store.prune_events(u64::MAX / 2).await.unwrap();
-    assert_eq!(pruned, 5 + 2500 + 1 + 10);
+    assert_eq!(pruned, 5 + 2500 + 1 + 10 + 1000);
     store.drop_schema().await.unwrap();
 }
 

@@ -5,37 +5,70 @@
 //! A run appends its events in a few batches (most runs in one, with their end), and a row per
 //! batch is one insert into the table and its indexes where a row per event was one per event:
 //! about twenty for a short agent run. Readers pay instead: a read that starts in the middle of
-//! a batch parses the batch's earlier events too (a batch holds at most what one append wrote).
+//! a batch parses the batch's earlier events too (a batch holds at most [`MAX_BATCH_EVENTS`]
+//! events of one append).
 
 use serde_json::Value;
 
 use super::{NewEvent, StoreError, StoredEvent};
 
-/// A batch of events in its stored form, made before it reaches the database.
+/// The most events one stored batch holds. A reader parses whole batches, a page of events at
+/// a time, so one append of many events (a model answer with thousands of tool calls) is
+/// stored as several batches: in one, every page re-read the whole of it.
+pub(crate) const MAX_BATCH_EVENTS: usize = 128;
+
+/// One append's events in their stored form, made before they reach the database: one or
+/// more batches, numbered in order.
 pub(crate) struct Encoded {
     pub(crate) count: usize,
-    /// `[[method, namespace, data], …]`
-    pub(crate) events: String,
+    /// Each batch: how many events it holds, and `[[method, namespace, data], …]`.
+    pub(crate) batches: Vec<(usize, String)>,
 }
 
-/// The stored form of `events`.
+impl Encoded {
+    /// Each batch with the first and last numbers of its events, when the append's last
+    /// event is numbered `last` (numbers come from the database: a corrupt counter must not
+    /// overflow).
+    pub(crate) fn numbered(&self, last: i64) -> impl Iterator<Item = (i64, i64, &str)> {
+        let count = i64::try_from(self.count).unwrap_or(i64::MAX);
+        let mut first = last.saturating_sub(count).saturating_add(1);
+        self.batches.iter().map(move |(n, events)| {
+            let n = i64::try_from(*n).unwrap_or(i64::MAX);
+            let batch_last = first.saturating_add(n).saturating_sub(1);
+            let numbered = (first, batch_last, events.as_str());
+            first = batch_last.saturating_add(1);
+            numbered
+        })
+    }
+}
+
+/// The stored form of `events`: batches of at most [`MAX_BATCH_EVENTS`].
 pub(crate) fn encode(events: &[NewEvent]) -> Encoded {
+    let batches = events
+        .chunks(MAX_BATCH_EVENTS)
+        .map(|chunk| (chunk.len(), encode_rows(chunk)))
+        .collect();
+    Encoded {
+        count: events.len(),
+        batches,
+    }
+}
+
+/// `[[method, namespace, data], …]` of `events`.
+fn encode_rows(events: &[NewEvent]) -> String {
     let rows: Vec<(&str, &[String], &Value)> = events
         .iter()
         .map(|e| (e.method.as_str(), e.namespace.as_slice(), &e.data))
         .collect();
-    Encoded {
-        count: events.len(),
-        // Strings, string lists and JSON values always serialise.
-        events: crate::json::to_string(&rows).unwrap_or_else(|_| "[]".to_string()),
-    }
+    // Strings, string lists and JSON values always serialise.
+    crate::json::to_string(&rows).unwrap_or_else(|_| "[]".to_string())
 }
 
 /// A row written by a store made before batches (one per event), as a batch of one. As that
 /// layout was read, a namespace that is not a JSON list of strings is the root; data that is
 /// not JSON is kept as a string (it used to fail every read).
-pub(crate) fn encode_old_row(method: String, namespace: &str, data: String) -> Encoded {
-    encode(&[NewEvent {
+pub(crate) fn encode_old_row(method: String, namespace: &str, data: String) -> String {
+    encode_rows(&[NewEvent {
         method,
         namespace: super::parse_namespace(namespace),
         data: serde_json::from_str(&data).unwrap_or(Value::String(data)),

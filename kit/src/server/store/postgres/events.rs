@@ -74,14 +74,11 @@ pub(super) async fn migrate(tx: &impl GenericClient) -> Result<(), StoreError> {
             seqs.push(row.try_get::<_, i64>(1).map_err(get)?);
             runs.push(row.try_get::<_, String>(2).map_err(get)?);
             let namespace: String = row.try_get(4).map_err(get)?;
-            texts.push(
-                encode_old_row(
-                    row.try_get(3).map_err(get)?,
-                    &namespace,
-                    row.try_get(5).map_err(get)?,
-                )
-                .events,
-            );
+            texts.push(encode_old_row(
+                row.try_get(3).map_err(get)?,
+                &namespace,
+                row.try_get(5).map_err(get)?,
+            ));
             times.push(row.try_get::<_, i64>(6).map_err(get)?);
         }
         tx.execute(
@@ -137,20 +134,21 @@ pub(super) async fn append(
     let last: i64 = row
         .try_get(0)
         .map_err(|e| StoreError::Corrupt(format!("a thread row: {e}")))?;
-    // Numbers come from the database: a corrupt counter must not overflow.
-    let first = last.saturating_sub(count).saturating_add(1);
-    tx.execute(
-        &prepared(
-            tx,
-            "INSERT INTO kit_worker_event_batches
+    let insert = prepared(
+        tx,
+        "INSERT INTO kit_worker_event_batches
             (thread_id, last_seq, first_seq, run_id, events, created_at)
          VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .await?,
-        &[&thread_id, &last, &first, &run_id, &batch.events, &ms(now)],
     )
-    .await
-    .map_err(|e| sql_error(op, e))?;
+    .await?;
+    for (first, batch_last, events) in batch.numbered(last) {
+        tx.execute(
+            &insert,
+            &[&thread_id, &batch_last, &first, &run_id, &events, &ms(now)],
+        )
+        .await
+        .map_err(|e| sql_error(op, e))?;
+    }
     let payload = if thread_id.len() <= MAX_PAYLOAD {
         thread_id
     } else {

@@ -61,19 +61,20 @@ fn move_rows(conn: &Connection) -> rusqlite::Result<()> {
     )?;
     let mut rows = select.query([])?;
     while let Some(row) = rows.next()? {
-        let batch = encode_old_row(row.get(3)?, &row.get::<_, String>(4)?, row.get(5)?);
+        let events = encode_old_row(row.get(3)?, &row.get::<_, String>(4)?, row.get(5)?);
         insert.execute(params![
             row.get::<_, String>(0)?,
             row.get::<_, i64>(1)?,
             row.get::<_, String>(2)?,
-            batch.events,
+            events,
             row.get::<_, i64>(6)?
         ])?;
     }
     Ok(())
 }
 
-/// Appends `batch` inside the caller's transaction; returns the number of its last event.
+/// Appends `batch` inside the caller's transaction (a row per batch of it); returns the number
+/// of its last event.
 pub(super) fn append(
     conn: &Connection,
     thread_id: &str,
@@ -98,23 +99,25 @@ pub(super) fn append(
             )),
             other => backend(op, other),
         })?;
-    conn.prepare_cached(
-        "INSERT INTO kit_worker_event_batches
+    let mut insert = conn
+        .prepare_cached(
+            "INSERT INTO kit_worker_event_batches
             (thread_id, last_seq, first_seq, run_id, events, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            thread_id,
-            last,
-            // Numbers come from the file: a corrupt counter must not overflow.
-            last.saturating_sub(count).saturating_add(1),
-            run_id,
-            batch.events,
-            ms(now)
-        ])
-    })
-    .map_err(|e| backend(op, e))?;
+        )
+        .map_err(|e| backend(op, e))?;
+    for (first, batch_last, events) in batch.numbered(last) {
+        insert
+            .execute(params![
+                thread_id,
+                batch_last,
+                first,
+                run_id,
+                events,
+                ms(now)
+            ])
+            .map_err(|e| backend(op, e))?;
+    }
     Ok(unms(last))
 }
 
