@@ -57,8 +57,11 @@ pub struct McpToolset {
     initial_changes: Vec<u64>,
     /// The tools as last listed again, and the servers' list-change counts read just before:
     /// made once per change, not once per model or tool call (each tool compiles its schema).
-    relisted: std::sync::Mutex<Option<(Vec<u64>, Arc<[Tool]>)>>,
+    relisted: std::sync::Mutex<Option<Relisted>>,
 }
+
+/// The servers' list-change counts, and the tools listed again at those counts.
+type Relisted = (Vec<u64>, Arc<[Tool]>);
 
 impl std::fmt::Debug for McpToolset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
