@@ -514,21 +514,9 @@ impl CheckpointError {
 
 /// Upserts pending writes by (task id, channel), keeping the order of first appearance.
 ///
-/// A large batch finds each write's slot in a map: searching the list per write was quadratic
-/// in a step of many tasks.
+/// Each write's slot is found in a map: searching the list per write was quadratic in a step
+/// of many tasks. (Writes are put only when a step stops on an interrupt or a failure.)
 pub(crate) fn upsert_writes(existing: &mut Vec<PendingWrite>, writes: Vec<PendingWrite>) {
-    if existing.len().saturating_add(writes.len()) <= 16 {
-        for write in writes {
-            match existing
-                .iter_mut()
-                .find(|w| w.task_id == write.task_id && w.channel == write.channel)
-            {
-                Some(slot) => *slot = write,
-                None => existing.push(write),
-            }
-        }
-        return;
-    }
     let mut slots: HashMap<(String, String), usize> = existing
         .iter()
         .enumerate()
