@@ -515,7 +515,8 @@ impl CheckpointError {
 /// Upserts pending writes by (task id, channel), keeping the order of first appearance.
 ///
 /// Each write's slot is found in a map: searching the list per write was quadratic in a step
-/// of many tasks. (Writes are put only when a step stops on an interrupt or a failure.)
+/// of many tasks. (Writes are put when a step stops on an interrupt or a failure, and when a
+/// run is resumed: never on the path of every step.)
 pub(crate) fn upsert_writes(existing: &mut Vec<PendingWrite>, writes: Vec<PendingWrite>) {
     let mut slots: HashMap<(String, String), usize> = existing
         .iter()
