@@ -26,8 +26,8 @@ use serde_json::{Value, json};
 use super::auth::Identity;
 use super::queue::Shared;
 use super::routes::{
-    ApiError, ApiResult, body_object, cancel_run, check_new_thread_id, mine, opt_object, opt_str,
-    paging, run_input, thread_unavailable, time, unknown_id,
+    ApiError, ApiResult, NamedIn, body_object, cancel_run, check_new_thread_id, mine, opt_object,
+    opt_str, paging, run_input, thread_unavailable, time, unknown_id,
 };
 use super::store::{RunInput, RunRecord, RunStatus, ThreadRecord};
 
@@ -139,9 +139,6 @@ async fn create_thread(
     let body = body_object(body, shared.config.body_limit)?;
     let metadata = opt_object(&body, "metadata")?;
     let thread_id = opt_str(&body, "thread_id")?;
-    if let Some(id) = &thread_id {
-        check_new_thread_id(id)?;
-    }
     if let Some(id) = &thread_id
         && let Some(existing) = shared.store.get_thread(id).await?
     {
@@ -159,6 +156,9 @@ async fn create_thread(
                 format!("thread `{id}` already exists; send `if_exists: \"do_nothing\"` to get it"),
             )),
         };
+    }
+    if let Some(id) = &thread_id {
+        check_new_thread_id(id, NamedIn::Body)?;
     }
     let id = thread_id.unwrap_or_else(crate::ids::time_ordered);
     let thread = shared
@@ -194,7 +194,7 @@ async fn create_run(
         // Another identity's thread is not found, whatever `if_not_exists` says.
         Some(_) => return Err(unknown_thread(&thread_id)),
         None if opt_str(&body, "if_not_exists")?.as_deref() == Some("create") => {
-            check_new_thread_id(&thread_id)?;
+            check_new_thread_id(&thread_id, NamedIn::Path)?;
             let thread = shared
                 .store
                 .create_thread(&thread_id, who.as_str(), json!({}))

@@ -71,9 +71,7 @@ pub(crate) fn parse_run_request(body: &[u8]) -> Result<String, String> {
             .or(opt_str(&body, "graph_id")?)
             .ok_or_else(|| ApiError::bad_request("`assistant_id` is missing"))?;
         run_input(&body)?;
-        if let Some(id) = opt_str(&body, "thread_id")? {
-            check_new_thread_id(&id)?;
-        }
+        opt_str(&body, "thread_id")?;
         opt_object(&body, "metadata")?;
         Strategy::parse(
             opt_str(&body, "multitask_strategy")?.as_deref(),
@@ -125,17 +123,31 @@ pub(crate) type ApiResult<T> = Result<T, ApiError>;
 /// bounded like any other peer input; 256 bytes hold any UUID (36) or readable name.
 pub(crate) const MAX_THREAD_ID_BYTES: usize = 256;
 
-/// Checks a thread id a client chose for a new thread.
-pub(crate) fn check_new_thread_id(id: &str) -> ApiResult<()> {
+/// Where a client named the thread a request creates.
+#[derive(Clone, Copy)]
+pub(crate) enum NamedIn {
+    /// `thread_id` in the body (it may be left out for a fresh id).
+    Body,
+    /// The request's path.
+    Path,
+}
+
+/// Checks the id a client chose for a thread the request creates (not for one that exists:
+/// an id stored before this limit keeps working).
+pub(crate) fn check_new_thread_id(id: &str, named: NamedIn) -> ApiResult<()> {
+    let (what, otherwise) = match named {
+        NamedIn::Body => ("`thread_id`", ", or omit `thread_id` to get a fresh one"),
+        NamedIn::Path => ("the thread id in the path", ""),
+    };
     if id.is_empty() {
-        return Err(ApiError::bad_request(
-            "`thread_id` is empty; choose a thread id, or omit `thread_id` to get a fresh one",
-        ));
+        return Err(ApiError::bad_request(format!(
+            "{what} is empty; choose a thread id{otherwise}"
+        )));
     }
     if id.len() > MAX_THREAD_ID_BYTES {
         return Err(ApiError::bad_request(format!(
-            "`thread_id` is {} bytes long; a thread id has at most {MAX_THREAD_ID_BYTES} bytes \
-             (a UUID has 36), or omit `thread_id` to get a fresh one",
+            "{what} is {} bytes long; a new thread's id has at most {MAX_THREAD_ID_BYTES} bytes \
+             (a UUID has 36){otherwise}",
             id.len()
         )));
     }
@@ -296,11 +308,14 @@ pub(crate) async fn submit(shared: &Shared, s: Submit) -> ApiResult<RunRecord> {
     let thread_id = s.thread_id.unwrap_or_else(crate::ids::time_ordered);
     // Another identity's thread is never looked into (its runs are not interrupted or
     // rejected on its behalf); the store checks the owner again when it inserts the run.
-    if !fresh
-        && let Some(thread) = shared.store.get_thread(&thread_id).await?
-        && thread.owner != s.owner.as_str()
-    {
-        return Err(thread_unavailable(&thread_id));
+    if !fresh {
+        match shared.store.get_thread(&thread_id).await? {
+            Some(thread) if thread.owner != s.owner.as_str() => {
+                return Err(thread_unavailable(&thread_id));
+            }
+            Some(_) => {}
+            None => check_new_thread_id(&thread_id, NamedIn::Body)?,
+        }
     }
     let active = if fresh {
         Vec::new()
@@ -501,9 +516,6 @@ pub(crate) async fn submit_from_body(
     input: RunInput,
     body: &Map<String, Value>,
 ) -> ApiResult<Json<Value>> {
-    if let Some(id) = &thread_id {
-        check_new_thread_id(id)?;
-    }
     let run = submit(
         shared,
         Submit {
