@@ -151,6 +151,21 @@ impl Glob {
     }
 }
 
+impl Glob {
+    /// The tokens and segments of every alternative: what matching one path segment against
+    /// the whole pattern may read, per character of the path.
+    pub(crate) fn size(&self) -> usize {
+        self.alternatives
+            .iter()
+            .flat_map(|(_, segments)| segments)
+            .map(|segment| match segment {
+                Segment::Globstar => 1,
+                Segment::Tokens(tokens) => tokens.len().max(1),
+            })
+            .sum()
+    }
+}
+
 /// The comparisons matching may still spend: one per character tried against a token, per
 /// path segment tried against a `**`, per character of a path split. A pattern like
 /// `*a*a*a…b` costs its length times each name's, so the budget is what keeps one call of
@@ -356,6 +371,7 @@ fn class(chars: &[char], start: usize) -> Option<(Token, usize)> {
 
 fn match_segments(pattern: &[Segment], path: &[&str], steps: &mut Steps) -> Result<bool, Spent> {
     let (np, ns) = (pattern.len(), path.len());
+    steps.take(np)?;
     // Each non-`**` segment takes one path segment: more of them than the path has never match.
     let fixed = pattern
         .iter()
@@ -398,9 +414,11 @@ fn match_segments(pattern: &[Segment], path: &[&str], steps: &mut Steps) -> Resu
 }
 
 fn match_name(tokens: &[Token], name: &str, steps: &mut Steps) -> Result<bool, Spent> {
+    // What the check below reads: every token.
     steps.take(tokens.len())?;
-    // Each token but `*` takes one character.
-    if tokens.iter().filter(|t| **t != Token::Star).count() > name.chars().count() {
+    // Each token but `*` takes one character, and a name has no more characters than bytes
+    // (its length in bytes costs nothing to read; counting its characters would).
+    if tokens.iter().filter(|t| **t != Token::Star).count() > name.len() {
         return Ok(false);
     }
     if name.starts_with('.') && tokens.first() != Some(&Token::Literal('.')) {

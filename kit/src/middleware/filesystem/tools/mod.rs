@@ -372,8 +372,9 @@ async fn glob(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
 }
 
 /// The files `glob` matches, in their order. Matching a costly pattern may take up to
-/// [`FsLimits::max_glob_steps`] steps (tenths of a second), so a long list is matched on the
-/// blocking pool, keeping the runtime's workers free.
+/// [`FsLimits::max_glob_steps`] steps (tenths of a second), so unless the pattern and the
+/// paths are small together, they are matched on the blocking pool, keeping the runtime's
+/// workers free.
 async fn matching(
     glob: Glob,
     files: Vec<String>,
@@ -381,6 +382,8 @@ async fn matching(
     limits: &FsLimits,
 ) -> Result<Vec<String>, Spent> {
     let max_steps = limits.max_glob_steps;
+    let path_bytes: usize = files.iter().map(String::len).sum();
+    let inline = path_bytes.saturating_mul(glob.size()) <= MATCHED_INLINE;
     let keep = move |files: &[String], base: &str| {
         let mut steps = Steps::new(max_steps);
         let mut found = Vec::new();
@@ -391,16 +394,16 @@ async fn matching(
         }
         Ok(found)
     };
-    if files.len() <= MATCHED_INLINE {
+    if inline {
         return keep(&files, base);
     }
     let base = base.to_string();
     offload(move || keep(&files, &base)).await
 }
 
-/// Listings up to this long are matched on the calling task: a few hundred paths cost
-/// microseconds unless the pattern is hostile, and the steps bound even that.
-const MATCHED_INLINE: usize = 256;
+/// Paths and patterns whose sizes multiply to at most this are matched on the calling task
+/// (about a millisecond at worst).
+const MATCHED_INLINE: usize = 1 << 20;
 
 /// How many lines of `text` a `grep` call with this pattern matches (for [`crate::fuzz`]).
 pub(crate) fn grep_lines(pattern: &str, use_regex: bool, text: &str) -> Result<usize, String> {
