@@ -55,13 +55,14 @@ pub struct McpToolset {
     initial_names: HashSet<String>,
     /// The servers' list-change counts when `initial` was listed.
     initial_changes: Vec<u64>,
-    /// The tools as last listed again, and the servers' list-change counts read just before:
-    /// made once per change, not once per model or tool call (each tool compiles its schema).
-    relisted: std::sync::Mutex<Option<Relisted>>,
+    /// Per server: its tools as last listed again, and its list-change count read just
+    /// before. Made once per change of that server, not once per model or tool call (each
+    /// tool compiles its schema), even while another server cannot be listed.
+    relisted: std::sync::Mutex<Vec<Option<Relisted>>>,
 }
 
-/// The servers' list-change counts, and the tools listed again at those counts.
-type Relisted = (Vec<u64>, Arc<[Tool]>);
+/// A server's list-change count, and its tools listed again at that count.
+type Relisted = (u64, Arc<[Tool]>);
 
 impl std::fmt::Debug for McpToolset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -105,7 +106,7 @@ impl McpToolset {
             initial,
             initial_names,
             initial_changes,
-            relisted: std::sync::Mutex::new(None),
+            relisted: std::sync::Mutex::new(Vec::new()),
         })
     }
 
@@ -124,31 +125,43 @@ impl McpToolset {
 
     /// The servers' tools now (a server that cannot be listed keeps its first list, and is
     /// asked again next time).
-    async fn current(&self) -> Arc<[Tool]> {
-        let generations: Vec<u64> = self.clients.iter().map(McpClient::list_changes).collect();
-        if let Some((seen, tools)) = &*self.relisted.lock().unwrap_or_else(|p| p.into_inner())
-            && *seen == generations
-        {
-            return tools.clone();
-        }
+    async fn current(&self) -> Vec<Tool> {
         let mut all = Vec::new();
-        let mut complete = true;
-        for (client, first) in self.clients.iter().zip(&self.per_server) {
-            match client.inner().tools().await {
-                Ok(tools) => all.extend(tools),
-                Err(e) => {
-                    tracing::warn!(server = client.name(), error = %e, "MCP tools could not be listed again");
-                    all.extend(first.iter().cloned());
-                    complete = false;
-                }
-            }
-        }
-        let all: Arc<[Tool]> = all.into();
-        if complete {
-            *self.relisted.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some((generations, all.clone()));
+        for (i, (client, first)) in self.clients.iter().zip(&self.per_server).enumerate() {
+            all.extend(self.server_tools(i, client, first).await.iter().cloned());
         }
         all
+    }
+
+    /// Server `i`'s tools now: as last listed again while its list has not changed since, or
+    /// listed again (kept for next time); its first list when it cannot be listed.
+    async fn server_tools(&self, i: usize, client: &McpClient, first: &[Tool]) -> Arc<[Tool]> {
+        let generation = client.list_changes();
+        {
+            let relisted = self.relisted.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(Some((seen, tools))) = relisted.get(i)
+                && *seen == generation
+            {
+                return tools.clone();
+            }
+        }
+        match client.inner().tools().await {
+            Ok(tools) => {
+                let tools: Arc<[Tool]> = tools.into();
+                let mut relisted = self.relisted.lock().unwrap_or_else(|p| p.into_inner());
+                if relisted.len() <= i {
+                    relisted.resize(i + 1, None);
+                }
+                if let Some(slot) = relisted.get_mut(i) {
+                    *slot = Some((generation, tools.clone()));
+                }
+                tools
+            }
+            Err(e) => {
+                tracing::warn!(server = client.name(), error = %e, "MCP tools could not be listed again");
+                first.into()
+            }
+        }
     }
 }
 
@@ -245,16 +258,18 @@ mod tests {
         let (client_io, server_io) = tokio::io::duplex(64 * 1024);
         let _serving = McpServer::new("demo").tool(ping).serve(server_io);
         let client = McpClient::connect_with("demo", client_io).await.unwrap();
-        let toolset = McpToolset::new([client]).await.unwrap();
-        let first = toolset.current().await;
-        let second = toolset.current().await;
+        let toolset = McpToolset::new([client.clone()]).await.unwrap();
+        let (first_list, _) = toolset.per_server.split_at(1);
+        let first = toolset.server_tools(0, &client, &first_list[0]).await;
+        let second = toolset.server_tools(0, &client, &first_list[0]).await;
         assert_eq!(first.len(), 1);
         assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(toolset.current().await.len(), 1);
         // A different count of changes (as after a notice) makes them again.
-        if let Some((seen, _)) = &mut *toolset.relisted.lock().unwrap() {
-            seen[0] += 1;
+        if let Some(Some((seen, _))) = toolset.relisted.lock().unwrap().get_mut(0) {
+            *seen += 1;
         }
-        let third = toolset.current().await;
+        let third = toolset.server_tools(0, &client, &first_list[0]).await;
         assert!(!Arc::ptr_eq(&first, &third));
         assert_eq!(third[0].name(), "ping");
     }
