@@ -1,6 +1,6 @@
-//! The SQL stores' event log layout: one row per append, a *batch* of events numbered
-//! `first..=last` from the thread's counter, its events kept as one JSON text
-//! `[[method, namespace, data], …]`.
+//! The SQL stores' event log layout: a row per *batch* of events numbered `first..=last` from
+//! the thread's counter, its events kept as one JSON text `[[method, namespace, data], …]`;
+//! an append is one batch, or several when it holds more than [`MAX_BATCH_EVENTS`].
 //!
 //! A run appends its events in a few batches (most runs in one, with their end), and a row per
 //! batch is one insert into the table and its indexes where a row per event was one per event:

@@ -1,4 +1,4 @@
-//! The thread event log in PostgreSQL: one row per append (a batch of events numbered from the
+//! The thread event log in PostgreSQL: a row per batch of an append (events numbered from the
 //! thread's counter, laid out as [`batch`](crate::server::store::batch) says; the row lock on
 //! the thread orders concurrent appends), reads from a cursor, pruning by age, and the
 //! `LISTEN` connection that turns every process's appends into wake-ups.

@@ -1,4 +1,4 @@
-//! The thread event log in SQLite: one row per append (a batch of events numbered from the
+//! The thread event log in SQLite: a row per batch of an append (events numbered from the
 //! thread's counter, laid out as [`batch`](crate::server::store::batch) says), read from a
 //! cursor, pruned by age.
 
