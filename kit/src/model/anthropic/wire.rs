@@ -154,8 +154,9 @@ pub(super) fn is_tool_result(block: &Value) -> bool {
     block.get("type").and_then(Value::as_str) == Some("tool_result")
 }
 
-/// A turn being built: its `tool_result` blocks and its other blocks apart, joined (results
-/// first) once the conversation is read, so merging many messages into one turn stays linear.
+/// A turn being built: a user turn's `tool_result` blocks and its other blocks apart, joined
+/// (results first) once the conversation is read, so merging many messages into one turn
+/// stays linear. (An assistant turn keeps every block in `rest`, in order.)
 struct Turn {
     role: &'static str,
     results: Vec<Value>,
@@ -191,7 +192,7 @@ fn push_turn(turns: &mut Vec<Turn>, role: &'static str, new: Vec<Value>) {
         }
     };
     for block in new {
-        if is_tool_result(&block) {
+        if role == "user" && is_tool_result(&block) {
             turn.results.push(block);
         } else {
             turn.rest.push(block);

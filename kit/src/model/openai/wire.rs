@@ -279,7 +279,9 @@ impl Writer<'_> {
             v.insert("reasoning_details".into(), Value::Array(details));
         }
         if !m.tool_calls.is_empty() {
-            // Each call's signature by its id (the first one given), found once per call.
+            // Each call's signature by its id, found once per call: the first entry for the
+            // call that carries a signature (an entry without one is skipped, not taken as
+            // "no signature").
             let mut signatures: HashMap<&str, &String> = HashMap::new();
             for r in self.own(m, ReasoningFormat::GeminiThoughtSignature) {
                 let id = r.raw.as_ref().and_then(|raw| raw.get("tool_call_id"));
