@@ -549,11 +549,15 @@ async fn a_step_of_many_tasks_keeps_every_pending_write_in_order(s: &Storage) {
         .chain((n..n + 100).map(|t| pw(t, 2)))
         .collect();
     cp.put_writes("many", "", &id[0], second).await.unwrap();
+    // A batch naming one new task twice: it keeps its first place and its last value.
+    let third = vec![pw(n + 100, 3), pw(n + 101, 3), pw(n + 100, 4)];
+    cp.put_writes("many", "", &id[0], third).await.unwrap();
     let cp = s.reopen().await;
     let loaded = cp.load("many", "", None).await.unwrap().unwrap();
-    let expected: Vec<PendingWrite> = (0..n + 100)
+    let mut expected: Vec<PendingWrite> = (0..n + 100)
         .map(|t| pw(t, if t % 3 == 0 || t >= n { 2 } else { 1 }))
         .collect();
+    expected.extend([pw(n + 100, 4), pw(n + 101, 3)]);
     assert!(
         loaded.pending_writes == expected,
         "{}: writes differ",

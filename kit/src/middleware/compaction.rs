@@ -392,19 +392,21 @@ mod tests {
                 messages.push(Message::tool(format!("c{}", i - 1), "r"));
             }
             assert_eq!(safe_cutoff(&messages, 2), 1, "{pairs} pairs");
-            // Keeping one message keeps only the last result's call and what follows it.
+            // Keeping one message (the last result) pulls in its call, whose turn holds the
+            // previous call's result, and so on back to the first call.
             assert_eq!(safe_cutoff(&messages, 1), 1, "{pairs} pairs");
         }
     }
 
     #[test]
     fn the_transcript_drops_the_oldest_until_the_rest_fit() {
-        let messages: Vec<Message> = (0..20_000)
+        // 200,000 messages: dropped one by one from the front, this was quadratic.
+        let messages: Vec<Message> = (0..200_000)
             .map(|i| Message::user(format!("m{i}")))
             .collect();
         let text = transcript(&messages, 200);
         assert!(text.starts_with("[... "), "{text}");
-        assert!(text.ends_with("<user>\nm19999\n</user>"), "{text}");
+        assert!(text.ends_with("<user>\nm199999\n</user>"), "{text}");
         assert!(!text.contains("<user>\nm0\n"));
         // Only the newest is kept when even it is over the budget.
         let text = transcript(&messages[..2], 1);
