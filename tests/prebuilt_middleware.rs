@@ -324,6 +324,42 @@ async fn model_retry_exhausted_continues_or_raises_as_configured() {
     );
 }
 
+/// A `Retry-After` within `max_delay` is waited and the call retried; one longer (a day)
+/// ends the retries at once with the provider's error, instead of sleeping a day per retry.
+#[tokio::test]
+async fn a_retry_after_longer_than_max_delay_ends_the_retries() {
+    let server = MockOpenAi::start().await.unwrap();
+    server.enqueue(openai::rate_limited(1));
+    server.enqueue(openai::json(openai::completion("after a second")));
+    server.enqueue(openai::rate_limited(86_400));
+    let agent = Agent::builder()
+        .model(server.model("gpt-4o-mini"))
+        .model_opts(no_provider_retries())
+        .middleware(
+            ModelRetryMiddleware::new()
+                .initial_delay(Duration::ZERO)
+                .max_delay(Duration::from_secs(5))
+                .on_failure(OnFailure::Error),
+        )
+        .build()
+        .unwrap();
+    let out = agent.invoke("Hi").await.unwrap();
+    assert_eq!(out.state().final_text(), "after a second");
+    let err = tokio::time::timeout(Duration::from_secs(30), agent.invoke("Hi"))
+        .await
+        .expect("a day-long Retry-After is not waited")
+        .unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            AgentError::Model(ModelError::RateLimited { retry_after: Some(after), .. })
+                if *after == Duration::from_secs(86_400)
+        ),
+        "{err}"
+    );
+    assert_eq!(server.request_count(), 3, "no retry after the day-long ask");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Tool retry
 

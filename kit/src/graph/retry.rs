@@ -149,6 +149,11 @@ impl RetryPolicy {
         self.max_attempts
     }
 
+    /// The longest pause ([`max_interval`](Self::max_interval)).
+    pub fn longest_pause(&self) -> Duration {
+        self.max_interval
+    }
+
     /// Whether a failure on attempt `attempt` (1 for the first) is tried again.
     pub(crate) fn retries(&self, error: &NodeError, attempt: u32) -> bool {
         attempt < self.max_attempts

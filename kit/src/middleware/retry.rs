@@ -121,7 +121,8 @@ type RetryModelOn = dyn Fn(&ModelError) -> bool + Send + Sync;
 ///
 /// By default the transient errors are retried ([`ModelError::is_transient`]: rate limits,
 /// server errors such as 500 and 529, timeouts, broken connections); a `retry-after` the
-/// provider sent is waited at least. Other errors, and the last failure, end as
+/// provider sent is waited at least, and one longer than [`max_delay`](Self::max_delay) ends
+/// the retries. Other errors, and the last failure, end as
 /// [`on_failure`](Self::on_failure) says: with `Continue` (the default) the run ends with an
 /// assistant message "Model call failed after 3 attempts with rate_limited: …" (LangChain's
 /// text, with kit's error kind for the exception's type); with `Error` the call fails with
@@ -230,15 +231,22 @@ impl ModelRetryMiddleware {
     }
 }
 
-/// The pause before retry `attempt`: the backoff, or longer if the provider asked.
-fn pause(backoff: &RetryPolicy, attempt: u32, error: &ModelError) -> Duration {
+/// The pause before retry `attempt`: the backoff, or longer if the provider asked; `None` when
+/// the provider asked for more than the longest pause (`max_delay`), which ends the retries
+/// (as the HTTP client's `max_retry_after` does) rather than hold the run for as long as a
+/// server says (a `Retry-After: 86400` would have slept a day per retry).
+fn pause(backoff: &RetryPolicy, attempt: u32, error: &ModelError) -> Option<Duration> {
     let wait = backoff.delay(attempt);
     match error {
         ModelError::RateLimited {
             retry_after: Some(after),
             ..
-        } => wait.max(*after),
-        _ => wait,
+        } if *after > backoff.longest_pause() => None,
+        ModelError::RateLimited {
+            retry_after: Some(after),
+            ..
+        } => Some(wait.max(*after)),
+        _ => Some(wait),
     }
 }
 
@@ -268,7 +276,9 @@ impl Middleware for ModelRetryMiddleware {
             if !self.retries(&error) || attempt >= self.backoff.attempts() {
                 return self.failure(error, attempt);
             }
-            let wait = pause(&self.backoff, attempt, &error);
+            let Some(wait) = pause(&self.backoff, attempt, &error) else {
+                return self.failure(error, attempt);
+            };
             report(
                 rt,
                 self.name(),
