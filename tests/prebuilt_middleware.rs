@@ -567,12 +567,14 @@ async fn tool_call_limit_blocks_only_the_calls_over_the_limit_and_continues() {
         .build()
         .unwrap();
     let out = agent.invoke("Go").await.unwrap();
+    // As in LangChain, the blocked call is answered right after the answer, before the tools
+    // run the others.
     assert_eq!(
         tool_texts(out.state()),
         [
-            "search result",
-            "search result",
             "Tool call limit exceeded. Do not call 'search' again.",
+            "search result",
+            "search result",
             "weather result",
         ]
     );
@@ -583,6 +585,27 @@ async fn tool_call_limit_blocks_only_the_calls_over_the_limit_and_continues() {
         .iter()
         .find(|m| m.tool_call_id.as_deref() == Some("s3"));
     assert!(blocked.unwrap().is_error());
+}
+
+/// An answer with 20,000 calls over a limit of 2: each blocked call is answered once, from a
+/// set, and only the 2 allowed run (every blocked call once re-read the whole blocked list).
+#[tokio::test]
+async fn tool_call_limit_blocks_thousands_of_calls_in_one_pass() {
+    let n = 20_000;
+    let ids: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+    let list: Vec<(&str, &str)> = ids.iter().map(|id| (id.as_str(), "search")).collect();
+    let model = ScriptedModel::new([calls(&list), Message::assistant("done")]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tools([tool("search")])
+        .middleware(ToolCallLimitMiddleware::for_tool("search").run_limit(2))
+        .build()
+        .unwrap();
+    let out = agent.invoke("Go").await.unwrap();
+    let texts = tool_texts(out.state());
+    assert_eq!(texts.len(), n);
+    assert_eq!(texts.iter().filter(|t| *t == "search result").count(), 2);
+    assert_eq!(out.state().final_text(), "done");
 }
 
 #[tokio::test]

@@ -5,19 +5,19 @@
 //! and carry over to the thread's next run; the run counts start again at 0 with every
 //! invocation (`invoke`, `resume`), as LangChain's untracked run counters do.
 
+use std::collections::HashSet;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::support::{Counter, with_custom};
 use crate::agent::{
     AgentError, AgentState, AgentStateUpdate, BuildContext, Hook, HookResult, HookUpdate, JumpTo,
-    Middleware, ModelExecution, ModelNext, Runtime, ToolNext,
+    Middleware, ModelExecution, ModelNext, Runtime,
 };
-use crate::graph::Pause;
 use crate::message::{Message, ToolCall};
 use crate::model::{FinishReason, ModelRequest, ModelResponse};
 use crate::state::DynReducer;
-use crate::tool::{ToolContext, ToolExecution};
 
 /// What a limit does when it is hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -57,8 +57,9 @@ impl Limits {
 
     /// True when one more call would go over a limit.
     fn would_exceed(&self, counter: &Counter) -> bool {
-        self.thread.is_some_and(|l| counter.thread + 1 > l)
-            || self.run.is_some_and(|l| counter.run + 1 > l)
+        self.thread
+            .is_some_and(|l| counter.thread.saturating_add(1) > l)
+            || self.run.is_some_and(|l| counter.run.saturating_add(1) > l)
     }
 }
 
@@ -327,7 +328,8 @@ struct ToolCounts {
 /// call that would go over a limit is *blocked*. Then, as [`ExitBehavior`] says:
 ///
 /// - `Continue` (the default): blocked calls get the error result "Tool call limit exceeded.
-///   Do not call 'search' again." and do not run; the other calls run; the model carries on.
+///   Do not call 'search' again." right after the answer (before the other calls' results, as
+///   in LangChain) and do not run; the other calls run; the model carries on.
 /// - `End`: the run ends after that answer. Blocked calls get that error result, the other
 ///   calls of the turn get "Execution stopped before this tool call could run because another
 ///   tool call in the same batch exceeded the limit." (LangChain raises instead, see
@@ -401,8 +403,8 @@ impl Middleware for ToolCallLimitMiddleware {
 
     fn hooks(&self) -> &[Hook] {
         match self.limits.exit {
-            ExitBehavior::End => &[Hook::AfterModel],
-            _ => &[],
+            ExitBehavior::End | ExitBehavior::Continue => &[Hook::AfterModel],
+            ExitBehavior::Error => &[],
         }
     }
 
@@ -470,7 +472,7 @@ impl Middleware for ToolCallLimitMiddleware {
                     self.name.clone(),
                     "tool_call_limit_exceeded",
                     ToolCallLimitExceeded {
-                        thread_count: counter.thread + blocked.len() as u64,
+                        thread_count: counter.thread.saturating_add(blocked.len() as u64),
                         run_count: counter.run,
                         thread_limit: self.limits.thread,
                         run_limit: self.limits.run,
@@ -491,24 +493,41 @@ impl Middleware for ToolCallLimitMiddleware {
         if counts.blocked.is_empty() || counts.counter.run_id != rt.node().invocation_id() {
             return Ok(None);
         }
+        // A set: an answer may hold thousands of calls, most of them blocked.
+        let blocked: HashSet<&str> = counts.blocked.iter().map(String::as_str).collect();
         let pending = state.pending_tool_calls();
-        if !pending.iter().any(|c| counts.blocked.contains(&c.id)) {
+        if !pending.iter().any(|c| blocked.contains(c.id.as_str())) {
             return Ok(None);
+        }
+        let answer = |call: &ToolCall, text: String| {
+            Message::tool_error(&call.id, text).with_name(&call.name)
+        };
+        if self.limits.exit == ExitBehavior::Continue {
+            // The blocked calls are answered here, before the tools run (as LangChain does),
+            // so the tools node runs only the others.
+            let messages: Vec<Message> = pending
+                .iter()
+                .filter(|call| blocked.contains(call.id.as_str()))
+                .map(|call| answer(call, blocked_text(self.tool_name.as_deref())))
+                .collect();
+            return Ok(Some(HookUpdate::new(
+                AgentStateUpdate::new().messages(messages),
+            )));
         }
         let mut messages: Vec<Message> = pending
             .iter()
             .map(|call| {
-                let text = if counts.blocked.contains(&call.id) {
+                let text = if blocked.contains(call.id.as_str()) {
                     blocked_text(self.tool_name.as_deref())
                 } else {
                     STOPPED_TEXT.to_string()
                 };
-                Message::tool_error(&call.id, text).with_name(&call.name)
+                answer(call, text)
             })
             .collect();
         let blocked = counts.blocked.len() as u64;
         let text = tool_limit_message(
-            counts.counter.thread + blocked,
+            counts.counter.thread.saturating_add(blocked),
             counts.counter.run,
             self.limits.thread,
             self.limits.run,
@@ -518,24 +537,5 @@ impl Middleware for ToolCallLimitMiddleware {
         Ok(Some(
             HookUpdate::new(AgentStateUpdate::new().messages(messages)).jump_to(JumpTo::End),
         ))
-    }
-
-    async fn wrap_tool_call(
-        &self,
-        call: ToolCall,
-        ctx: ToolContext,
-        _rt: &Runtime,
-        next: ToolNext<'_>,
-    ) -> Result<ToolExecution, Pause> {
-        if self.matches(&call)
-            && let Some(counts) = self.counts(ctx.state())
-            && counts.blocked.contains(&call.id)
-        {
-            return Ok(ToolExecution::error(
-                &call,
-                blocked_text(self.tool_name.as_deref()),
-            ));
-        }
-        next.call(call, ctx).await
     }
 }
