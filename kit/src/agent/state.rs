@@ -1,6 +1,6 @@
 //! The state every agent runs on.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -80,7 +80,14 @@ pub(crate) fn pending_calls<'a>(
     base: &'a [Message],
     extra: &'a [Message],
 ) -> (Vec<&'a crate::message::ToolCall>, bool) {
-    let replaced = |m: &Message| extra.iter().any(|e| e.id == m.id);
+    // Looked up in sets once there are many (an answer with thousands of calls, each
+    // answered): searched per message and per call, they made this quadratic.
+    let extra_ids: Option<HashSet<&str>> =
+        (extra.len() > SEARCHED).then(|| extra.iter().map(|e| e.id.as_str()).collect());
+    let replaced = |m: &Message| match &extra_ids {
+        Some(ids) => ids.contains(m.id.as_str()),
+        None => extra.iter().any(|e| e.id == m.id),
+    };
     let mut answered: Vec<&str> = Vec::new();
     let mut last_ai: Option<&Message> = None;
     for m in extra
@@ -102,17 +109,26 @@ pub(crate) fn pending_calls<'a>(
             _ => {}
         }
     }
+    let answered_set: Option<HashSet<&str>> =
+        (answered.len() > SEARCHED).then(|| answered.iter().copied().collect());
+    let is_answered = |id: &str| match &answered_set {
+        Some(set) => set.contains(id),
+        None => answered.contains(&id),
+    };
     match last_ai {
         Some(ai) => (
             ai.tool_calls
                 .iter()
-                .filter(|c| !answered.contains(&c.id.as_str()))
+                .filter(|c| !is_answered(&c.id))
                 .collect(),
             !ai.tool_calls.is_empty(),
         ),
         None => (Vec::new(), false),
     }
 }
+
+/// Up to this many ids are searched in a list (cheaper than building a set).
+const SEARCHED: usize = 16;
 
 /// Status of a todo item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -210,4 +226,74 @@ pub struct AsyncTask {
     /// The last error talking to the worker, when the last attempt failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::message::ToolCall;
+
+    /// The definition, searching lists.
+    fn pending_by_search<'a>(base: &'a [Message], extra: &'a [Message]) -> Vec<&'a str> {
+        let replaced = |m: &Message| extra.iter().any(|e| e.id == m.id);
+        let mut answered: Vec<&str> = Vec::new();
+        for m in extra
+            .iter()
+            .rev()
+            .filter(|m| m.role != Role::Remove)
+            .chain(base.iter().rev().filter(|m| !replaced(m)))
+        {
+            match m.role {
+                Role::Assistant => {
+                    return m
+                        .tool_calls
+                        .iter()
+                        .filter(|c| !answered.contains(&c.id.as_str()))
+                        .map(|c| c.id.as_str())
+                        .collect();
+                }
+                Role::Tool => answered.extend(m.tool_call_id.as_deref()),
+                _ => {}
+            }
+        }
+        Vec::new()
+    }
+
+    #[test]
+    fn pending_calls_are_those_the_lists_say_at_any_size() {
+        let mut rng = fastrand::Rng::with_seed(0x9e4d);
+        for round in 0..400 {
+            let calls = if round % 10 == 0 {
+                2_000
+            } else {
+                rng.usize(0..40)
+            };
+            let ai = Message::assistant_with_tool_calls(
+                "",
+                (0..calls)
+                    .map(|i| ToolCall::with_id(format!("c{i}"), "t", serde_json::json!({})))
+                    .collect(),
+            );
+            let mut base = vec![Message::user("q"), ai];
+            for i in 0..calls {
+                if rng.bool() {
+                    base.push(Message::tool(format!("c{i}"), "r"));
+                }
+            }
+            // Extra: new answers, and replacements of some base answers.
+            let mut extra: Vec<Message> = (0..rng.usize(0..=calls.min(40)))
+                .map(|_| Message::tool(format!("c{}", rng.usize(0..calls.max(1))), "r2"))
+                .collect();
+            for m in base.iter().skip(2).take(rng.usize(0..20)) {
+                let mut again = m.clone();
+                again.tool_call_id = Some(format!("c{}", rng.usize(0..calls.max(1))));
+                extra.push(again);
+            }
+            let (ours, any) = pending_calls(&base, &extra);
+            let ours: Vec<&str> = ours.iter().map(|c| c.id.as_str()).collect();
+            assert_eq!(ours, pending_by_search(&base, &extra), "round {round}");
+            assert_eq!(any, calls > 0);
+        }
+    }
 }
