@@ -12,6 +12,28 @@ pub(crate) fn clip(s: &str, max_chars: usize) -> String {
     }
 }
 
+/// The most items an error message lists.
+pub(crate) const LISTED: usize = 20;
+
+/// At most [`LISTED`] of `items` (of which there are `total`), joined by `separator`, with
+/// how many there are in all when that is more. Only those named are written out, so a list
+/// of any length makes a message of bounded size.
+pub(crate) fn listing(
+    items: impl IntoIterator<Item = String>,
+    total: usize,
+    separator: &str,
+) -> String {
+    let mut text = items
+        .into_iter()
+        .take(LISTED)
+        .collect::<Vec<_>>()
+        .join(separator);
+    if total > LISTED {
+        text.push_str(&format!("{separator}… ({total} in all)"));
+    }
+    text
+}
+
 /// A JSON value's type, as an error message says it ("an object", "a string").
 pub(crate) fn json_type(v: &Value) -> &'static str {
     match v {

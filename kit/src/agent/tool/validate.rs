@@ -10,6 +10,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
+use crate::text::listing;
+
 /// Checks `args` against `schema`; on failure returns the problems found: the first 100, then
 /// how many more there are. A problem quotes at most 60 characters of a value and names at
 /// most 20 allowed values or accepted keys, however large the arguments or the schema.
@@ -598,9 +600,6 @@ fn describe(value: &Value) -> String {
 /// The most characters of a value (or a name) a problem quotes.
 const QUOTED: usize = 60;
 
-/// The most entries of a list (allowed values, accepted names) a problem names.
-const LISTED: usize = 20;
-
 /// `text`, cut to [`QUOTED`] characters with a `…`.
 fn clip(text: &str) -> String {
     crate::text::clip(text, QUOTED)
@@ -635,20 +634,6 @@ fn clip_json(value: &Value) -> String {
         Err(e) => std::str::from_utf8(&out.0[..e.valid_up_to()]).unwrap_or_default(),
     };
     clip(text)
-}
-
-/// At most [`LISTED`] of `items` (of which there are `total`), joined by `separator`, with
-/// how many there are in all when that is more. Only those named are written out.
-fn listing(items: impl IntoIterator<Item = String>, total: usize, separator: &str) -> String {
-    let mut text = items
-        .into_iter()
-        .take(LISTED)
-        .collect::<Vec<_>>()
-        .join(separator);
-    if total > LISTED {
-        text.push_str(&format!("{separator}… ({total} in all)"));
-    }
-    text
 }
 
 /// Where a value is in the arguments: written out only for a problem (a valid call builds no

@@ -31,34 +31,38 @@ impl<S: State> Exec<S> {
                     assigned.push((task, id, v));
                 }
                 n => {
-                    let ids: Vec<&str> = open.iter().map(|(_, id)| id.as_str()).collect();
                     return Err(GraphError::Resume(format!(
                         "{n} interrupts are pending ({}); resume with values keyed by interrupt \
                          id (Resume::ByIds)",
-                        ids.join(", ")
+                        pending_ids(&open)
                     )));
                 }
             },
             Resume::ByIds(map) => {
+                // Found by id in a map: thousands of interrupts may be answered at once.
+                let task_of: std::collections::HashMap<&str, &str> = open
+                    .iter()
+                    .map(|(task, id)| (id.as_str(), task.as_str()))
+                    .collect();
                 for (id, v) in map {
-                    if let Some((task, _)) = open.iter().find(|(_, i)| *i == id) {
-                        assigned.push((task.clone(), id, v));
+                    if let Some(task) = task_of.get(id.as_str()) {
+                        assigned.push((task.to_string(), id, v));
                     }
                 }
                 if assigned.is_empty() && !open.is_empty() {
-                    let ids: Vec<&str> = open.iter().map(|(_, id)| id.as_str()).collect();
                     return Err(GraphError::Resume(format!(
                         "none of the given ids matches a pending interrupt; pending: {}",
-                        ids.join(", ")
+                        pending_ids(&open)
                     )));
                 }
             }
         }
         let mut touched = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for (task, id, v) in assigned {
             let p = self.pending.entry(task.clone()).or_default();
             p.resume.insert(id, v);
-            if !touched.contains(&task) {
+            if seen.insert(task.clone()) {
                 touched.push(task);
             }
         }
@@ -175,4 +179,9 @@ impl<S: State> Exec<S> {
             })
             .collect()
     }
+}
+
+/// The ids of the open interrupts, for an error message: at most 20 named, with the count.
+fn pending_ids(open: &[(String, String)]) -> String {
+    crate::text::listing(open.iter().map(|(_, id)| id.clone()), open.len(), ", ")
 }

@@ -26,7 +26,9 @@ impl<S: State> Exec<S> {
         interrupts: Vec<(usize, Vec<Interrupt>)>,
         failure: Option<(usize, NodeError)>,
     ) -> Result<Outcome<S>, GraphError> {
-        let interrupted_at: Vec<usize> = interrupts.iter().map(|(i, _)| *i).collect();
+        // A set: a step of thousands of tasks may pause in every one.
+        let interrupted_at: std::collections::HashSet<usize> =
+            interrupts.iter().map(|(i, _)| *i).collect();
         let failed_at = failure.as_ref().map(|(i, _)| *i);
         if self.persist.is_none() && failure.is_none() {
             let node = interrupts

@@ -58,10 +58,16 @@ pub(super) fn snapshot<S: State>(
             result: None,
         })
         .collect();
+    // Each write's task found by id in a map: a step of thousands of tasks has as many writes.
+    let at: std::collections::HashMap<String, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.clone(), i))
+        .collect();
     for w in &loaded.pending_writes {
         // A static pause before a task is written under `before:<task id>`.
         let id = w.task_id.strip_prefix("before:").unwrap_or(&w.task_id);
-        let task = tasks.iter_mut().find(|t| t.id == id);
+        let task = at.get(id).and_then(|&i| tasks.get_mut(i));
         match w.channel.as_str() {
             pending::INTERRUPT => {
                 if let Ok(list) = serde_json::from_value::<Vec<Interrupt>>(w.value.clone()) {

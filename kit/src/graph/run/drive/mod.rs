@@ -387,13 +387,16 @@ impl<S: State> StepDriver<S> {
             // What a checkpointed run keeps as pending writes: the finished tasks' outputs and
             // the paused tasks' interrupts; the step runs again on resume.
             let mut all = Vec::new();
+            // By task, found once each: a step of thousands of tasks may pause in every one.
+            let paused: std::collections::HashMap<usize, &Vec<Interrupt>> =
+                interrupts.iter().map(|(at, list)| (*at, list)).collect();
             for (i, task) in tasks.iter().enumerate() {
                 let node = &self.exec.inner().nodes[task.node];
                 let id = task_id(step, &node.name, task.send_index);
-                match interrupts.iter().find(|(at, _)| *at == i) {
-                    Some((_, list)) => {
+                match paused.get(&i) {
+                    Some(list) => {
                         all.extend(list.iter().cloned());
-                        self.exec.pending.entry(id).or_default().interrupts = list.clone();
+                        self.exec.pending.entry(id).or_default().interrupts = (*list).clone();
                     }
                     None => {
                         let output = super::codec::encode_output(&outputs[i]);
