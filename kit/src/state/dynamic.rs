@@ -85,7 +85,7 @@ impl DynState {
     ) -> Result<bool, StateError> {
         Self::check(schema, updates.iter())?;
         // Keys that get an Overwrite this step ignore normal writes.
-        let overwritten: Vec<String> = updates
+        let overwritten: std::collections::HashSet<String> = updates
             .iter()
             .flat_map(|u| u.writes.iter())
             .filter(|(_, w)| w.is_overwrite())

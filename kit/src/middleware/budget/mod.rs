@@ -342,7 +342,11 @@ impl Middleware for BudgetMiddleware {
                 .and_then(Value::as_f64)
                 .or_else(|| crate::model::pricing::cost(&model, &usage))
                 .unwrap_or(0.0);
-            spent.cost_usd += cost;
+            // A cost that is negative or not a number (from a provider or a custom model)
+            // must not give budget back.
+            if cost.is_finite() && cost > 0.0 {
+                spent.cost_usd += cost;
+            }
         }
         spent.model_calls = spent.model_calls.saturating_add(1);
         spent.finished = message.tool_calls.is_empty();
