@@ -269,3 +269,72 @@ async fn a_breakpoint_shows_as_the_paused_task_s_interrupt() {
     assert_eq!(snapshot.tasks[0].interrupts.len(), 1);
     assert_eq!(snapshot.tasks[0].interrupts[0].value["interrupt"], "before");
 }
+
+/// A fan-out of 30,000 branches that each pause: the snapshot lists every paused task with its
+/// interrupt, an error names at most 20 of the pending ids, and one resume by ids answers them
+/// all. Interrupts, resume ids and pending writes were each found by a search per task.
+#[tokio::test]
+async fn thirty_thousand_paused_branches_resume_by_ids_in_one_pass() {
+    #[derive(Clone, Serialize, Deserialize)]
+    struct Branch {
+        i: usize,
+    }
+    let n = 30_000;
+    let graph = GraphBuilder::<Doc>::new("many")
+        .sync_node("fan", |_: &Doc, _: &NodeContext| DocUpdate::new())
+        .sync_node(
+            "ask",
+            |_: &Doc, ctx: &NodeContext| -> Result<DocUpdate, NodeError> {
+                let b: Branch = ctx.arg()?;
+                let answer = ctx.interrupt(json!({"branch": b.i}))?;
+                Ok(DocUpdate::new().log(vec![format!("{}={answer}", b.i)]))
+            },
+        )
+        .route(START, ["fan"], |_: &Doc| kit::graph::Route::to("fan"))
+        .route("fan", ["ask"], move |_: &Doc| {
+            (0..n)
+                .map(|i| kit::graph::Send::new("ask", Branch { i }))
+                .collect::<Vec<_>>()
+        })
+        .edge("ask", END)
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .compile()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("many");
+    let Outcome::Interrupted(paused) = graph.invoke(DocUpdate::new()).options(&opts).await.unwrap()
+    else {
+        panic!("expected a pause");
+    };
+    assert_eq!(paused.interrupts.len(), n);
+    let snapshot = graph.get_state(&opts).await.unwrap().unwrap();
+    assert_eq!(snapshot.tasks.len(), n);
+    assert!(snapshot.tasks.iter().all(|t| t.interrupts.len() == 1));
+
+    let err = graph
+        .resume(Resume::value(true))
+        .options(&opts)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("30000 interrupts are pending"), "{err}");
+    assert!(
+        err.contains("(30000 in all)") && err.len() < 4_000,
+        "{}",
+        err.len()
+    );
+
+    let answers = paused
+        .interrupts
+        .iter()
+        .map(|i| (i.id.clone(), json!(i.value["branch"])))
+        .collect();
+    let done = graph
+        .resume(Resume::ByIds(answers))
+        .options(&opts)
+        .await
+        .unwrap();
+    let mut log = done.state().log.clone();
+    log.sort_by_key(|e| e.split('=').next().unwrap().parse::<usize>().unwrap());
+    let expected: Vec<String> = (0..n).map(|i| format!("{i}={i}")).collect();
+    assert_eq!(log, expected);
+}
