@@ -4,7 +4,7 @@
 //! tools (`check_async_task` and `list_async_tasks` answer from it without a request) and
 //! announced to [`AsyncSubagentMiddleware::notices`](super::AsyncSubagentMiddleware::notices).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -42,16 +42,43 @@ impl TaskNotice {
 /// How many notices a slow listener may fall behind by.
 const CAPACITY: usize = 256;
 
+/// How many tasks' outcomes are kept (each may hold a run's final values). Beyond that the
+/// oldest are forgotten, and the tools ask the worker about those tasks instead: a supervisor
+/// that runs for months starts tasks without end.
+const HEARD: usize = 1024;
+
 /// The outcomes heard so far, by task id (the latest run of each), and their listeners.
 pub(super) struct Watches {
-    heard: Mutex<HashMap<String, TaskNotice>>,
+    heard: Mutex<Heard>,
     notices: broadcast::Sender<TaskNotice>,
+}
+
+/// The outcomes kept, and the order their tasks were first heard of (oldest first).
+#[derive(Default)]
+struct Heard {
+    by_task: HashMap<String, TaskNotice>,
+    order: VecDeque<String>,
+}
+
+impl Heard {
+    fn insert(&mut self, notice: TaskNotice) {
+        let task_id = notice.task_id.clone();
+        if self.by_task.insert(task_id.clone(), notice).is_none() {
+            self.order.push_back(task_id);
+        }
+        while self.by_task.len() > HEARD {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            self.by_task.remove(&oldest);
+        }
+    }
 }
 
 impl Default for Watches {
     fn default() -> Self {
         Watches {
-            heard: Mutex::new(HashMap::new()),
+            heard: Mutex::new(Heard::default()),
             notices: broadcast::channel(CAPACITY).0,
         }
     }
@@ -94,13 +121,13 @@ impl Watches {
     }
 
     fn record(&self, notice: TaskNotice) {
-        lock(&self.heard).insert(notice.task_id.clone(), notice.clone());
+        lock(&self.heard).insert(notice.clone());
         let _ = self.notices.send(notice);
     }
 
     /// Applies what was heard about the task's current run; false when nothing was.
     pub(super) fn apply(&self, task: &mut AsyncTask) -> bool {
-        let heard = lock(&self.heard).get(&task.task_id).cloned();
+        let heard = lock(&self.heard).by_task.get(&task.task_id).cloned();
         let Some(notice) = heard.filter(|n| task.run_id.as_deref() == Some(n.run_id.as_str()))
         else {
             return false;
@@ -133,5 +160,40 @@ impl Watches {
         }
         task.remote = Some(remote);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notice(task: usize, run: &str) -> TaskNotice {
+        TaskNotice {
+            task_id: format!("t{task}"),
+            run_id: run.to_string(),
+            outcome: RunOutcome::Completed { values: None },
+        }
+    }
+
+    /// Outcomes of more tasks than are kept: the oldest tasks are forgotten, a task heard of
+    /// again keeps its place and its latest run, and the map never holds more than the bound.
+    #[test]
+    fn the_outcomes_kept_are_bounded_and_the_oldest_go_first() {
+        let mut heard = Heard::default();
+        heard.insert(notice(0, "a"));
+        heard.insert(notice(0, "b"));
+        for task in 1..HEARD + 10 {
+            heard.insert(notice(task, "a"));
+            assert!(heard.by_task.len() <= HEARD);
+        }
+        assert_eq!(heard.by_task.len(), HEARD);
+        assert_eq!(heard.order.len(), HEARD);
+        // Ten too many: the first ten tasks heard of are gone.
+        assert!(!heard.by_task.contains_key("t0") && !heard.by_task.contains_key("t9"));
+        assert!(heard.by_task.contains_key("t10"));
+        assert_eq!(heard.by_task[&format!("t{}", HEARD + 9)].run_id, "a");
+        heard.insert(notice(10, "c"));
+        assert_eq!(heard.by_task["t10"].run_id, "c");
+        assert_eq!(heard.by_task.len(), HEARD);
     }
 }
