@@ -223,6 +223,12 @@ impl Store for MemoryStore {
                 if !collector.accepts(&entry.value) {
                     continue;
                 }
+                // A page far into the results (the filesystem lists its files page by page)
+                // skips the earlier ones without copying their values.
+                if collector.skips_next() {
+                    collector.skip();
+                    continue;
+                }
                 let vectors = entry.vectors.iter().map(|(_, v)| v.as_slice());
                 if collector.offer(entry.item(key), vectors)? == Flow::Done {
                     break;

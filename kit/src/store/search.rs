@@ -96,6 +96,18 @@ impl<'a> Collector<'a> {
         Some(window)
     }
 
+    /// True when the next accepted candidate (of a search without a query) falls before the
+    /// offset: the back-end may then [`skip`](Self::skip) it without building its item.
+    pub(crate) fn skips_next(&self) -> bool {
+        self.query.is_none() && self.matched < self.offset
+    }
+
+    /// Counts an accepted candidate that [`skips_next`](Self::skips_next) said falls before
+    /// the offset.
+    pub(crate) fn skip(&mut self) {
+        self.matched += 1;
+    }
+
     /// True when the candidates' vectors are needed (a search with a query).
     pub(crate) fn wants_vectors(&self) -> bool {
         self.query.is_some()
