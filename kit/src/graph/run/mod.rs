@@ -212,11 +212,14 @@ impl<S: State> Exec<S> {
     fn keep_warm(&mut self, state: &S) {
         let warm = &self.graph.inner.warm;
         // Changes not written (an update applied by a resume with no step after it) are not in
-        // the head checkpoint: the state is not what loading it gives.
+        // the head checkpoint: the state is not what loading it gives. A run inside another
+        // (a subgraph, a subagent's task) has a namespace named after its task, which no later
+        // run uses again: kept, it would only pin a dead copy of its state.
         if !warm.enabled()
             || !self.next.is_empty()
             || !self.pending.is_empty()
             || !self.changes.is_empty()
+            || !self.run.options.parent_ids.is_empty()
         {
             return;
         }

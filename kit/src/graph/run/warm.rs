@@ -158,4 +158,41 @@ mod tests {
         assert!(threads.take("t1", "").is_none());
         assert_eq!(threads.lock().by_thread.len(), 0);
     }
+
+    /// A root run on a thread is kept for the thread's next run; a run inside it (a
+    /// subgraph, named after its task, which no later run uses again) is not.
+    #[tokio::test]
+    async fn only_root_runs_are_kept_warm() {
+        use crate::graph::{GraphBuilder, NodeContext};
+        use crate::{END, MemoryCheckpointer, RunOptions, START};
+
+        let child = GraphBuilder::<S>::new("child")
+            .sync_node("inc", |s: &S, _: &NodeContext| SUpdate::new().n(s.n + 1))
+            .edge(START, "inc")
+            .edge("inc", END)
+            .compile()
+            .unwrap();
+        let parent = GraphBuilder::<S>::new("parent")
+            .subgraph(
+                "sub",
+                child.clone(),
+                |s: &S| SUpdate::new().n(s.n),
+                |c: &S| SUpdate::new().n(c.n),
+            )
+            .edge(START, "sub")
+            .edge("sub", END)
+            .checkpointer(Arc::new(MemoryCheckpointer::new()))
+            .compile()
+            .unwrap();
+        for round in 0..3 {
+            let out = parent
+                .invoke(SUpdate::new())
+                .options(&RunOptions::new().thread_id("t"))
+                .await
+                .unwrap();
+            assert_eq!(out.state().n, round + 1);
+        }
+        assert_eq!(parent.inner.warm.lock().by_thread.len(), 1);
+        assert_eq!(child.inner.warm.lock().by_thread.len(), 0);
+    }
 }
