@@ -608,6 +608,109 @@ async fn tool_call_limit_blocks_thousands_of_calls_in_one_pass() {
     assert_eq!(out.state().final_text(), "done");
 }
 
+/// A call the limiter blocked stays blocked when the run pauses before the limiter's
+/// `after_model` (a batched review after it in the chain) and is resumed: the resumed run
+/// has another id, so the blocked call is refused where the tool is called.
+#[tokio::test]
+async fn a_blocked_call_stays_blocked_across_a_review_pause_and_resume() {
+    use kit::middleware::review::{Decision, HumanReviewMiddleware, resume_review};
+    let searches = Arc::new(AtomicUsize::new(0));
+    let counted = searches.clone();
+    let search = Tool::from_fn(
+        "search",
+        "Searches.",
+        json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+        move |_args: Value, _ctx| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, ToolError>("search result") }
+        },
+    );
+    for review_first in [true, false] {
+        let model = ScriptedModel::new([
+            calls(&[("s1", "search"), ("s2", "search"), ("e1", "email")]),
+            Message::assistant("done"),
+        ]);
+        searches.store(0, Ordering::SeqCst);
+        let limiter = ToolCallLimitMiddleware::for_tool("search").run_limit(1);
+        let review = HumanReviewMiddleware::new().interrupt_on("email", true);
+        let builder = Agent::builder()
+            .model(model.clone())
+            .tools([search.clone(), tool("email")])
+            .checkpointer(Arc::new(MemoryCheckpointer::new()));
+        let agent = if review_first {
+            builder.middleware(review).middleware(limiter)
+        } else {
+            builder.middleware(limiter).middleware(review)
+        }
+        .build()
+        .unwrap();
+        let opts = RunOptions::new().thread_id("t");
+        let paused = agent.invoke("Go").options(&opts).await.unwrap();
+        assert!(paused.is_interrupted(), "the email waits for review");
+        let done = agent
+            .resume(resume_review([Decision::approve()]))
+            .options(&opts)
+            .await
+            .unwrap();
+        assert_eq!(searches.load(Ordering::SeqCst), 1, "s2 never ran");
+        let s2 = done
+            .state()
+            .messages
+            .iter()
+            .find(|m| m.tool_call_id.as_deref() == Some("s2"))
+            .unwrap();
+        assert!(s2.is_error());
+        assert_eq!(
+            s2.text(),
+            "Tool call limit exceeded. Do not call 'search' again."
+        );
+        assert_eq!(done.state().final_text(), "done");
+    }
+}
+
+/// A `Continue` limiter of one tool answers its blocked calls first; an `End` limiter of all
+/// tools whose blocked calls were among them still ends the run.
+#[tokio::test]
+async fn an_end_limiter_ends_the_run_even_when_another_answered_its_blocked_calls() {
+    for end_first in [true, false] {
+        let model = ScriptedModel::new([
+            calls(&[
+                ("w", "weather"),
+                ("s1", "search"),
+                ("s2", "search"),
+                ("s3", "search"),
+            ]),
+            Message::assistant("never"),
+        ]);
+        let searches = ToolCallLimitMiddleware::for_tool("search").run_limit(2);
+        let all = ToolCallLimitMiddleware::all_tools()
+            .run_limit(3)
+            .exit_behavior(ExitBehavior::End);
+        let builder = Agent::builder()
+            .model(model.clone())
+            .tools([tool("search"), tool("weather")]);
+        let agent = if end_first {
+            builder.middleware(all).middleware(searches)
+        } else {
+            builder.middleware(searches).middleware(all)
+        }
+        .build()
+        .unwrap();
+        let out = agent.invoke("Go").await.unwrap();
+        assert_eq!(model.calls(), 1, "the run ended after the first answer");
+        assert!(
+            out.state().final_text().contains("Tool call limit reached"),
+            "{}",
+            out.state().final_text()
+        );
+        assert_eq!(
+            tool_texts(out.state()).len(),
+            4,
+            "every call is answered once"
+        );
+    }
+}
+
 #[tokio::test]
 async fn tool_call_limit_end_and_error_and_the_thread_count() {
     // End: the run stops after the answer; the other call of the batch is answered too.

@@ -116,7 +116,7 @@ impl RetryPolicy {
         self
     }
 
-    /// The longest pause.
+    /// The longest backoff, before jitter (which may add up to as much again).
     pub fn max_interval(mut self, interval: Duration) -> Self {
         self.max_interval = interval;
         self
@@ -149,7 +149,8 @@ impl RetryPolicy {
         self.max_attempts
     }
 
-    /// The longest pause ([`max_interval`](Self::max_interval)).
+    /// The longest backoff ([`max_interval`](Self::max_interval)), before jitter: with
+    /// jitter on, a pause may be up to twice this.
     pub fn longest_pause(&self) -> Duration {
         self.max_interval
     }

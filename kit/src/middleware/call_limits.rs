@@ -13,11 +13,13 @@ use serde_json::Value;
 use super::support::{Counter, with_custom};
 use crate::agent::{
     AgentError, AgentState, AgentStateUpdate, BuildContext, Hook, HookResult, HookUpdate, JumpTo,
-    Middleware, ModelExecution, ModelNext, Runtime,
+    Middleware, ModelExecution, ModelNext, Runtime, ToolNext,
 };
+use crate::graph::Pause;
 use crate::message::{Message, ToolCall};
 use crate::model::{FinishReason, ModelRequest, ModelResponse};
 use crate::state::DynReducer;
+use crate::tool::{ToolContext, ToolExecution};
 
 /// What a limit does when it is hit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -387,6 +389,15 @@ impl ToolCallLimitMiddleware {
         self.tool_name.as_deref().is_none_or(|t| t == call.name)
     }
 
+    /// The ids blocked in the latest answer, as stored (not copied).
+    fn blocked_list<'s>(&self, state: &'s AgentState) -> Option<&'s Vec<Value>> {
+        state
+            .custom
+            .get(&self.key)
+            .and_then(|v| v.get("blocked"))
+            .and_then(Value::as_array)
+    }
+
     fn counts(&self, state: &AgentState) -> Option<ToolCounts> {
         state
             .custom
@@ -445,6 +456,18 @@ impl Middleware for ToolCallLimitMiddleware {
             .filter(|c| self.matches(c))
             .collect();
         if calls.is_empty() {
+            // The calls blocked in an earlier answer belong to that answer only.
+            if self
+                .blocked_list(rt.state())
+                .is_some_and(|list| !list.is_empty())
+            {
+                let counts = ToolCounts {
+                    counter: Counter::read(rt, &self.key),
+                    blocked: Vec::new(),
+                };
+                let value = serde_json::to_value(&counts).unwrap_or(Value::Null);
+                return Ok(with_custom(execution, &self.key, value));
+            }
             return Ok(execution);
         }
         let mut counter = Counter::read(rt, &self.key);
@@ -495,29 +518,33 @@ impl Middleware for ToolCallLimitMiddleware {
         }
         // A set: an answer may hold thousands of calls, most of them blocked.
         let blocked: HashSet<&str> = counts.blocked.iter().map(String::as_str).collect();
+        let is_blocked = |call: &ToolCall| self.matches(call) && blocked.contains(call.id.as_str());
         let pending = state.pending_tool_calls();
-        if !pending.iter().any(|c| blocked.contains(c.id.as_str())) {
-            return Ok(None);
-        }
         let answer = |call: &ToolCall, text: String| {
             Message::tool_error(&call.id, text).with_name(&call.name)
         };
         if self.limits.exit == ExitBehavior::Continue {
             // The blocked calls are answered here, before the tools run (as LangChain does),
-            // so the tools node runs only the others.
+            // so the tools node runs only the others. (`wrap_tool_call` still refuses them,
+            // should they reach the tools another way: after a resume, say.)
             let messages: Vec<Message> = pending
                 .iter()
-                .filter(|call| blocked.contains(call.id.as_str()))
+                .filter(|call| is_blocked(call))
                 .map(|call| answer(call, blocked_text(self.tool_name.as_deref())))
                 .collect();
+            if messages.is_empty() {
+                return Ok(None);
+            }
             return Ok(Some(HookUpdate::new(
                 AgentStateUpdate::new().messages(messages),
             )));
         }
+        // End: the run ends whenever this answer had blocked calls, even if another
+        // middleware already answered some of them; the calls still pending are answered.
         let mut messages: Vec<Message> = pending
             .iter()
             .map(|call| {
-                let text = if blocked.contains(call.id.as_str()) {
+                let text = if is_blocked(call) {
                     blocked_text(self.tool_name.as_deref())
                 } else {
                     STOPPED_TEXT.to_string()
@@ -537,5 +564,26 @@ impl Middleware for ToolCallLimitMiddleware {
         Ok(Some(
             HookUpdate::new(AgentStateUpdate::new().messages(messages)).jump_to(JumpTo::End),
         ))
+    }
+
+    async fn wrap_tool_call(
+        &self,
+        call: ToolCall,
+        ctx: ToolContext,
+        _rt: &Runtime,
+        next: ToolNext<'_>,
+    ) -> Result<ToolExecution, Pause> {
+        // Read in place, without copying the list: most calls that get here were allowed.
+        if self.matches(&call)
+            && self
+                .blocked_list(ctx.state())
+                .is_some_and(|list| list.iter().any(|id| id.as_str() == Some(call.id.as_str())))
+        {
+            return Ok(ToolExecution::error(
+                &call,
+                blocked_text(self.tool_name.as_deref()),
+            ));
+        }
+        next.call(call, ctx).await
     }
 }

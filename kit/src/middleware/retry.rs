@@ -83,7 +83,8 @@ macro_rules! backoff_setters {
             self
         }
 
-        /// The longest pause (default 60 s).
+        /// The longest backoff, before jitter (default 60 s); a provider's `retry-after`
+        /// longer than this ends the retries.
         #[must_use]
         pub fn max_delay(mut self, delay: Duration) -> Self {
             self.backoff = self.backoff.max_interval(delay);
