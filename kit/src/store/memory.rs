@@ -225,6 +225,9 @@ impl Store for MemoryStore {
                 }
                 // A page far into the results (the filesystem lists its files page by page)
                 // skips the earlier ones without copying their values.
+                if collector.done() {
+                    break;
+                }
                 if collector.skips_next() {
                     collector.skip();
                     continue;
