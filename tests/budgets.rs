@@ -173,6 +173,47 @@ async fn each_limit_kind_stops_the_run_and_a_raised_budget_continues_it() {
     .await;
 }
 
+/// A model that reports a negative cost (or one that is not a number) between real ones does
+/// not get budget back: the dollars spent only grow, and the run stops when they pass the
+/// limit.
+#[tokio::test]
+async fn a_negative_or_nan_cost_gives_no_budget_back() {
+    for odd in [-1.0, f64::NAN] {
+        let n = Arc::new(AtomicUsize::new(0));
+        let model = ScriptedModel::from_fn(move |_| {
+            let i = n.fetch_add(1, Ordering::SeqCst);
+            let mut m = if i < 4 {
+                Message::assistant_with_tool_calls(
+                    "",
+                    vec![ToolCall::with_id(format!("w{i}"), "work", json!({}))],
+                )
+            } else {
+                Message::assistant("finished")
+            };
+            m.usage = Some(usage(10, 1));
+            let cost = if i == 1 { odd } else { 0.02 };
+            m.metadata.insert("cost_usd".into(), json!(cost));
+            Ok(m)
+        });
+        let cp = Arc::new(MemoryCheckpointer::new());
+        let out = agent(
+            &model,
+            &cp,
+            BudgetMiddleware::new(Budget::new().max_cost_usd(0.05)),
+        )
+        .invoke("Do the work")
+        .await
+        .unwrap();
+        let text = out.state().final_text();
+        assert!(
+            text.starts_with("Budget exhausted: cost_usd ("),
+            "{odd}: {text}"
+        );
+        // 0.02 + (ignored) + 0.02 + 0.02 passes 0.05 after the fourth call: no fifth.
+        assert_eq!(model.calls(), 4, "{odd}");
+    }
+}
+
 #[tokio::test]
 async fn a_typed_error_then_resume_reruns_the_stopped_call_with_the_raised_budget() {
     let cp = Arc::new(MemoryCheckpointer::new());
