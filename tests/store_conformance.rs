@@ -39,6 +39,7 @@ store_suite!(
     invalid_arguments_are_refused_and_store_nothing,
     values_of_1_kib_and_1_mib_round_trip_and_filter,
     concurrent_writers_all_land,
+    keys_are_listed_in_one_pass_as_paging_would_list_them,
 );
 
 fn ns(labels: &[&str]) -> Namespace {
@@ -969,4 +970,87 @@ async fn concurrent_writers_all_land(s: &Storage) {
     assert_eq!(all.len(), 81);
     let shared = store.get(&n, "shared").await.unwrap().unwrap();
     assert!(shared.value["t"].as_u64().unwrap() < 8 && shared.value["i"].as_u64().unwrap() < 10);
+}
+
+/// Only the required methods of a store: its `keys` is the trait's default, which pages
+/// through `search`.
+struct Paged(std::sync::Arc<dyn Store>);
+
+#[kit::async_trait]
+impl Store for Paged {
+    async fn get_opts(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        options: GetOptions,
+    ) -> Result<Option<kit::store::Item>, StoreError> {
+        self.0.get_opts(namespace, key, options).await
+    }
+    async fn put_opts(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        value: Value,
+        options: PutOptions,
+    ) -> Result<(), StoreError> {
+        self.0.put_opts(namespace, key, value, options).await
+    }
+    async fn delete(&self, namespace: &Namespace, key: &str) -> Result<(), StoreError> {
+        self.0.delete(namespace, key).await
+    }
+    async fn search(&self, search: &Search) -> Result<Vec<kit::store::SearchItem>, StoreError> {
+        self.0.search(search).await
+    }
+    async fn list_namespaces(&self, list: &ListNamespaces) -> Result<Vec<Namespace>, StoreError> {
+        self.0.list_namespaces(list).await
+    }
+    async fn sweep_expired(&self) -> Result<u64, StoreError> {
+        self.0.sweep_expired().await
+    }
+}
+
+/// The keys under a prefix (sub-namespaces included, each key once, sorted, expired items
+/// left out, other namespaces never) are what paging through search lists, read in one pass
+/// (the filesystem's store backend lists its files this way on every write).
+async fn keys_are_listed_in_one_pass_as_paging_would_list_them(s: &Storage) {
+    let store = s.open().await;
+    let files = ns(&["fs", "t1"]);
+    for i in 0..250 {
+        store
+            .put(&files, &format!("/f{i:03}.md"), json!({"content": "x"}))
+            .await
+            .unwrap();
+    }
+    // The same key in a sub-namespace, a key only there, a neighbour namespace, an expiring
+    // item.
+    let sub = ns(&["fs", "t1", "deep"]);
+    store.put(&sub, "/f000.md", json!({})).await.unwrap();
+    store.put(&sub, "/only-deep.md", json!({})).await.unwrap();
+    store
+        .put(&ns(&["fs", "t10"]), "/other.md", json!({}))
+        .await
+        .unwrap();
+    store
+        .put_opts(
+            &files,
+            "/soon-gone.md",
+            json!({}),
+            PutOptions::new().ttl(Duration::from_millis(200)),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let listed = store.keys(&files).await.unwrap();
+    let mut expected: Vec<String> = (0..250).map(|i| format!("/f{i:03}.md")).collect();
+    expected.push("/only-deep.md".into());
+    assert_eq!(listed, expected);
+    let paged = Paged(store.clone()).keys(&files).await.unwrap();
+    assert_eq!(listed, paged);
+    assert_eq!(
+        store.keys(&ns(&["nothing"])).await.unwrap(),
+        Vec::<String>::new()
+    );
+    let everything = store.keys(&Namespace::root()).await.unwrap();
+    assert_eq!(everything.len(), 252, "{everything:?}");
 }

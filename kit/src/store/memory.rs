@@ -191,6 +191,27 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    async fn keys(&self, prefix: &Namespace) -> Result<Vec<String>, StoreError> {
+        let items = self.items.read().unwrap_or_else(|p| p.into_inner());
+        let now = now_micros();
+        let live = |(_, e): &(&(String, String), &Entry)| e.live(now);
+        let keys: std::collections::BTreeSet<&str> = if prefix.is_empty() {
+            items
+                .iter()
+                .filter(live)
+                .map(|((_, k), _)| k.as_str())
+                .collect()
+        } else {
+            let (low, high) = prefix.range();
+            items
+                .range((low, String::new())..(high, String::new()))
+                .filter(live)
+                .map(|((_, k), _)| k.as_str())
+                .collect()
+        };
+        Ok(keys.into_iter().map(str::to_string).collect())
+    }
+
     async fn search(&self, search: &Search) -> Result<Vec<SearchItem>, StoreError> {
         let query = match (&search.query, &self.index) {
             (Some(q), Some(index)) => Some(index.embed_query(q).await?),

@@ -157,6 +157,32 @@ pub trait Store: Send + Sync + 'static {
         self.put_opts(namespace, key, value, PutOptions::default())
             .await
     }
+
+    /// The distinct keys of the live items under a namespace prefix, sorted, without their
+    /// values (what the filesystem's [`StoreBackend`](crate::middleware::filesystem::StoreBackend)
+    /// lists). The default pages through [`search`](Store::search), which costs the square of
+    /// the items over the page size; kit's stores read the keys in one pass.
+    async fn keys(&self, prefix: &Namespace) -> Result<Vec<String>, StoreError> {
+        const PAGE: usize = 100;
+        let mut keys = std::collections::BTreeSet::new();
+        let mut offset = 0;
+        loop {
+            let page = self
+                .search(
+                    &Search::new(prefix.clone())
+                        .limit(PAGE)
+                        .offset(offset)
+                        .refresh_ttl(false),
+                )
+                .await?;
+            let n = page.len();
+            keys.extend(page.into_iter().map(|i| i.item.key));
+            if n < PAGE {
+                return Ok(keys.into_iter().collect());
+            }
+            offset += n;
+        }
+    }
 }
 
 crate::shared::into_shared! {

@@ -244,6 +244,13 @@ impl Store for PostgresStore {
             .collect())
     }
 
+    async fn keys(&self, prefix: &Namespace) -> Result<Vec<String>, StoreError> {
+        let mut client = self.client().await?;
+        queries::keys(&mut client, prefix, now_micros())
+            .await
+            .map_err(|e| self.error("listing keys", e))
+    }
+
     async fn list_namespaces(&self, list: &ListNamespaces) -> Result<Vec<Namespace>, StoreError> {
         check_list(list)?;
         let mut client = self.client().await?;

@@ -150,6 +150,34 @@ pub(super) async fn sweep(client: &mut Object, now: i64) -> R<u64> {
 /// Feeds the collector the live items under the search's prefix: newest first (paged in SQL
 /// when the collector allows), or in key order with their vectors for a query. Equality
 /// conditions of the filter narrow the scan (`@>`), the collector checks the whole filter.
+/// The distinct keys of the live items under `prefix`, sorted: no values read.
+pub(super) async fn keys(client: &mut Object, prefix: &Namespace, now: i64) -> R<Vec<String>> {
+    let rows = if prefix.is_empty() {
+        client
+            .query(
+                "SELECT DISTINCT key FROM kit_store_items
+                  WHERE expires_at IS NULL OR expires_at > $1 ORDER BY key",
+                &[&now],
+            )
+            .await?
+    } else {
+        let (low, high) = prefix.range();
+        client
+            .query(
+                "SELECT DISTINCT key FROM kit_store_items
+                  WHERE ns >= $2 AND ns < $3 AND (expires_at IS NULL OR expires_at > $1)
+                  ORDER BY key",
+                &[&now, &low, &high],
+            )
+            .await?
+    };
+    let mut keys = Vec::with_capacity(rows.len());
+    for row in &rows {
+        keys.push(row.try_get::<_, String>(0)?);
+    }
+    Ok(keys)
+}
+
 pub(super) async fn search(
     client: &mut Object,
     search: &Search,

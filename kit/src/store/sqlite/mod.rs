@@ -237,6 +237,14 @@ impl Store for SqliteStore {
             .collect())
     }
 
+    async fn keys(&self, prefix: &Namespace) -> Result<Vec<String>, StoreError> {
+        let prefix = prefix.clone();
+        self.read("listing keys", move |conn| {
+            queries::keys(conn, &prefix, now_micros())
+        })
+        .await
+    }
+
     async fn list_namespaces(&self, list: &ListNamespaces) -> Result<Vec<Namespace>, StoreError> {
         check_list(list)?;
         let list = list.clone();

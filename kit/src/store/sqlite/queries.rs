@@ -112,6 +112,25 @@ pub(super) fn sweep(tx: &Transaction<'_>, now: i64) -> R<u64> {
     Ok(n as u64)
 }
 
+/// The distinct keys of the live items under `prefix`, sorted: one pass over the range of the
+/// primary key, no values read.
+pub(super) fn keys(conn: &Connection, prefix: &Namespace, now: i64) -> R<Vec<String>> {
+    let (low, high) = prefix.range();
+    let scope = if prefix.is_empty() {
+        "?1 = ?1 AND ?2 = ?2"
+    } else {
+        "ns >= ?1 AND ns < ?2"
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT DISTINCT key FROM kit_store_items
+          WHERE {scope} AND (expires_at IS NULL OR expires_at > ?3) ORDER BY key"
+    ))?;
+    let keys = stmt
+        .query_map(params![low, high, now], |row| row.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(keys)
+}
+
 /// Feeds the collector the live items under `prefix`: newest first (paged in SQL when the
 /// collector allows), or in key order with their vectors for a query.
 pub(super) fn search(

@@ -9,11 +9,8 @@ use serde_json::{Value, json};
 use super::{DirEntry, FileChanges, FsBackend, FsError};
 use crate::agent::FileData;
 use crate::middleware::filesystem::path::{is_within, join, relative_to};
-use crate::store::{GetOptions, IntoStore, Namespace, Search, Store, StoreError};
+use crate::store::{GetOptions, IntoStore, Namespace, Store, StoreError};
 use crate::tool::ToolContext;
-
-/// Items read per page when listing the files.
-const PAGE: usize = 100;
 
 type NamespaceFn = dyn Fn(&ToolContext) -> Result<Namespace, StoreError> + Send + Sync;
 
@@ -122,28 +119,11 @@ impl StoreBackend {
         Ok((store, namespace))
     }
 
-    /// Every file path under the namespace.
+    /// Every file path under the namespace (its keys, without reading the files).
     async fn paths(&self, ctx: &ToolContext) -> Result<BTreeSet<String>, FsError> {
         let (store, ns) = self.target(ctx)?;
-        let mut paths = BTreeSet::new();
-        let mut offset = 0;
-        loop {
-            let page = store
-                .search(
-                    &Search::new(ns.clone())
-                        .limit(PAGE)
-                        .offset(offset)
-                        .refresh_ttl(false),
-                )
-                .await
-                .map_err(store_error)?;
-            let n = page.len();
-            paths.extend(page.into_iter().map(|i| i.item.key));
-            if n < PAGE {
-                return Ok(paths);
-            }
-            offset += n;
-        }
+        let keys = store.keys(&ns).await.map_err(store_error)?;
+        Ok(keys.into_iter().collect())
     }
 
     async fn get(&self, ctx: &ToolContext, path: &str) -> Result<Option<FileData>, FsError> {
