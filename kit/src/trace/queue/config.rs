@@ -52,6 +52,10 @@ pub trait BatchEncoder: Send + Sync + 'static {
 pub struct QueueConfig {
     /// Runs the queue holds; beyond that new runs are dropped (and counted).
     pub capacity: usize,
+    /// Bytes (their text, estimated) the queued runs may hold together; a run that would go
+    /// past it is dropped (and counted). Bounds memory while the endpoint is slow or down,
+    /// whatever the runs record (a tool result of megabytes, say).
+    pub max_queued_bytes: usize,
     /// Most runs in one request.
     pub max_batch_runs: usize,
     /// Most (uncompressed, estimated) bytes in one request; a single larger run goes alone.
@@ -91,6 +95,7 @@ impl Default for QueueConfig {
     fn default() -> Self {
         QueueConfig {
             capacity: 2048,
+            max_queued_bytes: 64 * 1024 * 1024,
             max_batch_runs: 512,
             max_batch_bytes: 4 * 1024 * 1024,
             batch_timeout: Duration::from_secs(2),

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::exporter::{Exporter, ExporterStats};
@@ -37,6 +38,8 @@ pub struct QueueStats {
 
 #[derive(Default)]
 struct Shared {
+    /// Bytes of the runs in the queue (see [`approx_bytes`]).
+    queued_bytes: std::sync::atomic::AtomicUsize,
     queued: AtomicU64,
     exported: AtomicU64,
     dropped: AtomicU64,
@@ -67,6 +70,37 @@ impl Shared {
     }
 }
 
+/// A queued run and its [`approx_bytes`].
+type Queued = (Box<RunRecord>, usize);
+
+/// About the bytes of a run's text: its strings' lengths, and a few bytes for every other
+/// value. Cheaper than writing it (no escaping, no numbers formatted), and as close as a
+/// bound on memory needs.
+fn approx_bytes(run: &RunRecord) -> usize {
+    let mut bytes = run.id.len() + run.trace_id.len() + run.name.len() + 64;
+    bytes += run.error.as_ref().map_or(0, String::len);
+    bytes += run.tags.iter().map(String::len).sum::<usize>();
+    let mut stack: Vec<&Value> = vec![&run.inputs, &run.outputs];
+    stack.extend(run.metadata.values());
+    bytes += run.metadata.keys().map(String::len).sum::<usize>();
+    while let Some(value) = stack.pop() {
+        bytes += match value {
+            Value::String(s) => s.len() + 2,
+            Value::Array(items) => {
+                stack.extend(items);
+                2
+            }
+            Value::Object(map) => {
+                bytes += map.keys().map(|k| k.len() + 4).sum::<usize>();
+                stack.extend(map.values());
+                2
+            }
+            _ => 8,
+        };
+    }
+    bytes
+}
+
 enum Control {
     Flush(std::sync::mpsc::SyncSender<bool>),
     Shutdown(Instant),
@@ -85,7 +119,7 @@ enum Control {
 ///
 /// | setting | default |
 /// |---|---|
-/// | queue capacity | 2,048 runs |
+/// | queue capacity | 2,048 runs, or 64 MiB of their text (estimated), whichever is reached first |
 /// | batch | 512 runs or 4 MiB (uncompressed), whichever comes first |
 /// | batch delay | 2 s after the first run of a batch |
 /// | request timeout | 10 s |
@@ -119,12 +153,13 @@ enum Control {
 /// # Ok::<(), kit::trace::ExportError>(())
 /// ```
 pub struct QueuedExporter {
-    tx: mpsc::Sender<Box<RunRecord>>,
+    tx: mpsc::Sender<Queued>,
     ctrl: mpsc::UnboundedSender<Control>,
     shared: Arc<Shared>,
     done: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
     url: String,
     shutdown_timeout: Duration,
+    max_queued_bytes: usize,
 }
 
 impl std::fmt::Debug for QueuedExporter {
@@ -248,6 +283,7 @@ impl QueuedExporter {
             done: Mutex::new(Some(done_rx)),
             url: url.trim().to_string(),
             shutdown_timeout: config.shutdown_timeout,
+            max_queued_bytes: config.max_queued_bytes,
         })
     }
 
@@ -303,11 +339,19 @@ impl Drop for QueuedExporter {
 
 impl Exporter for QueuedExporter {
     fn export(&self, run: RunRecord) {
-        match self.tx.try_send(Box::new(run)) {
+        let bytes = approx_bytes(&run);
+        let queued = self.shared.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
+        if queued.saturating_add(bytes) > self.max_queued_bytes {
+            self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        match self.tx.try_send((Box::new(run), bytes)) {
             Ok(()) => {
                 self.shared.queued.fetch_add(1, Ordering::Relaxed);
             }
             Err(_) => {
+                self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
                 self.shared.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -91,3 +91,88 @@ fn headers_are_checked_without_showing_values() {
     );
     assert!(!e.to_string().contains("secret"));
 }
+
+/// A run recording `bytes` of input.
+fn big_run(i: usize, bytes: usize) -> RunRecord {
+    RunRecord {
+        id: format!("run-{i}"),
+        trace_id: format!("run-{i}"),
+        parent_id: None,
+        name: "tool".into(),
+        kind: super::super::record::RunKind::Tool,
+        start_ns: 1,
+        end_ns: 2,
+        status: super::super::record::RunStatus::Ok,
+        error: None,
+        inputs: serde_json::json!({"result": "x".repeat(bytes)}),
+        outputs: Value::Null,
+        metadata: Default::default(),
+        tags: Vec::new(),
+        thread_id: None,
+        user_id: None,
+        session_id: None,
+        execution_mode: None,
+        environment: None,
+        custom_fields: Default::default(),
+        model: None,
+        tool: None,
+    }
+}
+
+/// A collector that takes connections and never answers: the worker is stuck on its first
+/// request, and runs of 100 KiB pile up in the queue. They stop at `max_queued_bytes`
+/// (1 MiB here: about ten runs); the rest are dropped and counted, whatever the run count
+/// allows. At 1 KiB runs, the same count of runs all fits.
+#[test]
+fn the_queue_holds_at_most_its_bytes_while_the_endpoint_hangs() {
+    struct Json;
+    impl BatchEncoder for Json {
+        fn content_type(&self) -> &str {
+            "application/json"
+        }
+        fn encode(&self, runs: &[RunRecord]) -> Result<Vec<u8>, String> {
+            serde_json::to_vec(runs).map_err(|e| e.to_string())
+        }
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/ingest", listener.local_addr().unwrap());
+    // Accept and hold every connection.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    for (bytes, at_most_kept) in [(100 * 1024, 14), (1024, 200)] {
+        let exporter = QueuedExporter::new(
+            &url,
+            [("x-api-key", "k")],
+            Json,
+            QueueConfig {
+                max_queued_bytes: 1024 * 1024,
+                max_batch_bytes: 150 * 1024,
+                batch_timeout: Duration::from_millis(5),
+                request_timeout: Duration::from_secs(30),
+                max_retries: 0,
+                shutdown_timeout: Duration::from_millis(50),
+                ..QueueConfig::default()
+            },
+        )
+        .unwrap();
+        // The first run starts a batch, the second fills it: the worker then waits on the
+        // collector, and takes nothing more.
+        for i in 0..2 {
+            exporter.export(big_run(i, bytes));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        for i in 2..200 {
+            exporter.export(big_run(i, bytes));
+        }
+        let stats = exporter.stats();
+        assert_eq!(stats.queued + stats.dropped, 200, "{stats:?}");
+        assert!(stats.queued <= at_most_kept, "{bytes}: {stats:?}");
+        if bytes == 1024 {
+            assert_eq!(stats.dropped, 0, "{stats:?}");
+        }
+    }
+}

@@ -48,7 +48,7 @@ pub(super) enum Outcome {
 impl Worker {
     pub(super) async fn run(
         mut self,
-        mut rx: mpsc::Receiver<Box<RunRecord>>,
+        mut rx: mpsc::Receiver<super::Queued>,
         mut ctrl: mpsc::UnboundedReceiver<Control>,
     ) {
         let mut batch = Batch::default();
@@ -65,7 +65,7 @@ impl Worker {
                 c = ctrl.recv() => match c {
                     Some(Control::Flush(reply)) => {
                         while let Ok(run) = rx.try_recv() {
-                            self.add(&mut batch, *run).await;
+                            self.take(&mut batch, run).await;
                         }
                         self.send(&mut batch).await;
                         let dropped = self.shared.dropped.load(Ordering::Relaxed);
@@ -78,7 +78,7 @@ impl Worker {
                         self.deadline = Some(deadline);
                         rx.close();
                         while let Some(run) = rx.recv().await {
-                            self.add(&mut batch, *run).await;
+                            self.take(&mut batch, run).await;
                         }
                         self.send(&mut batch).await;
                         return;
@@ -89,7 +89,7 @@ impl Worker {
                     }
                 },
                 r = rx.recv() => match r {
-                    Some(run) => self.add(&mut batch, *run).await,
+                    Some(run) => self.take(&mut batch, run).await,
                     None => {
                         self.send(&mut batch).await;
                         return;
@@ -98,6 +98,14 @@ impl Worker {
                 () = timer => self.send(&mut batch).await,
             }
         }
+    }
+
+    /// Takes a run off the queue (its bytes no longer count there) into the batch.
+    async fn take(&mut self, batch: &mut Batch, (run, bytes): super::Queued) {
+        self.shared
+            .queued_bytes
+            .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+        self.add(batch, *run).await;
     }
 
     /// Adds a run; sends the batch first if the run would not fit, and after if it is full.
