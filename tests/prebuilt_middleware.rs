@@ -609,8 +609,8 @@ async fn tool_call_limit_blocks_thousands_of_calls_in_one_pass() {
 }
 
 /// A call the limiter blocked stays blocked when the run pauses before the limiter's
-/// `after_model` (a batched review after it in the chain) and is resumed: the resumed run
-/// has another id, so the blocked call is refused where the tool is called.
+/// `after_model` (a batched review after it in the chain) and is resumed in another run: the
+/// blocked calls belong to the answer, not to the run. With `End`, the run still ends.
 #[tokio::test]
 async fn a_blocked_call_stays_blocked_across_a_review_pause_and_resume() {
     use kit::middleware::review::{Decision, HumanReviewMiddleware, resume_review};
@@ -665,6 +665,45 @@ async fn a_blocked_call_stays_blocked_across_a_review_pause_and_resume() {
             "Tool call limit exceeded. Do not call 'search' again."
         );
         assert_eq!(done.state().final_text(), "done");
+    }
+
+    for review_first in [true, false] {
+        let model = ScriptedModel::new([
+            calls(&[("s1", "search"), ("s2", "search"), ("e1", "email")]),
+            Message::assistant("never"),
+        ]);
+        searches.store(0, Ordering::SeqCst);
+        let limiter = ToolCallLimitMiddleware::for_tool("search")
+            .run_limit(1)
+            .exit_behavior(ExitBehavior::End);
+        let review = HumanReviewMiddleware::new().interrupt_on("email", true);
+        let builder = Agent::builder()
+            .model(model.clone())
+            .tools([search.clone(), tool("email")])
+            .checkpointer(Arc::new(MemoryCheckpointer::new()));
+        let agent = if review_first {
+            builder.middleware(review).middleware(limiter)
+        } else {
+            builder.middleware(limiter).middleware(review)
+        }
+        .build()
+        .unwrap();
+        let opts = RunOptions::new().thread_id("t");
+        let mut out = agent.invoke("Go").options(&opts).await.unwrap();
+        if out.is_interrupted() {
+            out = agent
+                .resume(resume_review([Decision::approve()]))
+                .options(&opts)
+                .await
+                .unwrap();
+        }
+        assert!(
+            out.state().final_text().contains("tool call limit reached"),
+            "review first: {review_first}: {}",
+            out.state().final_text()
+        );
+        assert_eq!(searches.load(Ordering::SeqCst), 0, "the run ended first");
+        assert_eq!(model.calls(), 1);
     }
 }
 

@@ -322,6 +322,29 @@ struct ToolCounts {
     counter: Counter,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     blocked: Vec<String>,
+    /// The id of the answer whose calls `blocked` names: what ties them to it, across a pause
+    /// and a resume (a new run) between the answer and this limiter's `after_model`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    answer: String,
+}
+
+impl ToolCounts {
+    /// True when `blocked` names calls of the latest answer in `state` (for counts saved
+    /// before answers were recorded: when they were counted in this run).
+    fn block_latest(&self, state: &AgentState, rt: &Runtime) -> bool {
+        if self.blocked.is_empty() {
+            return false;
+        }
+        if self.answer.is_empty() {
+            return self.counter.run_id == rt.node().invocation_id();
+        }
+        state
+            .messages
+            .iter()
+            .rev()
+            .find(|m| m.role == crate::message::Role::Assistant)
+            .is_some_and(|m| m.id == self.answer)
+    }
 }
 
 /// Limits tool calls, of one tool or of all, per run and per thread.
@@ -463,7 +486,7 @@ impl Middleware for ToolCallLimitMiddleware {
             {
                 let counts = ToolCounts {
                     counter: Counter::read(rt, &self.key),
-                    blocked: Vec::new(),
+                    ..ToolCounts::default()
                 };
                 let value = serde_json::to_value(&counts).unwrap_or(Value::Null);
                 return Ok(with_custom(execution, &self.key, value));
@@ -504,7 +527,12 @@ impl Middleware for ToolCallLimitMiddleware {
                 ));
             }
         }
-        let counts = ToolCounts { counter, blocked };
+        let answer = execution.response.message.id.clone();
+        let counts = ToolCounts {
+            counter,
+            blocked,
+            answer,
+        };
         let value = serde_json::to_value(&counts).unwrap_or(Value::Null);
         Ok(with_custom(execution, &self.key, value))
     }
@@ -513,7 +541,7 @@ impl Middleware for ToolCallLimitMiddleware {
         let Some(counts) = self.counts(state) else {
             return Ok(None);
         };
-        if counts.blocked.is_empty() || counts.counter.run_id != rt.node().invocation_id() {
+        if !counts.block_latest(state, rt) {
             return Ok(None);
         }
         // A set: an answer may hold thousands of calls, most of them blocked.
