@@ -707,6 +707,62 @@ async fn a_blocked_call_stays_blocked_across_a_review_pause_and_resume() {
     }
 }
 
+/// Gives every answer a new id on its way out, as a middleware that rebuilds the message
+/// would.
+struct NewAnswerId;
+
+#[kit::async_trait]
+impl kit::agent::Middleware for NewAnswerId {
+    fn name(&self) -> &str {
+        "NewAnswerId"
+    }
+    fn hooks(&self) -> &[kit::agent::Hook] {
+        &[]
+    }
+    async fn wrap_model_call(
+        &self,
+        request: kit::model::ModelRequest,
+        _rt: &kit::agent::Runtime,
+        next: kit::agent::ModelNext<'_>,
+    ) -> Result<kit::agent::ModelExecution, AgentError> {
+        let mut execution = next.call(request).await?;
+        let old = &execution.response.message;
+        let mut renewed =
+            Message::assistant_with_tool_calls(old.content.clone(), old.tool_calls.clone());
+        renewed.usage = old.usage;
+        execution.response.message = renewed;
+        Ok(execution)
+    }
+}
+
+/// An `End` limiter ends the run even when a middleware outside it gave the answer a new id
+/// (the blocked calls are then found by their ids in the latest answer).
+#[tokio::test]
+async fn an_end_limiter_ends_the_run_when_the_answer_gets_a_new_id() {
+    for renew_first in [true, false] {
+        let model = ScriptedModel::new([
+            calls(&[("s1", "search"), ("s2", "search")]),
+            Message::assistant("never"),
+        ]);
+        let limiter = ToolCallLimitMiddleware::for_tool("search")
+            .run_limit(1)
+            .exit_behavior(ExitBehavior::End);
+        let builder = Agent::builder()
+            .model(model.clone())
+            .tools([tool("search")]);
+        let agent = if renew_first {
+            builder.middleware(NewAnswerId).middleware(limiter)
+        } else {
+            builder.middleware(limiter).middleware(NewAnswerId)
+        }
+        .build()
+        .unwrap();
+        let out = agent.invoke("Go").await.unwrap();
+        assert_eq!(model.calls(), 1, "renew first: {renew_first}");
+        assert!(out.state().final_text().contains("tool call limit reached"));
+    }
+}
+
 /// A `Continue` limiter of one tool answers its blocked calls first; an `End` limiter of all
 /// tools whose blocked calls were among them still ends the run.
 #[tokio::test]

@@ -329,9 +329,11 @@ struct ToolCounts {
 }
 
 impl ToolCounts {
-    /// True when `blocked` names calls of the latest answer in `state` (for counts saved
-    /// before answers were recorded: when they were counted in this run).
-    fn block_latest(&self, state: &AgentState, rt: &Runtime) -> bool {
+    /// True when `blocked` names calls of the latest answer in `state`: that answer is the
+    /// one recorded, or (should a middleware outside this one have given the answer a new
+    /// id) it holds a blocked call. For counts saved before answers were recorded: when they
+    /// were counted in this run.
+    fn block_latest(&self, state: &AgentState, rt: &Runtime, blocked: &HashSet<&str>) -> bool {
         if self.blocked.is_empty() {
             return false;
         }
@@ -343,7 +345,9 @@ impl ToolCounts {
             .iter()
             .rev()
             .find(|m| m.role == crate::message::Role::Assistant)
-            .is_some_and(|m| m.id == self.answer)
+            .is_some_and(|m| {
+                m.id == self.answer || m.tool_calls.iter().any(|c| blocked.contains(c.id.as_str()))
+            })
     }
 }
 
@@ -412,7 +416,7 @@ impl ToolCallLimitMiddleware {
         self.tool_name.as_deref().is_none_or(|t| t == call.name)
     }
 
-    /// The ids blocked in the latest answer, as stored (not copied).
+    /// The ids blocked in the latest answer this limiter saw, as stored (not copied).
     fn blocked_list<'s>(&self, state: &'s AgentState) -> Option<&'s Vec<Value>> {
         state
             .custom
@@ -541,11 +545,11 @@ impl Middleware for ToolCallLimitMiddleware {
         let Some(counts) = self.counts(state) else {
             return Ok(None);
         };
-        if !counts.block_latest(state, rt) {
-            return Ok(None);
-        }
         // A set: an answer may hold thousands of calls, most of them blocked.
         let blocked: HashSet<&str> = counts.blocked.iter().map(String::as_str).collect();
+        if !counts.block_latest(state, rt, &blocked) {
+            return Ok(None);
+        }
         let is_blocked = |call: &ToolCall| self.matches(call) && blocked.contains(call.id.as_str());
         let pending = state.pending_tool_calls();
         let answer = |call: &ToolCall, text: String| {
@@ -554,7 +558,8 @@ impl Middleware for ToolCallLimitMiddleware {
         if self.limits.exit == ExitBehavior::Continue {
             // The blocked calls are answered here, before the tools run (as LangChain does),
             // so the tools node runs only the others. (`wrap_tool_call` still refuses them,
-            // should they reach the tools another way: after a resume, say.)
+            // should they reach the tools another way: a hook jumping to the tools, say, or
+            // a thread saved before this hook answered them.)
             let messages: Vec<Message> = pending
                 .iter()
                 .filter(|call| is_blocked(call))
@@ -602,10 +607,11 @@ impl Middleware for ToolCallLimitMiddleware {
         next: ToolNext<'_>,
     ) -> Result<ToolExecution, Pause> {
         // Read in place, without copying the list: most calls that get here were allowed.
-        if self.matches(&call)
-            && self
-                .blocked_list(ctx.state())
-                .is_some_and(|list| list.iter().any(|id| id.as_str() == Some(call.id.as_str())))
+        // By id alone: the list holds only calls of this limiter's tool, and a wrapper may
+        // have changed the call's name (a reviewer's edit) since.
+        if self
+            .blocked_list(ctx.state())
+            .is_some_and(|list| list.iter().any(|id| id.as_str() == Some(call.id.as_str())))
         {
             return Ok(ToolExecution::error(
                 &call,

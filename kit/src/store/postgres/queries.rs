@@ -147,9 +147,6 @@ pub(super) async fn sweep(client: &mut Object, now: i64) -> R<u64> {
     Ok(n)
 }
 
-/// Feeds the collector the live items under the search's prefix: newest first (paged in SQL
-/// when the collector allows), or in key order with their vectors for a query. Equality
-/// conditions of the filter narrow the scan (`@>`), the collector checks the whole filter.
 /// The distinct keys of the live items under `prefix`, sorted: no values read.
 pub(super) async fn keys(client: &mut Object, prefix: &Namespace, now: i64) -> R<Vec<String>> {
     let rows = if prefix.is_empty() {
@@ -178,6 +175,9 @@ pub(super) async fn keys(client: &mut Object, prefix: &Namespace, now: i64) -> R
     Ok(keys)
 }
 
+/// Feeds the collector the live items under the search's prefix: newest first (paged in SQL
+/// when the collector allows), or in key order with their vectors for a query. Equality
+/// conditions of the filter narrow the scan (`@>`), the collector checks the whole filter.
 pub(super) async fn search(
     client: &mut Object,
     search: &Search,

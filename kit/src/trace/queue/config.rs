@@ -52,9 +52,10 @@ pub trait BatchEncoder: Send + Sync + 'static {
 pub struct QueueConfig {
     /// Runs the queue holds; beyond that new runs are dropped (and counted).
     pub capacity: usize,
-    /// Bytes (their text, estimated) the queued runs may hold together; a run that would go
-    /// past it is dropped (and counted). Bounds memory while the endpoint is slow or down,
-    /// whatever the runs record (a tool result of megabytes, say).
+    /// Bytes (their text, estimated from their strings) the queued runs may hold together; a
+    /// run that would go past it is dropped (and counted); 0 drops every run. With the batch
+    /// being sent (at most `max_batch_bytes`), this bounds what the exporter holds while the
+    /// endpoint is slow or down, whatever the runs record (a tool result of megabytes, say).
     pub max_queued_bytes: usize,
     /// Most runs in one request.
     pub max_batch_runs: usize,

@@ -176,3 +176,78 @@ fn the_queue_holds_at_most_its_bytes_while_the_endpoint_hangs() {
         }
     }
 }
+
+/// A collector on 127.0.0.1 that answers every request `200 OK` (keep-alive).
+fn answering_collector() -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/ingest", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut length = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let lower = line.to_ascii_lowercase();
+                        if let Some(v) = lower.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+                    if reader.get_mut().write_all(answer).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    url
+}
+
+/// Runs taken off the queue no longer count: waves of 800 KiB, each under the 1 MiB bound
+/// but together far over it, are all exported when the collector answers.
+#[test]
+fn bytes_taken_off_the_queue_no_longer_count() {
+    struct Json;
+    impl BatchEncoder for Json {
+        fn content_type(&self) -> &str {
+            "application/json"
+        }
+        fn encode(&self, runs: &[RunRecord]) -> Result<Vec<u8>, String> {
+            serde_json::to_vec(runs).map_err(|e| e.to_string())
+        }
+    }
+    let exporter = QueuedExporter::new(
+        &answering_collector(),
+        [("x-api-key", "k")],
+        Json,
+        QueueConfig {
+            max_queued_bytes: 1024 * 1024,
+            batch_timeout: Duration::from_millis(5),
+            gzip: false,
+            max_retries: 0,
+            ..QueueConfig::default()
+        },
+    )
+    .unwrap();
+    for wave in 0..5 {
+        for i in 0..8 {
+            exporter.export(big_run(wave * 8 + i, 100 * 1024));
+        }
+        assert!(exporter.flush(Duration::from_secs(10)), "wave {wave}");
+    }
+    let stats = exporter.stats();
+    assert_eq!((stats.dropped, stats.exported), (0, 40), "{stats:?}");
+}
