@@ -625,13 +625,16 @@ async fn a_blocked_call_stays_blocked_across_a_review_pause_and_resume() {
             async { Ok::<_, ToolError>("search result") }
         },
     );
-    for review_first in [true, false] {
+    // An agent whose answer calls `search` twice (one over the limit) and `email` (reviewed),
+    // with the review's hooks before or after the limiter's; and its model.
+    let reviewed = |exit: ExitBehavior, review_first: bool, last: &str| {
         let model = ScriptedModel::new([
             calls(&[("s1", "search"), ("s2", "search"), ("e1", "email")]),
-            Message::assistant("done"),
+            Message::assistant(last),
         ]);
-        searches.store(0, Ordering::SeqCst);
-        let limiter = ToolCallLimitMiddleware::for_tool("search").run_limit(1);
+        let limiter = ToolCallLimitMiddleware::for_tool("search")
+            .run_limit(1)
+            .exit_behavior(exit);
         let review = HumanReviewMiddleware::new().interrupt_on("email", true);
         let builder = Agent::builder()
             .model(model.clone())
@@ -644,6 +647,11 @@ async fn a_blocked_call_stays_blocked_across_a_review_pause_and_resume() {
         }
         .build()
         .unwrap();
+        (model, agent)
+    };
+    for review_first in [true, false] {
+        searches.store(0, Ordering::SeqCst);
+        let (_, agent) = reviewed(ExitBehavior::Continue, review_first, "done");
         let opts = RunOptions::new().thread_id("t");
         let paused = agent.invoke("Go").options(&opts).await.unwrap();
         assert!(paused.is_interrupted(), "the email waits for review");
@@ -668,26 +676,8 @@ async fn a_blocked_call_stays_blocked_across_a_review_pause_and_resume() {
     }
 
     for review_first in [true, false] {
-        let model = ScriptedModel::new([
-            calls(&[("s1", "search"), ("s2", "search"), ("e1", "email")]),
-            Message::assistant("never"),
-        ]);
         searches.store(0, Ordering::SeqCst);
-        let limiter = ToolCallLimitMiddleware::for_tool("search")
-            .run_limit(1)
-            .exit_behavior(ExitBehavior::End);
-        let review = HumanReviewMiddleware::new().interrupt_on("email", true);
-        let builder = Agent::builder()
-            .model(model.clone())
-            .tools([search.clone(), tool("email")])
-            .checkpointer(Arc::new(MemoryCheckpointer::new()));
-        let agent = if review_first {
-            builder.middleware(review).middleware(limiter)
-        } else {
-            builder.middleware(limiter).middleware(review)
-        }
-        .build()
-        .unwrap();
+        let (model, agent) = reviewed(ExitBehavior::End, review_first, "never");
         let opts = RunOptions::new().thread_id("t");
         let mut out = agent.invoke("Go").options(&opts).await.unwrap();
         if out.is_interrupted() {

@@ -112,18 +112,26 @@ pub(super) fn sweep(tx: &Transaction<'_>, now: i64) -> R<u64> {
     Ok(n as u64)
 }
 
-/// The distinct keys of the live items under `prefix`, sorted: one pass over the range of the
-/// primary key, no values read.
-pub(super) fn keys(conn: &Connection, prefix: &Namespace, now: i64) -> R<Vec<String>> {
+/// The condition on `kit_store_items i` for the items under `prefix` (parameters ?1 and ?2:
+/// the range of the primary key; both are bound either way, so one statement shape serves),
+/// and the range.
+fn under(prefix: &Namespace) -> (&'static str, String, String) {
     let (low, high) = prefix.range();
     let scope = if prefix.is_empty() {
         "?1 = ?1 AND ?2 = ?2"
     } else {
-        "ns >= ?1 AND ns < ?2"
+        "i.ns >= ?1 AND i.ns < ?2"
     };
+    (scope, low, high)
+}
+
+/// The distinct keys of the live items under `prefix`, sorted: one pass over the range of the
+/// primary key, no values read.
+pub(super) fn keys(conn: &Connection, prefix: &Namespace, now: i64) -> R<Vec<String>> {
+    let (scope, low, high) = under(prefix);
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT DISTINCT key FROM kit_store_items
-          WHERE {scope} AND (expires_at IS NULL OR expires_at > ?3) ORDER BY key"
+        "SELECT DISTINCT i.key FROM kit_store_items i
+          WHERE {scope} AND (i.expires_at IS NULL OR i.expires_at > ?3) ORDER BY i.key"
     ))?;
     let keys = stmt
         .query_map(params![low, high, now], |row| row.get::<_, String>(0))?
@@ -139,12 +147,7 @@ pub(super) fn search(
     collector: &mut Collector<'_>,
     now: i64,
 ) -> R<()> {
-    let (low, high) = prefix.range();
-    let scope = if prefix.is_empty() {
-        "?1 = ?1 AND ?2 = ?2"
-    } else {
-        "i.ns >= ?1 AND i.ns < ?2"
-    };
+    let (scope, low, high) = under(prefix);
     let live = "(i.expires_at IS NULL OR i.expires_at > ?3)";
     if collector.wants_vectors() {
         let mut stmt = conn.prepare_cached(&format!(

@@ -92,6 +92,18 @@ fn headers_are_checked_without_showing_values() {
     assert!(!e.to_string().contains("secret"));
 }
 
+/// Runs as a JSON array.
+struct Json;
+
+impl BatchEncoder for Json {
+    fn content_type(&self) -> &str {
+        "application/json"
+    }
+    fn encode(&self, runs: &[RunRecord]) -> Result<Vec<u8>, String> {
+        serde_json::to_vec(runs).map_err(|e| e.to_string())
+    }
+}
+
 /// A run recording `bytes` of input.
 fn big_run(i: usize, bytes: usize) -> RunRecord {
     RunRecord {
@@ -125,15 +137,6 @@ fn big_run(i: usize, bytes: usize) -> RunRecord {
 /// allows. At 1 KiB runs, the same count of runs all fits.
 #[test]
 fn the_queue_holds_at_most_its_bytes_while_the_endpoint_hangs() {
-    struct Json;
-    impl BatchEncoder for Json {
-        fn content_type(&self) -> &str {
-            "application/json"
-        }
-        fn encode(&self, runs: &[RunRecord]) -> Result<Vec<u8>, String> {
-            serde_json::to_vec(runs).map_err(|e| e.to_string())
-        }
-    }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/ingest", listener.local_addr().unwrap());
     // Accept and hold every connection.
@@ -220,15 +223,6 @@ fn answering_collector() -> String {
 /// but together far over it, are all exported when the collector answers.
 #[test]
 fn bytes_taken_off_the_queue_no_longer_count() {
-    struct Json;
-    impl BatchEncoder for Json {
-        fn content_type(&self) -> &str {
-            "application/json"
-        }
-        fn encode(&self, runs: &[RunRecord]) -> Result<Vec<u8>, String> {
-            serde_json::to_vec(runs).map_err(|e| e.to_string())
-        }
-    }
     let exporter = QueuedExporter::new(
         &answering_collector(),
         [("x-api-key", "k")],
