@@ -673,6 +673,64 @@ async fn postgres_store_contract() {
     );
 }
 
+/// A worker joining a fleet whose tables are current only reads their version: it takes no
+/// lock on the tables live runs are writing (before, its `CREATE INDEX IF NOT EXISTS` and
+/// `ADD COLUMN IF NOT EXISTS` waited for them, and could deadlock with them). Tables from a
+/// newer kit are refused by name, before anything is changed.
+#[tokio::test]
+async fn a_postgres_worker_joining_a_fleet_takes_no_lock_on_the_live_tables() {
+    let Some(url) = postgres_url() else {
+        return;
+    };
+    let schema = format!("kwj_{}", kit::ids::random().replace('-', "_"));
+    let first = PostgresRunStore::connect_in_schema(&url, &schema)
+        .await
+        .unwrap();
+    first.create_run(new_run("r", "t", "g")).await.unwrap();
+    // A live run's transaction: it writes the runs, the threads and the event log.
+    let mut live = postgres_client(&url).await;
+    let tx = live.transaction().await.unwrap();
+    tx.batch_execute(&format!(
+        "SET LOCAL search_path TO {schema};
+         LOCK TABLE kit_worker_runs, kit_worker_threads, kit_worker_event_batches
+           IN ROW EXCLUSIVE MODE;
+         UPDATE kit_worker_runs SET attempts = attempts + 1 WHERE run_id = 'r';"
+    ))
+    .await
+    .unwrap();
+    let joined = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        PostgresRunStore::connect_in_schema(&url, &schema),
+    )
+    .await
+    .expect("a joining worker must not wait for the live run's transaction")
+    .unwrap();
+    assert_eq!(joined.get_run("r").await.unwrap().unwrap().graph_id, "g");
+    tx.commit().await.unwrap();
+
+    // Tables from a newer kit.
+    live.batch_execute(&format!(
+        "UPDATE {schema}.kit_worker_schema_version SET version = 7"
+    ))
+    .await
+    .unwrap();
+    let err = PostgresRunStore::connect_in_schema(&url, &schema)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::SchemaTooNew {
+                found: 7,
+                supported: 1
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("upgrade kit"), "{err}");
+    first.drop_schema().await.unwrap();
+}
+
 /// The PostgreSQL event log keeps a row per append, as the SQLite one does: a store that kept a
 /// row per event is moved over when it is opened (in pages, so a long log is moved whole), a
 /// batch reads back from any event, and a batch row that is not what kit wrote is an error

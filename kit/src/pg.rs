@@ -80,6 +80,47 @@ impl Database {
     }
 }
 
+/// The schema version recorded in `table` (0 when the table does not exist yet). It only
+/// reads, so a process joining a running fleet can tell its tables are current without
+/// locking them.
+pub(crate) async fn stored_version(
+    client: &impl deadpool_postgres::GenericClient,
+    table: &str,
+) -> Result<i64, tokio_postgres::Error> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+        .await?
+        .try_get(0)?;
+    if !exists {
+        return Ok(0);
+    }
+    client
+        .query_one(
+            &format!("SELECT COALESCE(MAX(version), 0) FROM {table}"),
+            &[],
+        )
+        .await?
+        .try_get(0)
+}
+
+/// Records `version` in `table` (creating it when missing), inside the migration's `tx`.
+pub(crate) async fn record_version(
+    tx: &deadpool_postgres::Transaction<'_>,
+    table: &str,
+    version: i64,
+) -> Result<(), tokio_postgres::Error> {
+    tx.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS {table} (version BIGINT NOT NULL); DELETE FROM {table}"
+    ))
+    .await?;
+    tx.execute(
+        &format!("INSERT INTO {table} (version) VALUES ($1)"),
+        &[&version],
+    )
+    .await?;
+    Ok(())
+}
+
 /// Describes a driver error: the server's message and code when there is one, else the error
 /// and its sources.
 pub(crate) fn describe(e: &tokio_postgres::Error) -> String {

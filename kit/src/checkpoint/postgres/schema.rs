@@ -1,7 +1,11 @@
 //! The database's schema: its version, the forward migrations, and migrating one process at a time.
 
-use super::{Fail, PostgresCheckpointer, R};
+use super::{Fail, PostgresCheckpointer};
 use crate::checkpoint::CheckpointError;
+use crate::pg::{record_version, stored_version};
+
+/// The table holding the schema version.
+const VERSION_TABLE: &str = "kit_schema_version";
 
 /// The newest schema version this build knows.
 pub const POSTGRES_SCHEMA_VERSION: i64 = 2;
@@ -73,9 +77,9 @@ impl PostgresCheckpointer {
         let op = "migrating the schema";
         let mut client = self.client(op).await?;
         // Read-only check first: a database from a newer kit is left untouched.
-        let found = stored_version(&client)
+        let found = stored_version(&client, VERSION_TABLE)
             .await
-            .map_err(|e| self.error(op, e))?;
+            .map_err(|e| self.error(op, Fail::Sql(e)))?;
         if found > POSTGRES_SCHEMA_VERSION {
             return Err(CheckpointError::SchemaTooNew {
                 found,
@@ -88,56 +92,23 @@ impl PostgresCheckpointer {
         let run = async {
             let tx = client.transaction().await?;
             self.db.begin_migration(&tx, MIGRATION_LOCK).await?;
-            tx.batch_execute(
-                "CREATE TABLE IF NOT EXISTS kit_schema_version (version BIGINT NOT NULL)",
-            )
-            .await?;
             // Another process may have migrated while we waited for the lock.
-            let found: i64 = tx
-                .query_one(
-                    "SELECT COALESCE(MAX(version), 0) FROM kit_schema_version",
-                    &[],
-                )
-                .await?
-                .try_get(0)?;
+            let found = stored_version(&tx, VERSION_TABLE).await?;
             if found > POSTGRES_SCHEMA_VERSION {
                 return Err(Fail::Checkpoint(CheckpointError::SchemaTooNew {
                     found,
                     supported: POSTGRES_SCHEMA_VERSION,
                 }));
             }
-            for sql in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
-                tx.batch_execute(sql).await?;
-            }
             if found < POSTGRES_SCHEMA_VERSION {
-                tx.execute("DELETE FROM kit_schema_version", &[]).await?;
-                tx.execute(
-                    "INSERT INTO kit_schema_version (version) VALUES ($1)",
-                    &[&POSTGRES_SCHEMA_VERSION],
-                )
-                .await?;
+                for sql in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
+                    tx.batch_execute(sql).await?;
+                }
+                record_version(&tx, VERSION_TABLE, POSTGRES_SCHEMA_VERSION).await?;
             }
             tx.commit().await?;
             Ok(())
         };
         run.await.map_err(|e| self.error(op, e))
     }
-}
-
-/// The stored schema version (0 when the tables do not exist yet); reads only.
-pub(super) async fn stored_version(client: &tokio_postgres::Client) -> R<i64> {
-    let exists: bool = client
-        .query_one("SELECT to_regclass('kit_schema_version') IS NOT NULL", &[])
-        .await?
-        .try_get(0)?;
-    if !exists {
-        return Ok(0);
-    }
-    Ok(client
-        .query_one(
-            "SELECT COALESCE(MAX(version), 0) FROM kit_schema_version",
-            &[],
-        )
-        .await?
-        .try_get(0)?)
 }

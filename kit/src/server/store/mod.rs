@@ -269,6 +269,17 @@ pub enum StoreError {
         "the worker's run store holds a corrupt row ({0}); the database was changed by hand or by a newer kit"
     )]
     Corrupt(String),
+    /// The tables were made by a newer kit, whose layout this build would misread.
+    #[error(
+        "the worker's tables have schema version {found}, but this kit supports up to \
+         {supported}; upgrade kit, or give this worker a schema of its own"
+    )]
+    SchemaTooNew {
+        /// Version found in the database.
+        found: i64,
+        /// Newest version this build knows.
+        supported: i64,
+    },
     /// A run with this id already exists.
     #[error("a run with id `{0}` already exists")]
     DuplicateRun(String),

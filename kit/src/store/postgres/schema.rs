@@ -1,7 +1,11 @@
 //! The store's tables in PostgreSQL, their version, and migrating one process at a time.
 
 use super::PostgresStore;
+use crate::pg::{record_version, stored_version};
 use crate::store::StoreError;
+
+/// The table holding the schema version.
+const VERSION_TABLE: &str = "kit_store_schema_version";
 
 /// The newest schema version of the store's PostgreSQL tables this build knows.
 pub const POSTGRES_STORE_SCHEMA_VERSION: i64 = 1;
@@ -50,43 +54,31 @@ impl PostgresStore {
             ))
         };
         let mut client = self.client().await?;
+        // Read-only first: a process joining a running fleet changes nothing.
+        let current = |found: i64| match found.cmp(&POSTGRES_STORE_SCHEMA_VERSION) {
+            std::cmp::Ordering::Greater => Err(StoreError::SchemaTooNew {
+                found,
+                supported: POSTGRES_STORE_SCHEMA_VERSION,
+            }),
+            order => Ok(order.is_eq()),
+        };
+        if current(stored_version(&client, VERSION_TABLE).await.map_err(fail)?)? {
+            return Ok(());
+        }
         let tx = client.transaction().await.map_err(fail)?;
         self.db
             .begin_migration(&tx, MIGRATION_LOCK)
             .await
             .map_err(fail)?;
-        tx.batch_execute(
-            "CREATE TABLE IF NOT EXISTS kit_store_schema_version (version BIGINT NOT NULL)",
-        )
-        .await
-        .map_err(fail)?;
-        let found: i64 = tx
-            .query_one(
-                "SELECT COALESCE(MAX(version), 0) FROM kit_store_schema_version",
-                &[],
-            )
-            .await
-            .and_then(|row| row.try_get(0))
-            .map_err(fail)?;
-        if found > POSTGRES_STORE_SCHEMA_VERSION {
-            return Err(StoreError::SchemaTooNew {
-                found,
-                supported: POSTGRES_STORE_SCHEMA_VERSION,
-            });
-        }
-        if found < POSTGRES_STORE_SCHEMA_VERSION {
+        // Another process may have migrated while we waited for the lock.
+        let found = stored_version(&tx, VERSION_TABLE).await.map_err(fail)?;
+        if !current(found)? {
             for sql in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
                 tx.batch_execute(sql).await.map_err(fail)?;
             }
-            tx.execute("DELETE FROM kit_store_schema_version", &[])
+            record_version(&tx, VERSION_TABLE, POSTGRES_STORE_SCHEMA_VERSION)
                 .await
                 .map_err(fail)?;
-            tx.execute(
-                "INSERT INTO kit_store_schema_version (version) VALUES ($1)",
-                &[&POSTGRES_STORE_SCHEMA_VERSION],
-            )
-            .await
-            .map_err(fail)?;
         }
         tx.commit().await.map_err(fail)
     }

@@ -12,10 +12,17 @@ use super::{
     Finish, NOTICE_CAPACITY, NewEvent, NewRun, RUN_COLUMNS, RecoverAction, RunInput, RunRecord,
     RunStatus, RunStore, StoreError, StoredEvent, ThreadRecord, recovered,
 };
-use crate::pg::Database;
+use crate::pg::{Database, record_version, stored_version};
 
 /// Serialises table creation between processes starting together.
 const MIGRATION_LOCK: i64 = 0x6b69_7477_6f72_6b72; // "kitworkr"
+
+/// The table holding the schema version.
+const VERSION_TABLE: &str = "kit_worker_schema_version";
+
+/// The newest schema version of the worker's tables this build knows. Version 1 is
+/// [`SCHEMA`]; its statements also bring the unversioned tables of older kits up to date.
+const SCHEMA_VERSION: i64 = 1;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS kit_worker_threads (
@@ -302,18 +309,44 @@ impl PostgresRunStore {
             })
     }
 
+    /// Creates or updates the tables. A worker joining a fleet whose tables are current only
+    /// reads their version: the statements of [`SCHEMA`] lock the tables they name (an added
+    /// column exclusively), and run beside live runs they could deadlock with them.
     async fn migrate(&self) -> Result<(), StoreError> {
         let op = "creating the tables";
+        let current = |found: i64| match found.cmp(&SCHEMA_VERSION) {
+            std::cmp::Ordering::Greater => Err(StoreError::SchemaTooNew {
+                found,
+                supported: SCHEMA_VERSION,
+            }),
+            order => Ok(order.is_eq()),
+        };
         let mut client = self.client(op).await?;
+        if current(
+            stored_version(&client, VERSION_TABLE)
+                .await
+                .map_err(|e| sql_error(op, e))?,
+        )? {
+            return Ok(());
+        }
         let tx = client.transaction().await.map_err(|e| sql_error(op, e))?;
         self.db
             .begin_migration(&tx, MIGRATION_LOCK)
             .await
             .map_err(|e| sql_error(op, e))?;
-        tx.batch_execute(SCHEMA)
+        // Another process may have migrated while we waited for the lock.
+        let found = stored_version(&tx, VERSION_TABLE)
             .await
             .map_err(|e| sql_error(op, e))?;
-        events::migrate(&tx).await?;
+        if !current(found)? {
+            tx.batch_execute(SCHEMA)
+                .await
+                .map_err(|e| sql_error(op, e))?;
+            events::migrate(&tx).await?;
+            record_version(&tx, VERSION_TABLE, SCHEMA_VERSION)
+                .await
+                .map_err(|e| sql_error(op, e))?;
+        }
         tx.commit().await.map_err(|e| sql_error(op, e))
     }
 
