@@ -260,6 +260,45 @@ async fn path_escapes_are_refused_in_the_state_backend() {
     assert_eq!(state.files.keys().collect::<Vec<_>>(), ["/inside.txt"]);
 }
 
+/// A model's path of a megabyte is refused by its length, on every tool, and the error does not
+/// repeat it; a path of a kibibyte works.
+#[tokio::test]
+async fn paths_longer_than_linux_allows_are_refused_without_being_echoed() {
+    let long = format!("/{}", "x/".repeat(1 << 19));
+    let kib = format!("/{}f.txt", "d/".repeat(509));
+    let model = ScriptedModel::new([
+        calls(&[
+            (
+                "w",
+                "write_file",
+                json!({"file_path": long, "content": "x"}),
+            ),
+            ("r", "read_file", json!({"file_path": long})),
+            ("l", "ls", json!({"path": long})),
+            ("g", "grep", json!({"pattern": "x", "path": long})),
+            (
+                "k",
+                "write_file",
+                json!({"file_path": kib, "content": "ok"}),
+            ),
+        ]),
+        Message::assistant("done"),
+    ]);
+    let state = agent(&model, FilesystemMiddleware::new())
+        .invoke("long paths")
+        .await
+        .unwrap()
+        .into_state();
+    for id in ["w", "r", "l", "g"] {
+        let m = result(&state, id);
+        assert!(m.is_error(), "{id}");
+        assert!(m.text().contains("at most 4096"), "{id}: {}", m.text());
+        assert!(m.text().len() < 300, "{id}: {} bytes", m.text().len());
+    }
+    assert_eq!(result(&state, "k").text(), format!("Updated file {kib}"));
+    assert_eq!(state.files.keys().collect::<Vec<_>>(), [&kib]);
+}
+
 #[cfg(unix)]
 #[tokio::test]
 async fn the_directory_backend_stays_inside_its_root() {

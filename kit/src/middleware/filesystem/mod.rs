@@ -103,7 +103,7 @@ pub use backend::{
 pub use eviction::{LARGE_TOOL_RESULTS_DIR, eviction_path, sanitize_call_id};
 pub use limits::FsLimits;
 pub use page::FilePage;
-pub use path::{PathError, normalize_path};
+pub use path::{MAX_PATH_BYTES, PathError, normalize_path};
 
 /// Compiles a `glob` pattern and matches one path against it (for [`crate::fuzz`]).
 pub(crate) fn glob_matches(

@@ -38,6 +38,17 @@ pub enum PathError {
         /// The path as given.
         path: String,
     },
+    /// The path is longer than [`MAX_PATH_BYTES`].
+    #[error(
+        "the path has {bytes} bytes; paths may have at most {max} (as on Linux), so use \
+         shorter directory and file names"
+    )]
+    TooLong {
+        /// The length of the path as given, in bytes.
+        bytes: usize,
+        /// The most a path may have.
+        max: usize,
+    },
     /// The path contains a NUL character.
     #[error("path {path:?} contains a NUL character; remove it")]
     Nul {
@@ -46,12 +57,17 @@ pub enum PathError {
     },
 }
 
+/// The longest path the tools accept, in bytes (Linux's `PATH_MAX`). A longer one is refused
+/// before it is read, so a hostile path costs nothing to look up and is never echoed back.
+pub const MAX_PATH_BYTES: usize = 4096;
+
 /// Normalises a path given by a model or a user.
 ///
 /// * a relative path is taken from the root: `rel.txt` is `/rel.txt`;
 /// * `.` segments and repeated or trailing slashes are dropped; `\` counts as `/`;
 /// * `..` goes up one directory, and is refused when it would leave the root;
-/// * `~`, Windows drive paths, empty paths and NUL characters are refused;
+/// * `~`, Windows drive paths, empty paths, NUL characters and paths of more than
+///   [`MAX_PATH_BYTES`] are refused;
 /// * surrounding whitespace is trimmed.
 ///
 /// ```
@@ -63,6 +79,12 @@ pub enum PathError {
 /// assert!(matches!(normalize_path("/../etc/passwd"), Err(PathError::EscapesRoot { .. })));
 /// ```
 pub fn normalize_path(path: &str) -> Result<String, PathError> {
+    if path.len() > MAX_PATH_BYTES {
+        return Err(PathError::TooLong {
+            bytes: path.len(),
+            max: MAX_PATH_BYTES,
+        });
+    }
     let trimmed = path.trim();
     if trimmed.is_empty() {
         return Err(PathError::Empty);
@@ -175,6 +197,32 @@ mod tests {
             normalize_path("/a\0b"),
             Err(PathError::Nul { .. })
         ));
+    }
+
+    /// A path of `MAX_PATH_BYTES` is read; one byte more, or a megabyte, is refused by its
+    /// length alone, with a message that does not repeat it. Dotted segments count as given.
+    #[test]
+    fn a_path_longer_than_linux_allows_is_refused_without_being_echoed() {
+        let kib = format!("/{}", "a/".repeat(511)); // 1 KiB
+        assert_eq!(normalize_path(&kib).unwrap(), kib.trim_end_matches('/'));
+        let at_most = format!("/{}", "b".repeat(MAX_PATH_BYTES - 1));
+        assert_eq!(normalize_path(&at_most).unwrap().len(), MAX_PATH_BYTES);
+        for long in [
+            format!("{at_most}c"),
+            "./".repeat(2049),
+            format!("/{}", "x/".repeat(1 << 19)), // 1 MiB
+        ] {
+            let e = normalize_path(&long).unwrap_err();
+            assert_eq!(
+                e,
+                PathError::TooLong {
+                    bytes: long.len(),
+                    max: MAX_PATH_BYTES
+                }
+            );
+            assert!(e.to_string().len() < 200, "{e}");
+            assert!(e.to_string().contains("at most 4096"), "{e}");
+        }
     }
 
     #[test]
