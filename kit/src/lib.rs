@@ -144,6 +144,7 @@ extern crate self as kit;
 pub mod agent;
 pub mod checkpoint;
 pub mod config;
+mod deadline;
 pub mod dsl;
 pub mod event;
 pub mod fuzz;

@@ -269,7 +269,10 @@ impl Inner {
                             .headers
                             .get("location")
                             .and_then(|v| v.to_str().ok())
-                            .map_or_else(|| "another location".to_string(), redact_url_text);
+                            .map_or_else(
+                                || "another location".to_string(),
+                                |to| crate::text::clip(&redact_url_text(to), 300),
+                            );
                         format!(
                             "the server redirected to {to}; kit follows redirects only within \
                              the same origin (scheme, host and port) because the request \

@@ -295,7 +295,7 @@ pub(crate) fn spawn_writer(
     tokio::spawn(async move {
         let mut mapper = Mapper::default();
         let mut batch = first;
-        let mut due = (!batch.is_empty()).then(|| tokio::time::Instant::now() + linger);
+        let mut due = (!batch.is_empty()).then(|| crate::deadline::tokio_from_now(linger));
         loop {
             let next = match due {
                 Some(at) => tokio::select! {
@@ -311,7 +311,7 @@ pub(crate) fn spawn_writer(
                 Some(Some(event)) => {
                     mapper.map(event, &mut batch);
                     if due.is_none() && !batch.is_empty() {
-                        due = Some(tokio::time::Instant::now() + linger);
+                        due = Some(crate::deadline::tokio_from_now(linger));
                     }
                     if batch.len() < BATCH {
                         continue;

@@ -111,7 +111,8 @@ impl Shared {
     }
 
     fn lease_until(&self) -> u64 {
-        crate::ids::now_millis() + self.config.lease.as_millis() as u64
+        crate::ids::now_millis()
+            .saturating_add(u64::try_from(self.config.lease.as_millis()).unwrap_or(u64::MAX))
     }
 
     fn recover_action(&self) -> RecoverAction {
@@ -168,7 +169,7 @@ impl Shared {
         for id in ids {
             self.stop_local(&id, Stop::Shutdown);
         }
-        let deadline = tokio::time::Instant::now() + grace;
+        let deadline = crate::deadline::tokio_from_now(grace);
         while self.active() > 0 {
             let finished = self.finished.notified();
             if self.active() == 0 {

@@ -386,7 +386,7 @@ pub(crate) async fn cancel_run(
     if !wait {
         return Ok(after);
     }
-    let deadline = tokio::time::Instant::now() + shared.config.cancel_wait;
+    let deadline = crate::deadline::tokio_from_now(shared.config.cancel_wait);
     loop {
         // Runs stopped here end with a `finished` signal; runs on other workers are polled.
         let signal = shared.finished.notified();

@@ -12,6 +12,10 @@ use super::exporter::{Exporter, ExporterStats};
 use super::fields::custom_fields;
 use super::options::TraceOptions;
 use super::record::{ModelInfo, RunKind, RunRecord, RunStatus, ToolInfo};
+
+/// The most characters of a run's error kept: a tool's or a peer's error text can be megabytes,
+/// and a span that large is refused by collectors, losing the whole run.
+const MAX_ERROR_CHARS: usize = 8000;
 use super::redact::{redact_str, redact_value};
 use crate::ids;
 
@@ -74,7 +78,7 @@ impl Tracer {
     /// Waits until every exporter has delivered what it holds, at most `timeout` in all. True
     /// when everything got through.
     pub fn flush(&self, timeout: Duration) -> bool {
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = crate::deadline::from_now(timeout);
         self.exporters.iter().all(|e| {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             e.flush(left)
@@ -532,7 +536,9 @@ impl Run {
 
     /// Ends the run as failed with this error (redacted).
     pub fn fail(&self, error: &str) {
-        let error = redact_str(error);
+        // Redacted whole (a secret cut in two would escape the patterns), then clipped: the
+        // error goes into the span, its status and its exception event, for every exporter.
+        let error = crate::text::clip(&redact_str(error), MAX_ERROR_CHARS);
         if !self.span.is_disabled() {
             self.span.record("otel.status_code", "ERROR");
             self.span.record("otel.status_message", error.as_str());

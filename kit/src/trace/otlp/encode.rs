@@ -147,7 +147,10 @@ impl OtlpEncoder {
             a.str(&format!("{}{k}", attr::CUSTOM_PREFIX), v);
         }
         for (k, v) in &run.metadata {
-            a.str(&format!("{}{k}", attr::METADATA_PREFIX), &scalar_text(v));
+            a.str(
+                &format!("{}{k}", attr::METADATA_PREFIX),
+                &truncate(scalar_text(v), self.max_content_chars),
+            );
         }
         if !run.tags.is_empty() {
             a.strs(attr::TAGS, &run.tags);

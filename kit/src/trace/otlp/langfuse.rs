@@ -80,7 +80,10 @@ impl OtlpEncoder {
             );
         }
         for (k, v) in &run.metadata {
-            a.str(&format!("{}{k}", attr::LF_METADATA_PREFIX), &scalar_text(v));
+            a.str(
+                &format!("{}{k}", attr::LF_METADATA_PREFIX),
+                &super::encode::truncate(scalar_text(v), self.max_content_chars),
+            );
         }
         if let Some(mode) = &run.execution_mode {
             a.str(&format!("{}execution_mode", attr::LF_METADATA_PREFIX), mode);

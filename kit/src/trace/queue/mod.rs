@@ -318,7 +318,9 @@ impl QueuedExporter {
         let Some(rx) = done.as_ref() else {
             return true;
         };
-        let _ = self.ctrl.send(Control::Shutdown(Instant::now() + timeout));
+        let _ = self
+            .ctrl
+            .send(Control::Shutdown(crate::deadline::from_now(timeout)));
         // The worker may outlive a timed-out wait; it stops at its own deadline.
         let finished = !matches!(
             rx.recv_timeout(timeout),

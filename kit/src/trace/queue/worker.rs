@@ -53,7 +53,9 @@ impl Worker {
     ) {
         let mut batch = Batch::default();
         loop {
-            let due = batch.since.map(|t| t + self.config.batch_timeout);
+            let due = batch
+                .since
+                .map(|t| crate::deadline::after(t, self.config.batch_timeout));
             let timer = async move {
                 match due {
                     Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -211,7 +213,7 @@ impl Worker {
                     };
                     if self
                         .deadline
-                        .is_some_and(|deadline| Instant::now() + wait >= deadline)
+                        .is_some_and(|deadline| crate::deadline::from_now(wait) >= deadline)
                     {
                         return self.give_up(n, e);
                     }
