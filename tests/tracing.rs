@@ -398,3 +398,37 @@ async fn model_runs_record_only_what_is_new_so_a_trace_grows_linearly() {
         "model run inputs: {a} bytes each at 5 rounds, {b} at 200"
     );
 }
+
+/// A tool failing with an error of a kibibyte keeps it whole in its run; one of a megabyte is
+/// clipped to 8,000 characters (a span that large is refused by collectors, losing the run).
+#[tokio::test]
+async fn a_megabyte_error_is_clipped_in_the_run() {
+    for (size, kept) in [(1 << 10, (1 << 10) + 7), (1 << 20, 8_001)] {
+        let collector = Collector::new();
+        let tracer = Tracer::new().with_exporter(collector.clone());
+        let failing = Tool::from_fn(
+            "fail",
+            "Fails.",
+            json!({"type": "object", "properties": {}}),
+            move |_args, _ctx| async move { Err::<ToolOutput, _>(ToolError::new("e".repeat(size))) },
+        );
+        let agent = Agent::builder()
+            .model(ScriptedModel::new([
+                Message::assistant_with_tool_calls(
+                    "",
+                    vec![ToolCall::with_id("f", "fail", json!({}))],
+                ),
+                Message::assistant("ok"),
+            ]))
+            .tool(failing)
+            .build()
+            .unwrap();
+        agent.invoke("go").tracer(tracer.clone()).await.unwrap();
+        let runs = collector.runs();
+        let tool = runs.iter().find(|r| r.kind == RunKind::Tool).unwrap();
+        assert_eq!(tool.status, RunStatus::Error);
+        let error = tool.error.as_deref().unwrap();
+        assert_eq!(error.chars().count(), kept, "{size}");
+        assert!(error.contains("eeee"));
+    }
+}

@@ -35,7 +35,9 @@ pub struct ModerationResult {
 }
 
 impl ModerationResult {
-    /// The flagged categories, by their API names, in the API's documented order.
+    /// The flagged categories, by their API names, in the API's documented order. Names the
+    /// API does not document come after, at most eight of them and only
+    /// those shaped like category names: what the endpoint says reaches the conversation.
     pub fn flagged_categories(&self) -> Vec<String> {
         let mut flagged: Vec<String> = CATEGORIES
             .iter()
@@ -45,9 +47,26 @@ impl ModerationResult {
         flagged.extend(
             self.categories
                 .iter()
-                .filter(|(name, on)| **on && !CATEGORIES.contains(&name.as_str()))
+                .filter(|(name, on)| {
+                    **on && !CATEGORIES.contains(&name.as_str()) && category_shaped(name)
+                })
+                .take(MAX_EXTRA_CATEGORIES)
                 .map(|(name, _)| name.clone()),
         );
         flagged
     }
+}
+
+/// The most categories an answer may add to the documented ones (a newer model's, say).
+pub(super) const MAX_EXTRA_CATEGORIES: usize = 8;
+
+/// A documented category, or a name shaped like one: 1 to 64 lower-case letters, digits and
+/// `/`, `-` or `_`. Anything else an endpoint calls a category (a proxy's page, megabytes of
+/// text) is left out of what is shown.
+pub(super) fn category_shaped(name: &str) -> bool {
+    CATEGORIES.contains(&name)
+        || ((1..=64).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"/-_".contains(&b)))
 }

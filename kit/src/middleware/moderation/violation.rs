@@ -60,6 +60,8 @@ pub(super) fn format_violation(
                         let scores: serde_json::Map<String, Value> = result
                             .category_scores
                             .iter()
+                            .filter(|(k, _)| super::api::category_shaped(k))
+                            .take(super::CATEGORIES.len() + super::api::MAX_EXTRA_CATEGORIES)
                             .map(|(k, v)| (k.replace(['-', '/'], "_"), json!(v)))
                             .collect();
                         out.push_str(&crate::middleware::python::py_json(&Value::Object(scores)));
