@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::support::report;
 use crate::agent::{AgentError, Hook, Middleware, ModelExecution, ModelNext, Runtime};
+use crate::hash::FastMap;
 use crate::message::{Message, Role};
 use crate::model::{ModelRequest, estimate_message_chars};
 
@@ -112,36 +113,20 @@ impl ContextEditingMiddleware {
     /// Clears what the rules say in `messages`; returns how many results were cleared and the
     /// tokens freed.
     fn edit(&self, messages: &mut [Message]) -> (usize, u64) {
-        let candidates: Vec<usize> = messages
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.role == Role::Tool)
-            .map(|(i, _)| i)
-            .collect();
-        let take = candidates.len().saturating_sub(self.keep);
+        let results = messages.iter().filter(|m| m.role == Role::Tool).count();
+        let take = results.saturating_sub(self.keep);
         let mut cleared = 0;
         let mut freed = 0u64;
-        for &i in &candidates[..take] {
-            if messages[i].metadata.contains_key(CLEARED_KEY) {
-                continue;
-            }
-            let Some(call_id) = messages[i].tool_call_id.clone() else {
-                continue;
-            };
-            // The assistant message that made the call, before the result.
-            let Some(ai) = messages[..i]
-                .iter()
-                .rposition(|m| m.role == Role::Assistant)
-            else {
-                continue;
-            };
-            let Some(call) = messages[ai].tool_calls.iter().find(|c| c.id == call_id) else {
-                continue;
-            };
+        for Origin {
+            result: i,
+            answer: ai,
+            call: at,
+        } in origins(messages, take)
+        {
             let tool = messages[i]
                 .name
                 .clone()
-                .unwrap_or_else(|| call.name.clone());
+                .unwrap_or_else(|| messages[ai].tool_calls[at].name.clone());
             if self.exclude_tools.contains(&tool) {
                 continue;
             }
@@ -158,18 +143,18 @@ impl ContextEditingMiddleware {
             let mut after = estimate_message_chars(result);
             if self.clear_tool_inputs {
                 let request = &mut messages[ai];
-                if let Some(call) = request.tool_calls.iter_mut().find(|c| c.id == call_id) {
-                    let args = std::mem::replace(&mut call.args, Value::Object(Map::new()));
-                    before += args.to_string().len();
-                    after += "{}".len();
-                }
+                let call = &mut request.tool_calls[at];
+                let args = std::mem::replace(&mut call.args, Value::Object(Map::new()));
+                before += args.to_string().len();
+                after += "{}".len();
+                let call_id = Value::from(call.id.as_str());
                 let ids = request
                     .metadata
                     .get_mut(CLEARED_KEY)
                     .and_then(|v| v.get_mut("cleared_tool_inputs"))
                     .and_then(Value::as_array_mut);
                 match ids {
-                    Some(ids) => ids.push(Value::from(call_id.as_str())),
+                    Some(ids) => ids.push(call_id),
                     None => {
                         request.metadata.insert(
                             CLEARED_KEY.into(),
@@ -187,6 +172,64 @@ impl ContextEditingMiddleware {
         (cleared, freed)
     }
 }
+
+/// Where a tool result came from: the assistant message before it and the call there with its
+/// id (the first, if two share it).
+struct Origin {
+    result: usize,
+    answer: usize,
+    call: usize,
+}
+
+/// The origins of the first `take` tool results that are not cleared yet and whose call is
+/// found, in one pass: an answer with thousands of calls is indexed once, not searched once
+/// per result.
+fn origins(messages: &[Message], take: usize) -> Vec<Origin> {
+    let mut found = Vec::new();
+    let mut answer = None;
+    let mut index: Option<(usize, FastMap<&str, usize>)> = None;
+    let mut seen = 0;
+    for (i, message) in messages.iter().enumerate() {
+        match message.role {
+            Role::Assistant => answer = Some(i),
+            Role::Tool if seen < take => {
+                seen += 1;
+                if message.metadata.contains_key(CLEARED_KEY) {
+                    continue;
+                }
+                let (Some(ai), Some(id)) = (answer, message.tool_call_id.as_deref()) else {
+                    continue;
+                };
+                let calls = &messages[ai].tool_calls;
+                let call = if calls.len() <= SEARCH_UP_TO {
+                    calls.iter().position(|c| c.id == id)
+                } else {
+                    if index.as_ref().is_none_or(|(indexed, _)| *indexed != ai) {
+                        let mut by_id = FastMap::default();
+                        for (at, c) in calls.iter().enumerate() {
+                            by_id.entry(c.id.as_str()).or_insert(at);
+                        }
+                        index = Some((ai, by_id));
+                    }
+                    index.as_ref().and_then(|(_, by_id)| by_id.get(id).copied())
+                };
+                if let Some(call) = call {
+                    found.push(Origin {
+                        result: i,
+                        answer: ai,
+                        call,
+                    });
+                }
+            }
+            Role::Tool => break,
+            _ => {}
+        }
+    }
+    found
+}
+
+/// Up to this many calls in one answer, a result's call is found by a search.
+const SEARCH_UP_TO: usize = 16;
 
 #[crate::async_trait]
 impl Middleware for ContextEditingMiddleware {
@@ -324,5 +367,168 @@ mod tests {
             assert_eq!(ids, &json!(expected));
             assert!(messages[1].tool_calls.iter().all(|c| c.args == json!({})));
         }
+    }
+
+    /// The edit as it was written before the index: a search back for the answer and through
+    /// its calls for every result. The reference the randomized test holds the index to.
+    fn edit_by_search(mw: &ContextEditingMiddleware, messages: &mut [Message]) -> (usize, u64) {
+        let candidates: Vec<usize> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.role == Role::Tool)
+            .map(|(i, _)| i)
+            .collect();
+        let take = candidates.len().saturating_sub(mw.keep);
+        let (mut cleared, mut freed) = (0, 0u64);
+        for &i in &candidates[..take] {
+            if messages[i].metadata.contains_key(CLEARED_KEY) {
+                continue;
+            }
+            let Some(call_id) = messages[i].tool_call_id.clone() else {
+                continue;
+            };
+            let Some(ai) = messages[..i]
+                .iter()
+                .rposition(|m| m.role == Role::Assistant)
+            else {
+                continue;
+            };
+            let Some(call) = messages[ai].tool_calls.iter().find(|c| c.id == call_id) else {
+                continue;
+            };
+            let tool = messages[i]
+                .name
+                .clone()
+                .unwrap_or_else(|| call.name.clone());
+            if mw.exclude_tools.contains(&tool) {
+                continue;
+            }
+            let result = &mut messages[i];
+            let mut before = estimate_message_chars(result);
+            result.content = mw.placeholder.clone().into();
+            result.metadata.insert(
+                CLEARED_KEY.into(),
+                json!({"cleared": true, "strategy": "clear_tool_uses"}),
+            );
+            let mut after = estimate_message_chars(result);
+            if mw.clear_tool_inputs {
+                let request = &mut messages[ai];
+                if let Some(call) = request.tool_calls.iter_mut().find(|c| c.id == call_id) {
+                    let args = std::mem::replace(&mut call.args, Value::Object(Map::new()));
+                    before += args.to_string().len();
+                    after += "{}".len();
+                }
+                let ids = request
+                    .metadata
+                    .get_mut(CLEARED_KEY)
+                    .and_then(|v| v.get_mut("cleared_tool_inputs"))
+                    .and_then(Value::as_array_mut);
+                match ids {
+                    Some(ids) => ids.push(Value::from(call_id.as_str())),
+                    None => {
+                        request.metadata.insert(
+                            CLEARED_KEY.into(),
+                            json!({"cleared_tool_inputs": [call_id]}),
+                        );
+                    }
+                }
+            }
+            freed += (before.saturating_sub(after) as u64).div_ceil(4);
+            cleared += 1;
+            if mw.clear_at_least > 0 && freed >= mw.clear_at_least {
+                break;
+            }
+        }
+        (cleared, freed)
+    }
+
+    /// Random conversations: answers with few or many calls (past the search limit), ids
+    /// repeated or missing, results before any answer, without a call or a name, already
+    /// cleared, of excluded tools; every setting. The index clears what the search cleared.
+    #[test]
+    fn the_index_clears_what_a_search_per_result_cleared() {
+        let mut rng = fastrand::Rng::with_seed(31);
+        for _ in 0..3_000 {
+            let mut messages = Vec::new();
+            for _ in 0..rng.usize(0..8) {
+                match rng.u8(0..10) {
+                    0 => messages.push(Message::user("u")),
+                    1 => messages.push(Message::tool(format!("c{}", rng.u8(0..40)), "early")),
+                    _ => {
+                        let n = if rng.bool() {
+                            rng.usize(0..4)
+                        } else {
+                            rng.usize(15..40)
+                        };
+                        let calls: Vec<ToolCall> = (0..n)
+                            .map(|_| {
+                                let tool = ["search", "read_file"][rng.usize(0..2)];
+                                let id = format!("c{}", rng.u8(0..40));
+                                ToolCall::with_id(
+                                    id,
+                                    tool,
+                                    json!({"q": "x".repeat(rng.usize(0..50))}),
+                                )
+                            })
+                            .collect();
+                        messages.push(Message::assistant_with_tool_calls("", calls));
+                        for _ in 0..rng.usize(0..n + 3) {
+                            let mut result = Message::tool(
+                                format!("c{}", rng.u8(0..40)),
+                                "R".repeat(rng.usize(0..300)),
+                            );
+                            if rng.u8(0..4) == 0 {
+                                result = result.with_name("read_file");
+                            }
+                            if rng.u8(0..8) == 0 {
+                                result.tool_call_id = None;
+                            }
+                            if rng.u8(0..10) == 0 {
+                                result
+                                    .metadata
+                                    .insert(CLEARED_KEY.into(), json!({"cleared": true}));
+                            }
+                            messages.push(result);
+                        }
+                    }
+                }
+            }
+            let mut mw = ContextEditingMiddleware::new()
+                .keep(rng.usize(0..6))
+                .clear_tool_inputs(rng.bool())
+                .clear_at_least(if rng.bool() { 0 } else { rng.u64(1..200) });
+            if rng.bool() {
+                mw = mw.exclude_tools(["read_file"]);
+            }
+            let mut indexed = messages.clone();
+            let mut searched = messages;
+            assert_eq!(mw.edit(&mut indexed), edit_by_search(&mw, &mut searched));
+            assert_eq!(indexed, searched);
+        }
+    }
+
+    /// 20,000 calls in one answer, then their results: cleared in one pass.
+    #[test]
+    fn twenty_thousand_results_of_one_answer() {
+        let n = 20_000;
+        let calls: Vec<ToolCall> = (0..n)
+            .map(|i| ToolCall::with_id(format!("c{i}"), "search", json!({})))
+            .collect();
+        let mut messages = vec![Message::assistant_with_tool_calls("", calls)];
+        messages.extend(
+            (0..n)
+                .rev()
+                .map(|i| Message::tool(format!("c{i}"), "R".repeat(40))),
+        );
+        let mw = ContextEditingMiddleware::new()
+            .keep(0)
+            .clear_tool_inputs(true);
+        let (cleared, _) = mw.edit(&mut messages);
+        assert_eq!(cleared, n);
+        let ids = messages[0].metadata[CLEARED_KEY]["cleared_tool_inputs"]
+            .as_array()
+            .unwrap();
+        assert_eq!(ids.first(), Some(&json!(format!("c{}", n - 1))));
+        assert_eq!(ids.len(), n);
     }
 }
