@@ -11,8 +11,8 @@ use kit::checkpoint::Checkpointer;
 use kit::middleware::moderation::ModerationFlagged;
 use kit::middleware::pii::{PiiDetected, PiiMiddleware, PiiStrategy, PiiType};
 use kit::middleware::review::{
-    Decision, DecisionType, HumanReviewMiddleware, InterruptMode, InterruptOnConfig, ReviewRequest,
-    ToolApproval, resume_review, resume_review_for,
+    Decision, DecisionType, HumanReviewMiddleware, InterruptMode, InterruptOnConfig,
+    MAX_WRONG_ANSWERS, ReviewRequest, ToolApproval, resume_review, resume_review_for,
 };
 use kit::testing::ScriptedModel;
 use kit::tool::{Tool, ToolError, ToolOutput};
@@ -1006,6 +1006,76 @@ async fn a_wrong_review_answer_asks_again_and_the_thread_stays_resumable() {
             .check(&[Decision::approve(), Decision::approve()])
             .is_ok()
     );
+}
+
+/// A wrong answer of a kibibyte or a megabyte is asked about again with its start only; after
+/// `MAX_WRONG_ANSWERS` wrong answers in a row the review stops asking and rejects the calls,
+/// saying why (each answer is kept and read again on every resume, so asking forever would
+/// grow the thread without end). Batched and per-call.
+#[tokio::test]
+async fn wrong_review_answers_are_shown_clipped_and_end_in_a_rejection() {
+    for mode in [InterruptMode::Batched, InterruptMode::PerCall] {
+        for size in [1 << 10, 1 << 20] {
+            let log: Log = Arc::default();
+            let model = ScriptedModel::new([
+                calls(&[("c1", "delete_file", json!({"path": "/a"}))]),
+                Message::assistant("ok"),
+            ]);
+            let agent = Agent::builder()
+                .model(model.clone())
+                .tool(recording_tool("delete_file", &log))
+                .middleware(
+                    HumanReviewMiddleware::new()
+                        .interrupt_on(
+                            "delete_file",
+                            InterruptOnConfig::allow([DecisionType::Approve, DecisionType::Reject])
+                                .unwrap(),
+                        )
+                        .interrupt_mode(mode),
+                )
+                .checkpointer(Arc::new(MemoryCheckpointer::new()))
+                .build()
+                .unwrap();
+            let opts = RunOptions::new().thread_id("wrong");
+            let mut outcome = agent.invoke("go").options(&opts).await.unwrap();
+            let huge = "x".repeat(size);
+            // Each wrong in its own way: an edit the tool does not allow, a type that does
+            // not exist, a message of the wrong type.
+            let wrong = [
+                json!({"type": "edit", "edited_action": {"name": "delete_file", "args": {"p": huge}}}),
+                json!({"type": huge}),
+                json!({"type": "reject", "message": [huge]}),
+            ];
+            for round in 0..MAX_WRONG_ANSWERS {
+                let answer = json!({"decisions": [wrong[round % 3].clone()]});
+                let error = match mode {
+                    InterruptMode::Batched => paused(&outcome).error,
+                    _ => approvals(&outcome)[0].1.error.clone(),
+                };
+                assert_eq!(error.is_some(), round > 0, "{round}");
+                if let Some(error) = error {
+                    assert!(error.len() < 1_000, "{round}: {} bytes", error.len());
+                }
+                outcome = agent
+                    .resume(kit::Resume::value(answer))
+                    .options(&opts)
+                    .await
+                    .unwrap();
+            }
+            assert!(!outcome.is_interrupted(), "{mode:?} {size}");
+            let results = tool_results(outcome.state());
+            assert_eq!(results.len(), 1);
+            let (id, text, status) = &results[0];
+            assert_eq!(id, "c1");
+            assert_eq!(*status, ToolStatus::Error);
+            assert!(
+                text.contains("16 answers in a row it could not use"),
+                "{text}"
+            );
+            assert!(text.len() < 1_000, "{} bytes", text.len());
+            assert!(log.lock().unwrap().is_empty(), "nothing ran");
+        }
+    }
 }
 
 /// A SQLite checkpoint file, opened afresh (as a new process would).

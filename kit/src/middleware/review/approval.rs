@@ -64,7 +64,7 @@ impl ToolApproval {
         let kind = decision.decision_type();
         if !self.allowed_decisions.contains(&kind) {
             return Err(ReviewError::NotAllowed {
-                decision: serde_json::to_string(decision).unwrap_or_default(),
+                decision: super::decision::shown(decision),
                 decision_type: kind,
                 tool: self.name.clone(),
                 allowed: self.allowed_decisions.clone(),
@@ -75,7 +75,7 @@ impl ToolApproval {
         {
             return Err(ReviewError::EditChangesTool {
                 tool: self.name.clone(),
-                edited: edited_action.name.clone(),
+                edited: crate::text::clip(&edited_action.name, super::decision::MAX_SHOWN_CHARS),
             });
         }
         Ok(())
@@ -101,7 +101,7 @@ impl ToolApproval {
         let decision = serde_json::from_value::<Decision>(item.clone()).map_err(|e| {
             ReviewError::InvalidDecision {
                 index: 0,
-                message: e.to_string(),
+                message: crate::text::clip(&e.to_string(), super::decision::MAX_SHOWN_CHARS),
             }
         })?;
         self.check(&decision)?;

@@ -213,7 +213,7 @@ impl ReviewRequest {
             let kind = decision.decision_type();
             if !config.allowed_decisions.contains(&kind) {
                 return Err(ReviewError::NotAllowed {
-                    decision: serde_json::to_string(decision).unwrap_or_default(),
+                    decision: shown(decision),
                     decision_type: kind,
                     tool: config.action_name.clone(),
                     allowed: config.allowed_decisions.clone(),
@@ -238,7 +238,7 @@ impl ReviewRequest {
             let decision = serde_json::from_value::<Decision>(item.clone()).map_err(|e| {
                 ReviewError::InvalidDecision {
                     index,
-                    message: e.to_string(),
+                    message: crate::text::clip(&e.to_string(), MAX_SHOWN_CHARS),
                 }
             })?;
             decisions.push(decision);
@@ -246,4 +246,16 @@ impl ReviewRequest {
         self.check(&decisions)?;
         Ok(decisions)
     }
+}
+
+/// The most characters of a reviewer's answer an error repeats: an edit of megabytes is asked
+/// about again with its start, not with all of it.
+pub(super) const MAX_SHOWN_CHARS: usize = 300;
+
+/// A decision as JSON, clipped to [`MAX_SHOWN_CHARS`], for error messages.
+pub(super) fn shown(decision: &Decision) -> String {
+    crate::text::clip(
+        &serde_json::to_string(decision).unwrap_or_default(),
+        MAX_SHOWN_CHARS,
+    )
 }

@@ -13,7 +13,7 @@ use crate::tool::{Tool, ToolContext, ToolError, ToolExecution};
 
 use super::{
     Action, ActionRequest, Decision, EDITS_KEY, HumanReviewMiddleware, InterruptMode,
-    InterruptOnConfig, NAME, ReviewConfig, ReviewRequest, TOOL_APPROVAL, ToolApproval,
+    InterruptOnConfig, NAME, ReviewConfig, ReviewError, ReviewRequest, TOOL_APPROVAL, ToolApproval,
 };
 
 /// The anchor's note before the result of an edited call.
@@ -106,10 +106,15 @@ impl Middleware for HumanReviewMiddleware {
         // A wrong answer asks again (a further interrupt of this node, with the reason), so
         // the thread stays resumable; see the module documentation.
         let mut answer = rt.interrupt(&request)?;
+        let mut wrong = 0;
         let decisions = loop {
             match request.accept(&answer) {
                 Ok(decisions) => break decisions,
                 Err(e) => {
+                    wrong += 1;
+                    if wrong == MAX_WRONG_ANSWERS {
+                        break vec![unreadable(&e); reviewed.len()];
+                    }
                     let again = ReviewRequest {
                         error: Some(e.to_string()),
                         ..request.clone()
@@ -195,6 +200,7 @@ impl HumanReviewMiddleware {
         };
         // As in batched mode, a wrong answer asks again, so the thread stays resumable.
         let mut asked = approval.clone();
+        let mut wrong = 0;
         let decision = loop {
             let answer = match ctx.interrupt(&asked) {
                 Ok(answer) => answer,
@@ -204,6 +210,10 @@ impl HumanReviewMiddleware {
             match approval.accept(&answer) {
                 Ok(decision) => break decision,
                 Err(e) => {
+                    wrong += 1;
+                    if wrong == MAX_WRONG_ANSWERS {
+                        break unreadable(&e);
+                    }
                     asked = ToolApproval {
                         error: Some(e.to_string()),
                         ..approval.clone()
@@ -223,6 +233,21 @@ impl HumanReviewMiddleware {
             message,
             update: None,
         })
+    }
+}
+
+/// Wrong answers to one review after which it stops asking and rejects the calls: each is kept
+/// (as the answer to an interrupt of the node) and read again on every resume, so a client
+/// that keeps answering wrongly must not grow the thread without end.
+pub const MAX_WRONG_ANSWERS: usize = 16;
+
+/// The rejection given once [`MAX_WRONG_ANSWERS`] answers could not be used.
+fn unreadable(last: &ReviewError) -> Decision {
+    Decision::Reject {
+        message: Some(format!(
+            "the review got {MAX_WRONG_ANSWERS} answers in a row it could not use, so the tool \
+             was not executed (the last: {last})"
+        )),
     }
 }
 

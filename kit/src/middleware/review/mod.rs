@@ -85,7 +85,11 @@
 //! does not match number of hanging tool calls (2)."), and the next `resume` answers it.
 //! (Failing the run instead would record the bad answer as the interrupt's resume value, and
 //! the thread could not be resumed again.) To check decisions before resuming, use
-//! [`ReviewRequest::check`], which returns the same errors typed.
+//! [`ReviewRequest::check`], which returns the same errors typed. The error repeats at most the
+//! first 300 characters of a wrong answer, and after [`MAX_WRONG_ANSWERS`] (16) wrong answers
+//! in a row the review stops asking and rejects its calls, saying why: every answer is kept
+//! with the thread and read again on each resume, so asking forever would let one client grow
+//! the thread without end.
 //!
 //! **Per-call mode.** With [`interrupt_mode(InterruptMode::PerCall)`](HumanReviewMiddleware::interrupt_mode)
 //! there is one interrupt per reviewed call instead, raised by the call's own tools task as it
@@ -118,6 +122,7 @@ pub use approval::{InterruptMode, TOOL_APPROVAL, ToolApproval};
 pub use config::{InterruptOn, InterruptOnConfig, ReviewDescription, ReviewWhen};
 pub use decision::{Action, ActionRequest, Decision, DecisionType, ReviewConfig, ReviewRequest};
 pub use error::ReviewError;
+pub use hooks::MAX_WRONG_ANSWERS;
 pub use resume::{ReviewDecisions, resume_review, resume_review_for};
 
 use std::collections::BTreeMap;
