@@ -56,13 +56,13 @@ pub struct GraphDef {
     pub nodes: Vec<NodeDef>,
     pub edges: Vec<EdgeDef>,
     pub routes: Vec<RouteDef>,
-    pub retries: Vec<RetryDef>,
-    pub caches: Vec<RetryDef>,
+    pub retries: Vec<PolicyDef>,
+    pub caches: Vec<PolicyDef>,
     pub cache_store: Option<Expr>,
 }
 
 /// `retry node = policy;` or `cache node = policy;`: a policy for one node.
-pub struct RetryDef {
+pub struct PolicyDef {
     pub node: Ident,
     pub policy: Expr,
 }
@@ -326,13 +326,13 @@ impl Parse for GraphDef {
                 let node: Ident = input.parse()?;
                 input.parse::<Token![=]>()?;
                 let policy: Expr = input.parse()?;
-                def.caches.push(RetryDef { node, policy });
+                def.caches.push(PolicyDef { node, policy });
             } else if lookahead.peek(kw::retry) {
                 input.parse::<kw::retry>()?;
                 let node: Ident = input.parse()?;
                 input.parse::<Token![=]>()?;
                 let policy: Expr = input.parse()?;
-                def.retries.push(RetryDef { node, policy });
+                def.retries.push(PolicyDef { node, policy });
             } else if lookahead.peek(kw::route) {
                 input.parse::<kw::route>()?;
                 let from = parse_endpoint(input)?;

@@ -90,6 +90,7 @@ fn shape(def: &GraphDef) -> Spec<'static, Span> {
         policies: def
             .retries
             .iter()
+            .chain(&def.caches)
             .map(|r| (r.node.to_string().into(), r.node.span()))
             .collect(),
         whole: Span::call_site(),

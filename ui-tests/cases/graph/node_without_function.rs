@@ -1,0 +1,16 @@
+// `node a = ..;` names the node's function (or gives a closure); nothing after `=` is refused.
+use kit::graph::NodeContext;
+
+#[derive(kit::State, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct S { n: i64 }
+
+async fn a(_s: &S, _c: &NodeContext) {}
+
+fn main() {
+    let _ = kit::graph! {
+        state: S;
+        node a = ;
+        edge START -> a;
+        edge a -> END;
+    };
+}

@@ -1,0 +1,17 @@
+// A graph runs over one state type: giving `state` twice is an error at the second.
+use kit::graph::NodeContext;
+
+#[derive(kit::State, Clone, Default, serde::Serialize, serde::Deserialize)]
+struct S { n: i64 }
+
+async fn a(_s: &S, _c: &NodeContext) {}
+
+fn main() {
+    let _ = kit::graph! {
+        state: S;
+        state: S;
+        node a;
+        edge START -> a;
+        edge a -> END;
+    };
+}
