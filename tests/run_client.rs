@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kit::http::{HttpClient, RetryPolicy};
 use kit::middleware::async_subagents::AsyncSpec;
-use kit::protocol::{Endpoint, HttpRunClient, RunClient, RunClientError};
+use kit::protocol::{Endpoint, HttpRunClient, RunClient, RunClientError, RunOutcome};
 use kit_testing::Supervisor;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -411,4 +411,100 @@ async fn an_unreachable_worker_is_a_transport_error() {
         r.text()
     );
     assert!(state.async_tasks.is_empty());
+}
+
+/// A worker whose thread stream sends `body` on every connection and closes it; counts the
+/// connections.
+async fn sse_worker(body: Vec<u8>) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let body = Arc::new(body);
+    let connections = Arc::new(AtomicUsize::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            counted.fetch_add(1, Ordering::SeqCst);
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = socket.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                            connection: close\r\n\r\n";
+                let _ = socket.write_all(head.as_bytes()).await;
+                let _ = socket.write_all(&body).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    (url, connections)
+}
+
+/// One thread-stream event of run `r` at the root.
+fn sse_event(seq: u64, method: &str, data: Value) -> String {
+    let frame = json!({"type": "event", "seq": seq, "method": method,
+                       "params": {"runId": "r", "namespace": [], "data": data}});
+    format!("id: {seq}\ndata: {frame}\n\n")
+}
+
+/// `wait_for_run` against a worker that misbehaves on its stream: an event it cannot read ends
+/// the wait at once with that reason (before, it reopened the stream); a stream that replays
+/// the same event and breaks is given up after five reopens, saying why (before, any event
+/// reset the count: forever); the interrupts kept are bounded in bytes (1 KiB ones all kept,
+/// 1 MiB ones up to 16 MiB).
+#[tokio::test]
+async fn wait_for_run_gives_up_on_a_worker_that_misbehaves_on_its_stream() {
+    let client = HttpRunClient::new();
+    let wait = |url: String| {
+        let client = client.clone();
+        async move {
+            let endpoint = Endpoint::new("w", "g").url(url);
+            tokio::time::timeout(
+                Duration::from_secs(30),
+                client.wait_for_run(&endpoint, "t", "r"),
+            )
+            .await
+            .expect("wait_for_run must give up, not loop")
+        }
+    };
+
+    let garbage = format!("{}data: not json\n\n", sse_event(1, "values", json!({})));
+    let (url, connections) = sse_worker(garbage.into_bytes()).await;
+    let err = wait(url).await.unwrap_err();
+    assert!(err.to_string().contains("not JSON"), "{err}");
+    assert_eq!(connections.load(Ordering::SeqCst), 1);
+
+    let (url, connections) = sse_worker(sse_event(1, "values", json!({})).into_bytes()).await;
+    let err = wait(url).await.unwrap_err();
+    assert!(err.to_string().contains("broke 5 times in a row"), "{err}");
+    assert!(err.to_string().contains("without the run's end"), "{err}");
+    assert_eq!(connections.load(Ordering::SeqCst), 6);
+
+    for (size, kept) in [(1 << 10, 20), (1 << 20, 15)] {
+        let mut body = String::new();
+        for seq in 1..=20 {
+            body.push_str(&sse_event(
+                seq,
+                "input.requested",
+                json!({"interruptId": seq, "payload": "x".repeat(size)}),
+            ));
+        }
+        body.push_str(&sse_event(21, "lifecycle", json!({"event": "interrupted"})));
+        let (url, _) = sse_worker(body.into_bytes()).await;
+        let outcome = wait(url).await.unwrap();
+        let RunOutcome::Waiting { interrupts, .. } = outcome else {
+            panic!("expected a wait, got {outcome:?}");
+        };
+        assert_eq!(interrupts.len(), kept, "{size}");
+        assert_eq!(interrupts[0]["interruptId"], 1);
+    }
 }

@@ -272,9 +272,10 @@ pub enum RunOutcome {
 /// it reports the failure (a stream that delivered an event resets the count).
 const REOPEN_ATTEMPTS: u32 = 5;
 
-/// The most interrupts [`HttpRunClient::wait_for_run`] keeps for one run; a worker sending
-/// more cannot grow the supervisor's memory.
+/// The most interrupts [`HttpRunClient::wait_for_run`] keeps for one run, and the most JSON
+/// text they may hold together; a worker sending more cannot grow the supervisor's memory.
 const MAX_INTERRUPTS: usize = 256;
+const MAX_INTERRUPT_BYTES: usize = 16 << 20;
 
 impl HttpRunClient {
     /// Opens the event stream of thread `thread_id` on the endpoint's worker
@@ -330,8 +331,11 @@ impl HttpRunClient {
     ) -> Result<RunOutcome, RunClientError> {
         let mut request = StreamRequest::channels(["lifecycle", "input", "values"]);
         let mut interrupts = Vec::new();
+        let mut interrupt_bytes = 0usize;
         let mut values = None;
         let mut failures = 0;
+        let mut newest = 0;
+        let mut broke = None;
         loop {
             let mut stream = match self.stream_thread(endpoint, thread_id, &request).await {
                 Ok(s) => s,
@@ -353,16 +357,30 @@ impl HttpRunClient {
                         }
                         continue;
                     }
-                    Err(_) => break,
+                    // A break is reopened; an event this client cannot read is final.
+                    Err(e) if retryable(&e) => {
+                        broke = Some(e);
+                        break;
+                    }
+                    Err(e) => return Err(e),
                 };
-                failures = 0;
+                // Only an event not seen before is progress (a worker replaying one event and
+                // breaking must not be reopened forever).
+                if event.seq > newest {
+                    newest = event.seq;
+                    failures = 0;
+                }
                 if event.run_id.as_deref() != Some(run_id) || !event.namespace.is_empty() {
                     continue;
                 }
                 match (event.method.as_str(), event.root_lifecycle()) {
                     ("values", _) => values = Some(event.data.clone()),
                     ("input.requested", _) if interrupts.len() < MAX_INTERRUPTS => {
-                        interrupts.push(event.data.clone());
+                        let bytes = event.data.to_string().len();
+                        if interrupt_bytes.saturating_add(bytes) <= MAX_INTERRUPT_BYTES {
+                            interrupt_bytes += bytes;
+                            interrupts.push(event.data.clone());
+                        }
                     }
                     (_, Some("completed")) => return Ok(RunOutcome::Completed { values }),
                     (_, Some("interrupted")) => {
@@ -380,7 +398,10 @@ impl HttpRunClient {
                         });
                     }
                     // `running` again after a recovery: what it asked before is moot.
-                    (_, Some("running")) => interrupts.clear(),
+                    (_, Some("running")) => {
+                        interrupts.clear();
+                        interrupt_bytes = 0;
+                    }
                     _ => {}
                 }
             }
@@ -395,7 +416,11 @@ impl HttpRunClient {
                         .unwrap_or_default(),
                     message: format!(
                         "the thread stream broke {REOPEN_ATTEMPTS} times in a row before run \
-                         `{run_id}` ended; check the worker"
+                         `{run_id}` ended ({}); check the worker",
+                        broke.as_ref().map_or_else(
+                            || "it ended without the run's end".to_string(),
+                            |e| crate::text::clip(&e.to_string(), 500)
+                        )
                     ),
                 });
             }
