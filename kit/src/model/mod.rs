@@ -59,7 +59,7 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::message::{Message, Usage};
+use crate::message::{Content, ContentPart, Message, Usage};
 use crate::state::Messages;
 
 /// A tool as the model sees it.
@@ -289,10 +289,27 @@ impl ModelRequest {
     }
 }
 
+/// What an image counts for in an estimate, in characters: about 1,600 tokens, what the
+/// providers charge for an image at the size they scale it to (Anthropic's `w·h/750` at
+/// 1.15 megapixels; OpenAI's high detail, 85 + 170 per 512-pixel tile, for a 1024 by 1024).
+/// Counting its base64 bytes instead, as LangChain's estimate does, would call a one-megabyte
+/// photo 350,000 tokens; counting nothing would let a conversation of screenshots past every
+/// budget.
+pub const IMAGE_CHARS: usize = 4 * 1_600;
+
 /// Characters a message contributes to a request (text, reasoning sent back, tool calls,
-/// overhead).
+/// images, provider blocks, overhead).
 pub fn estimate_message_chars(m: &Message) -> usize {
     let mut chars = m.content.text_len() + 16;
+    if let Content::Parts(parts) = &m.content {
+        for part in parts {
+            match part {
+                ContentPart::Image { .. } => chars += IMAGE_CHARS,
+                ContentPart::ProviderBlock { block, .. } => chars += block.to_string().len(),
+                _ => {}
+            }
+        }
+    }
     for r in m.content.reasoning() {
         chars += r.text.len() + r.signature.as_ref().map_or(0, String::len) / 4;
     }
@@ -579,6 +596,32 @@ pub fn init(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An image counts the same at 1 KiB and 1 MiB of base64 (what the provider charges for it
+    /// does not follow its bytes), a provider block by its JSON, text by its bytes.
+    #[test]
+    fn images_and_provider_blocks_count_in_the_estimate() {
+        for size in [1 << 10, 1 << 20] {
+            let block =
+                serde_json::json!({"type": "web_search_tool_result", "content": "r".repeat(500)});
+            let mut m = Message::user("look");
+            m.content = Content::Parts(vec![
+                ContentPart::text("look"),
+                ContentPart::image_base64("image/png", "A".repeat(size)),
+                ContentPart::image_url("https://example.com/a.png"),
+                ContentPart::ProviderBlock {
+                    provider: "anthropic".into(),
+                    block: block.clone(),
+                },
+            ]);
+            assert_eq!(
+                estimate_message_chars(&m),
+                4 + 16 + 2 * IMAGE_CHARS + block.to_string().len(),
+                "{size}"
+            );
+        }
+        assert_eq!(estimate_message_chars(&Message::user("abcd")), 4 + 16);
+    }
 
     #[test]
     fn errors_say_what_to_do() {
