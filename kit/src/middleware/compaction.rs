@@ -165,32 +165,60 @@ pub fn safe_cutoff(messages: &[Message], keep: usize) -> usize {
     cut
 }
 
-/// Renders messages as a compact transcript for the summariser, newest kept when over budget.
+/// Renders messages as a compact transcript for the summariser, at most `budget_chars` long
+/// (give or take the separators): the newest that fit, the oldest omitted; when the newest
+/// alone is over the budget, its start and end.
 fn transcript(messages: &[Message], budget_chars: usize) -> String {
-    let parts: Vec<String> = messages
-        .iter()
-        .map(|m| {
-            let mut text = m.text();
-            for c in &m.tool_calls {
-                text.push_str(&format!("\n[calls {}({})]", c.name, c.args));
-            }
-            format!("<{0}>\n{1}\n</{0}>", m.role.as_str(), text)
-        })
-        .collect();
-    // The oldest are dropped until the rest fit (the newest is always kept), counted in one
-    // pass rather than removed one by one from the front.
-    let mut total: usize = parts.iter().map(String::len).sum();
-    let mut dropped = 0;
-    while total > budget_chars && dropped + 1 < parts.len() {
-        total -= parts[dropped].len();
-        dropped += 1;
+    let render = |m: &Message| {
+        let mut text = m.text();
+        for c in &m.tool_calls {
+            text.push_str(&format!("\n[calls {}({})]", c.name, c.args));
+        }
+        format!("<{0}>\n{1}\n</{0}>", m.role.as_str(), text)
+    };
+    // Newest first, until the budget is spent: what is omitted is never rendered.
+    let mut kept: Vec<String> = Vec::new();
+    let mut total = 0usize;
+    for m in messages.iter().rev() {
+        let part = render(m);
+        if kept.is_empty() && part.len() > budget_chars {
+            kept.push(clip_middle(&part, budget_chars));
+            break;
+        }
+        if total + part.len() > budget_chars {
+            break;
+        }
+        total += part.len();
+        kept.push(part);
     }
+    let dropped = messages.len() - kept.len();
     let mut out = String::new();
     if dropped > 0 {
         out.push_str(&format!("[... {dropped} earlier messages omitted ...]\n"));
     }
-    out.push_str(&parts[dropped..].join("\n"));
+    kept.reverse();
+    out.push_str(&kept.join("\n"));
     out
+}
+
+/// The first and last `budget / 2` bytes of `text` (on character boundaries), with how much
+/// was left out between them.
+fn clip_middle(text: &str, budget: usize) -> String {
+    let half = budget / 2;
+    let mut head = half.min(text.len());
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len().saturating_sub(half).max(head);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}\n[... {} bytes omitted ...]\n{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
 }
 
 /// Summarises `messages` with `model`.
@@ -408,15 +436,33 @@ mod tests {
         assert!(text.starts_with("[... "), "{text}");
         assert!(text.ends_with("<user>\nm199999\n</user>"), "{text}");
         assert!(!text.contains("<user>\nm0\n"));
-        // Only the newest is kept when even it is over the budget.
-        let text = transcript(&messages[..2], 1);
-        assert_eq!(
-            text,
-            "[... 1 earlier messages omitted ...]\n<user>\nm1\n</user>"
-        );
         assert_eq!(
             transcript(&messages[..2], 1_000),
             "<user>\nm0\n</user>\n<user>\nm1\n</user>"
+        );
+    }
+
+    /// The newest message alone over the budget (a tool result of a kibibyte or five
+    /// megabytes against a budget of 400): its start and end, and nothing older.
+    #[test]
+    fn a_newest_message_over_the_budget_is_cut_in_its_middle() {
+        for size in [1 << 10, 5 << 20] {
+            let big = format!("start{}é{}end", "a".repeat(size / 2), "b".repeat(size / 2));
+            let messages = vec![Message::user("old"), Message::tool("c1", big)];
+            let text = transcript(&messages, 400);
+            assert!(text.len() < 500, "{size}: {} bytes", text.len());
+            assert!(text.starts_with("[... 1 earlier messages omitted ...]\n<tool>\nstart"));
+            assert!(text.ends_with("bbend\n</tool>"), "{text}");
+            assert!(text.contains("bytes omitted"));
+        }
+        // Multi-byte characters at the cut.
+        assert_eq!(
+            clip_middle(&"é".repeat(100), 8),
+            "éé\n[... 192 bytes omitted ...]\néé"
+        );
+        assert_eq!(
+            clip_middle(&"é".repeat(100), 7),
+            "é\n[... 196 bytes omitted ...]\né"
         );
     }
 
