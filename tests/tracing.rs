@@ -432,3 +432,84 @@ async fn a_megabyte_error_is_clipped_in_the_run() {
         assert!(error.contains("eeee"));
     }
 }
+
+/// The JSON-lines exporter's queue holds at most 64 MiB of runs while the file is slow (here a
+/// pipe nobody reads yet): a hundred runs of 1 KiB all wait, a hundred of 1 MiB mostly drop,
+/// counted; once the file drains, every queued run is there. Reading back skips a torn line
+/// and bytes that are not UTF-8, and keeps the lines around them.
+#[cfg(unix)]
+#[tokio::test]
+async fn json_lines_queue_is_bounded_in_bytes_and_reading_skips_only_bad_lines() {
+    let collector = Collector::new();
+    let agent = Agent::builder()
+        .model(ScriptedModel::new([Message::assistant("hello")]))
+        .build()
+        .unwrap();
+    agent
+        .invoke("hi")
+        .tracer(Tracer::new().with_exporter(collector.clone()))
+        .await
+        .unwrap();
+    let sample = collector.runs()[0].clone();
+
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("slow.jsonl");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    let copy = dir.path().join("copy.jsonl");
+    let reader = {
+        let (fifo, copy) = (fifo.clone(), copy.clone());
+        std::thread::spawn(move || {
+            let mut pipe = std::fs::File::open(&fifo).unwrap();
+            wait.recv().unwrap();
+            let mut out = std::fs::File::create(&copy).unwrap();
+            std::io::copy(&mut pipe, &mut out).unwrap();
+        })
+    };
+    let exporter = trace::JsonLinesExporter::new(&fifo).unwrap();
+    let mut accepted = 0;
+    for (size, runs) in [(1 << 10, 100u64), (1 << 20, 100)] {
+        let before = trace::Exporter::stats(&exporter).dropped;
+        for i in 0..runs {
+            let mut run = sample.clone();
+            run.id = format!("{size}-{i}");
+            run.inputs = json!({"text": "x".repeat(size)});
+            trace::Exporter::export(&exporter, run);
+        }
+        let dropped = trace::Exporter::stats(&exporter).dropped - before;
+        if size == 1 << 10 {
+            assert_eq!(dropped, 0, "1 KiB runs all wait");
+        } else {
+            assert!(
+                (30..=40).contains(&dropped),
+                "1 MiB runs: {dropped} dropped"
+            );
+        }
+        accepted += runs - dropped;
+    }
+    go.send(()).unwrap();
+    assert!(trace::Exporter::flush(
+        &exporter,
+        std::time::Duration::from_secs(30)
+    ));
+    drop(exporter);
+    // The exporter's thread ends when its last sender is gone, closing the pipe.
+    reader.join().unwrap();
+    let (runs, bad) = trace::read_json_lines(&copy).unwrap();
+    assert_eq!((runs.len() as u64, bad), (accepted, 0));
+
+    let good = serde_json::to_string(&sample).unwrap();
+    let mut mixed = Vec::new();
+    mixed.extend_from_slice(good.as_bytes());
+    mixed.extend_from_slice(b"\n\xff\xfe not utf-8\n{\"id\": \"torn\n\n");
+    mixed.extend_from_slice(good.as_bytes());
+    mixed.push(b'\n');
+    let path = dir.path().join("mixed.jsonl");
+    std::fs::write(&path, mixed).unwrap();
+    let (runs, bad) = trace::read_json_lines(&path).unwrap();
+    assert_eq!((runs.len(), bad), (2, 2));
+}

@@ -2,8 +2,8 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -82,14 +82,21 @@ impl Exporter for Collector {
 }
 
 enum Job {
-    Run(Box<RunRecord>),
+    /// A run and its [`RunRecord::approx_bytes`].
+    Run(Box<RunRecord>, usize),
     Flush(SyncSender<()>),
 }
+
+/// The most text the queue of a [`JsonLinesExporter`] holds: while the disk is slow, runs that
+/// record whole conversations would otherwise hold 10,000 of them.
+const MAX_QUEUED_BYTES: usize = 64 << 20;
 
 /// Appends each run as one JSON line to a file, from a background thread: the embedded default
 /// that needs no backend. Look at the file with the trace viewer (`kit::trace::viewer`).
 ///
-/// The queue holds 10,000 runs; beyond that runs are dropped and counted, never blocking.
+/// The queue holds 10,000 runs and 64 MiB of text; beyond that runs are dropped and counted,
+/// never blocking. Each line is written whole or, when the disk fails partway, followed by a
+/// line break before the next, so one failed write loses one run, not its neighbour.
 pub struct JsonLinesExporter {
     tx: SyncSender<Job>,
     path: PathBuf,
@@ -102,6 +109,8 @@ struct Counters {
     exported: AtomicU64,
     dropped: AtomicU64,
     failed: AtomicU64,
+    /// Text of the runs in the queue.
+    queued_bytes: AtomicUsize,
 }
 
 impl std::fmt::Debug for JsonLinesExporter {
@@ -140,32 +149,42 @@ impl JsonLinesExporter {
 
 fn write_loop(file: std::fs::File, rx: Receiver<Job>, counters: Arc<Counters>) {
     let mut out = std::io::BufWriter::new(file);
-    let write = |out: &mut std::io::BufWriter<std::fs::File>, run: &RunRecord| {
-        let ok = serde_json::to_writer(&mut *out, run).is_ok() && out.write_all(b"\n").is_ok();
-        let counter = if ok {
-            &counters.exported
-        } else {
-            &counters.failed
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-    };
-    while let Ok(job) = rx.recv() {
-        match job {
-            Job::Run(run) => write(&mut out, &run),
-            Job::Flush(done) => {
-                let _ = out.flush();
-                let _ = done.send(());
+    let mut line = Vec::new();
+    // A write that failed partway left a line without its end: the next starts on a new one.
+    let mut torn = false;
+    let mut handle = |out: &mut std::io::BufWriter<std::fs::File>, job: Job| match job {
+        Job::Run(run, bytes) => {
+            counters.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            line.clear();
+            if torn {
+                line.push(b'\n');
+            }
+            let ok = serde_json::to_writer(&mut line, &*run).is_ok() && {
+                line.push(b'\n');
+                out.write_all(&line).is_ok()
+            };
+            torn = !ok;
+            let counter = if ok {
+                &counters.exported
+            } else {
+                &counters.failed
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            // A run of megabytes must not keep its buffer for the runs after it.
+            if line.capacity() > 1 << 20 {
+                line = Vec::new();
             }
         }
+        Job::Flush(done) => {
+            let _ = out.flush();
+            let _ = done.send(());
+        }
+    };
+    while let Ok(job) = rx.recv() {
+        handle(&mut out, job);
         // Drain what is already queued, then write it out: lines reach the file promptly.
         while let Ok(job) = rx.try_recv() {
-            match job {
-                Job::Run(run) => write(&mut out, &run),
-                Job::Flush(done) => {
-                    let _ = out.flush();
-                    let _ = done.send(());
-                }
-            }
+            handle(&mut out, job);
         }
         let _ = out.flush();
     }
@@ -173,13 +192,20 @@ fn write_loop(file: std::fs::File, rx: Receiver<Job>, counters: Arc<Counters>) {
 
 impl Exporter for JsonLinesExporter {
     fn export(&self, run: RunRecord) {
-        match self.tx.try_send(Job::Run(Box::new(run))) {
-            Ok(()) => {
-                self.counters.queued.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+        let bytes = run.approx_bytes();
+        let held = self
+            .counters
+            .queued_bytes
+            .fetch_add(bytes, Ordering::Relaxed);
+        let sent = held.saturating_add(bytes) <= MAX_QUEUED_BYTES
+            && self.tx.try_send(Job::Run(Box::new(run), bytes)).is_ok();
+        if sent {
+            self.counters.queued.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.counters
+                .queued_bytes
+                .fetch_sub(bytes, Ordering::Relaxed);
+            self.counters.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -201,13 +227,17 @@ impl Exporter for JsonLinesExporter {
     }
 }
 
-/// Reads a JSON-lines trace file back (lines that do not parse are skipped and counted).
+/// Reads a JSON-lines trace file back. Lines that do not parse (a write torn by a full disk,
+/// bytes that are not UTF-8) are skipped and counted; every other line is read.
 pub fn read_json_lines(path: impl AsRef<Path>) -> std::io::Result<(Vec<RunRecord>, usize)> {
-    let text = std::fs::read_to_string(path)?;
+    let bytes = std::fs::read(path)?;
     let mut runs = Vec::new();
     let mut bad = 0;
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        match serde_json::from_str(line) {
+    for line in bytes.split(|b| *b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice(line) {
             Ok(run) => runs.push(run),
             Err(_) => bad += 1,
         }

@@ -159,6 +159,34 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// About the bytes of a run's text: its strings' lengths, and a few bytes for every other
+    /// value. Cheaper than writing it (no escaping, no numbers formatted), and as close as a
+    /// bound on memory needs.
+    pub(crate) fn approx_bytes(&self) -> usize {
+        let mut bytes = self.id.len() + self.trace_id.len() + self.name.len() + 64;
+        bytes += self.error.as_ref().map_or(0, String::len);
+        bytes += self.tags.iter().map(String::len).sum::<usize>();
+        let mut stack: Vec<&Value> = vec![&self.inputs, &self.outputs];
+        stack.extend(self.metadata.values());
+        bytes += self.metadata.keys().map(String::len).sum::<usize>();
+        while let Some(value) = stack.pop() {
+            bytes += match value {
+                Value::String(s) => s.len() + 2,
+                Value::Array(items) => {
+                    stack.extend(items);
+                    2
+                }
+                Value::Object(map) => {
+                    bytes += map.keys().map(|k| k.len() + 4).sum::<usize>();
+                    stack.extend(map.values());
+                    2
+                }
+                _ => 8,
+            };
+        }
+        bytes
+    }
+
     /// Duration in milliseconds.
     pub fn duration_ms(&self) -> f64 {
         self.end_ns.saturating_sub(self.start_ns) as f64 / 1e6

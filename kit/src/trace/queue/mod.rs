@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::exporter::{Exporter, ExporterStats};
@@ -38,7 +37,7 @@ pub struct QueueStats {
 
 #[derive(Default)]
 struct Shared {
-    /// Bytes of the runs in the queue (see [`approx_bytes`]).
+    /// Bytes of the runs in the queue (see [`RunRecord::approx_bytes`]).
     queued_bytes: std::sync::atomic::AtomicUsize,
     queued: AtomicU64,
     exported: AtomicU64,
@@ -70,36 +69,8 @@ impl Shared {
     }
 }
 
-/// A queued run and its [`approx_bytes`].
+/// A queued run and its [`RunRecord::approx_bytes`].
 type Queued = (Box<RunRecord>, usize);
-
-/// About the bytes of a run's text: its strings' lengths, and a few bytes for every other
-/// value. Cheaper than writing it (no escaping, no numbers formatted), and as close as a
-/// bound on memory needs.
-fn approx_bytes(run: &RunRecord) -> usize {
-    let mut bytes = run.id.len() + run.trace_id.len() + run.name.len() + 64;
-    bytes += run.error.as_ref().map_or(0, String::len);
-    bytes += run.tags.iter().map(String::len).sum::<usize>();
-    let mut stack: Vec<&Value> = vec![&run.inputs, &run.outputs];
-    stack.extend(run.metadata.values());
-    bytes += run.metadata.keys().map(String::len).sum::<usize>();
-    while let Some(value) = stack.pop() {
-        bytes += match value {
-            Value::String(s) => s.len() + 2,
-            Value::Array(items) => {
-                stack.extend(items);
-                2
-            }
-            Value::Object(map) => {
-                bytes += map.keys().map(|k| k.len() + 4).sum::<usize>();
-                stack.extend(map.values());
-                2
-            }
-            _ => 8,
-        };
-    }
-    bytes
-}
 
 enum Control {
     Flush(std::sync::mpsc::SyncSender<bool>),
@@ -341,7 +312,7 @@ impl Drop for QueuedExporter {
 
 impl Exporter for QueuedExporter {
     fn export(&self, run: RunRecord) {
-        let bytes = approx_bytes(&run);
+        let bytes = run.approx_bytes();
         let queued = self.shared.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
         if queued.saturating_add(bytes) > self.max_queued_bytes {
             self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
