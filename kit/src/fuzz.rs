@@ -35,9 +35,15 @@ fn json(provider: &str, body: &[u8]) -> Result<Value, ModelError> {
 /// Decodes a whole `text/event-stream` body into events, within `limits`.
 pub fn sse(body: &[u8], limits: &HttpLimits) -> Result<Vec<SseEvent>, SseError> {
     let mut decoder = SseDecoder::with_limits(limits);
-    decoder.try_feed(body)?;
+    let mut events = Vec::new();
+    // A network read's worth at a time, read out in between, as a live stream is.
+    for piece in body.chunks(64 << 10) {
+        decoder.try_feed(piece)?;
+        events.extend(std::iter::from_fn(|| decoder.next_event()));
+    }
     decoder.finish();
-    Ok(std::iter::from_fn(|| decoder.next_event()).collect())
+    events.extend(std::iter::from_fn(|| decoder.next_event()));
+    Ok(events)
 }
 
 /// An OpenAI Chat Completions answer (a whole, non-streamed body) as kit reads it.

@@ -60,6 +60,17 @@ pub enum SseError {
         /// The limit, in bytes.
         max: usize,
     },
+    /// The events decoded and not yet read hold more than twice the event limit: the id is
+    /// copied onto every event, so thousands of empty events after a long id would otherwise
+    /// take a hundred times the bytes that carried them.
+    #[error(
+        "the events of the stream waiting to be read hold more than {max} bytes (each repeats \
+         the last event id); raise HttpLimits::max_sse_event_bytes if this peer is trusted"
+    )]
+    BacklogTooLarge {
+        /// The limit, in bytes.
+        max: usize,
+    },
 }
 
 impl SseError {
@@ -69,6 +80,7 @@ impl SseError {
             SseError::LineTooLong { .. } => "max_sse_line_bytes",
             SseError::EventTooLarge { .. } => "max_sse_event_bytes",
             SseError::IdTooLong { .. } => "max_sse_id_bytes",
+            SseError::BacklogTooLarge { .. } => "max_sse_event_bytes",
         }
     }
 }
@@ -100,6 +112,8 @@ pub struct SseDecoder {
     has_data: bool,
     id: Option<String>,
     ready: VecDeque<SseEvent>,
+    /// The bytes of the events in `ready` (see [`event_bytes`]).
+    ready_bytes: usize,
     max_line: usize,
     max_event: usize,
     max_id: usize,
@@ -128,6 +142,7 @@ impl SseDecoder {
             has_data: false,
             id: None,
             ready: VecDeque::new(),
+            ready_bytes: 0,
             max_line: limits.max_sse_line_bytes,
             max_event: limits.max_sse_event_bytes,
             max_id: limits.max_sse_id_bytes,
@@ -177,7 +192,9 @@ impl SseDecoder {
 
     /// The next complete event, if any.
     pub fn next_event(&mut self) -> Option<SseEvent> {
-        self.ready.pop_front()
+        let event = self.ready.pop_front()?;
+        self.ready_bytes = self.ready_bytes.saturating_sub(event_bytes(&event));
+        Some(event)
     }
 
     /// Ends the body: a pending line and event are completed.
@@ -188,7 +205,7 @@ impl SseDecoder {
         if !self.line.is_empty() && self.end_line().is_err() {
             return;
         }
-        self.dispatch();
+        let _ = self.dispatch();
     }
 
     fn fail(&mut self, error: SseError) -> Result<(), SseError> {
@@ -209,8 +226,7 @@ impl SseDecoder {
     fn end_line(&mut self) -> Result<(), SseError> {
         let line = std::mem::take(&mut self.line);
         if line.is_empty() {
-            self.dispatch();
-            return Ok(());
+            return self.dispatch();
         }
         let line = String::from_utf8_lossy(&line);
         if line.starts_with(':') {
@@ -251,18 +267,35 @@ impl SseDecoder {
         Ok(())
     }
 
-    fn dispatch(&mut self) {
+    fn dispatch(&mut self) -> Result<(), SseError> {
         let event = self.event.take();
         if !self.has_data {
-            return;
+            return Ok(());
         }
         self.has_data = false;
-        self.ready.push_back(SseEvent {
+        let event = SseEvent {
             event,
             data: std::mem::take(&mut self.data),
             id: self.id.clone(),
-        });
+        };
+        let max = self.max_event.saturating_mul(2);
+        let held = self.ready_bytes.saturating_add(event_bytes(&event));
+        if held > max {
+            // The events before it stay readable; decoding stops here.
+            return self.fail(SseError::BacklogTooLarge { max });
+        }
+        self.ready_bytes = held;
+        self.ready.push_back(event);
+        Ok(())
     }
+}
+
+/// What an event holds in memory, about: its strings and their headers.
+fn event_bytes(event: &SseEvent) -> usize {
+    event.data.len()
+        + event.id.as_ref().map_or(0, String::len)
+        + event.event.as_ref().map_or(0, String::len)
+        + std::mem::size_of::<SseEvent>()
 }
 
 /// A stream of events decoded from a body stream (see [`HttpStream::sse`](super::HttpStream::sse)).
@@ -444,5 +477,36 @@ mod tests {
         let events = decode_in_pieces(b"data: a\r\rdata: b\r\r", 1);
         let data: Vec<&str> = events.iter().map(|e| e.data.as_str()).collect();
         assert_eq!(data, ["a", "b"]);
+    }
+
+    /// Thousands of empty events after a long id, fed in one piece: each would carry a copy of
+    /// the id (150 times the bytes that made it). A kibibyte of them decodes; a megabyte stops
+    /// at the backlog limit, the events before it still readable. Read out as they come (a
+    /// live stream), the same megabyte decodes whole.
+    #[test]
+    fn a_backlog_of_id_copies_is_bounded() {
+        let limits = HttpLimits::default();
+        for (size, ok) in [(1 << 10, true), (1 << 20, false)] {
+            let mut body = format!("id: {}\n", "x".repeat(1 << 10)).into_bytes();
+            while body.len() < size {
+                body.extend_from_slice(b"data:\n\n");
+            }
+            let events = body.len().saturating_sub(1 << 10) / 7;
+            let mut d = SseDecoder::with_limits(&limits);
+            match d.try_feed(&body) {
+                Ok(()) => assert!(ok, "{size}"),
+                Err(e) => {
+                    assert!(!ok, "{size}: {e}");
+                    let max = 2 * limits.max_sse_event_bytes;
+                    assert_eq!(e, SseError::BacklogTooLarge { max });
+                    assert_eq!(e.limit(), "max_sse_event_bytes");
+                    assert!(d.ready_bytes <= max);
+                    let kept = std::iter::from_fn(|| d.next_event()).count();
+                    assert!(kept > 1_000 && kept < events, "{kept}");
+                }
+            }
+            let live = crate::fuzz::sse(&body, &limits).unwrap();
+            assert!(live.len() >= events, "{size}");
+        }
     }
 }

@@ -423,17 +423,23 @@ pub(crate) fn replay_stream<P: SseParser>(
         limit: e.limit().to_string(),
         message: e.to_string(),
     };
-    decoder.try_feed(body).map_err(malformed)?;
-    decoder.finish();
     let mut assembler = super::StreamAssembler::new();
     let mut queue = VecDeque::new();
-    while let Some(event) = decoder.next_event() {
-        if parser.is_done() {
-            break;
+    // Fed a network read's worth at a time and drained in between, as a live stream is: the
+    // decoder's backlog stays small however long the body.
+    'body: for piece in body.chunks(64 << 10).map(Some).chain([None]) {
+        match piece {
+            Some(piece) => decoder.try_feed(piece).map_err(malformed)?,
+            None => decoder.finish(),
         }
-        parser.on_event(event, &mut queue)?;
-        for chunk in queue.drain(..) {
-            assembler.push(&chunk);
+        while let Some(event) = decoder.next_event() {
+            if parser.is_done() {
+                break 'body;
+            }
+            parser.on_event(event, &mut queue)?;
+            for chunk in queue.drain(..) {
+                assembler.push(&chunk);
+            }
         }
     }
     parser.at_end(&mut queue)?;

@@ -1,3 +1,4 @@
+use serde_json::Value;
 use std::time::SystemTime;
 
 use super::worker::body_excerpt;
