@@ -65,34 +65,59 @@ fn write_json_str(s: &str, out: &mut String) {
 
 /// A JSON value as Python's `repr` of the equivalent object: `{'to': 'a@x', 'n': 1, 'ok': True}`.
 pub(crate) fn py_repr(value: &Value) -> String {
+    let mut out = String::new();
+    write_py_repr(value, &mut out);
+    out
+}
+
+/// [`py_repr`] into one buffer: a nested value is written once, not copied into each level
+/// above it.
+fn write_py_repr(value: &Value, out: &mut String) {
     match value {
-        Value::Null => "None".to_string(),
-        Value::Bool(true) => "True".to_string(),
-        Value::Bool(false) => "False".to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => py_str(s),
+        Value::Null => out.push_str("None"),
+        Value::Bool(true) => out.push_str("True"),
+        Value::Bool(false) => out.push_str("False"),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(s) => write_py_str(s, out),
         Value::Array(items) => {
-            let inner: Vec<String> = items.iter().map(py_repr).collect();
-            format!("[{}]", inner.join(", "))
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_py_repr(v, out);
+            }
+            out.push(']');
         }
         Value::Object(map) => {
-            let inner: Vec<String> = map
-                .iter()
-                .map(|(k, v)| format!("{}: {}", py_str(k), py_repr(v)))
-                .collect();
-            format!("{{{}}}", inner.join(", "))
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_py_str(k, out);
+                out.push_str(": ");
+                write_py_repr(v, out);
+            }
+            out.push('}');
         }
     }
 }
 
 /// A Python string literal as `repr` writes it: `'a'`, or `"it's"` when only that avoids escapes.
 pub(crate) fn py_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    write_py_str(s, &mut out);
+    out
+}
+
+fn write_py_str(s: &str, out: &mut String) {
     let quote = if s.contains('\'') && !s.contains('"') {
         '"'
     } else {
         '\''
     };
-    let mut out = String::with_capacity(s.len() + 2);
+    out.reserve(s.len() + 2);
     out.push(quote);
     for c in s.chars() {
         match c {
@@ -109,7 +134,6 @@ pub(crate) fn py_str(s: &str) -> String {
         }
     }
     out.push(quote);
-    out
 }
 
 #[cfg(test)]
@@ -137,5 +161,24 @@ mod tests {
         assert_eq!(py_str("it's"), r#""it's""#);
         assert_eq!(py_str("both ' and \""), r#"'both \' and "'"#);
         assert_eq!(py_str("tab\there\u{85}"), r"'tab\there\x85'");
+    }
+
+    /// A leaf of a kibibyte or a megabyte under 120 levels: written once (each level copied
+    /// the text below it before, 120 copies of the megabyte).
+    #[test]
+    fn a_deep_value_is_written_once() {
+        for size in [1 << 10, 1 << 20] {
+            let mut value = json!("x".repeat(size));
+            for _ in 0..60 {
+                value = json!([{"k": value}]);
+            }
+            let expected = format!(
+                "{}'{}'{}",
+                "[{'k': ".repeat(60),
+                "x".repeat(size),
+                "}]".repeat(60)
+            );
+            assert_eq!(py_repr(&value), expected);
+        }
     }
 }
