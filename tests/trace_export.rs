@@ -1394,3 +1394,43 @@ async fn config_trace_fields_set_in_code_start_the_exporter() {
     again.invoke("again").await.unwrap();
     assert!(Tracer::from_config(&config).same_as(&tracer));
 }
+
+/// A collector's partial success (OTLP/JSON `partialSuccess`): the rejected spans count as
+/// failed and its message is kept, clipped to 300 characters whether it has a kibibyte or
+/// sixty.
+#[tokio::test]
+async fn a_partial_success_counts_the_rejected_spans_and_clips_its_message() {
+    for size in [1 << 10, 60 << 10] {
+        let answer = json!({"partialSuccess": {"rejectedSpans": "2",
+                                               "errorMessage": "r".repeat(size)}});
+        let mock = Mock::start([Reply {
+            status: 200,
+            headers: vec![("content-type", "application/json".into())],
+            body: answer.to_string().into_bytes(),
+            ..Default::default()
+        }]);
+        let exporter = Arc::new(
+            OtlpExporter::builder(format!("{}/v1/traces", mock.url))
+                .protocol(Protocol::Json)
+                .queue(QueueConfig {
+                    max_batch_runs: 10_000,
+                    batch_timeout: Duration::from_secs(60),
+                    ..fast_queue()
+                })
+                .build()
+                .unwrap(),
+        );
+        let (_, n_runs, _) = run_traced(exporter.clone(), trace_options()).await;
+        let stats = exporter.queue_stats();
+        assert_eq!(stats.runs.failed, 2, "{size}: {stats:?}");
+        assert_eq!(stats.runs.exported, n_runs as u64 - 2);
+        match stats.last_error {
+            Some(ExportError::PartiallyRejected { rejected, message }) => {
+                assert_eq!(rejected, 2);
+                assert!(message.chars().count() <= 301, "{size}: {}", message.len());
+                assert!(message.starts_with("rrr"));
+            }
+            other => panic!("{size}: expected a partial rejection, got {other:?}"),
+        }
+    }
+}

@@ -183,7 +183,7 @@ impl Worker {
                         self.shared.failed.fetch_add(rejected_n, Ordering::Relaxed);
                         self.shared.set_error(ExportError::PartiallyRejected {
                             rejected: count,
-                            message: self.secrets.scrub(&message),
+                            message: crate::text::clip(&self.secrets.scrub(&message), 300),
                         });
                     }
                     return;
@@ -251,7 +251,14 @@ impl Worker {
         // and no more than its first MAX_RESPONSE_BYTES are read.
         let body = read_prefix(response, MAX_RESPONSE_BYTES).await;
         if (200..300).contains(&status) {
-            return Outcome::Delivered(self.encoder.rejected(&content_type, &body));
+            let rejected = self.encoder.rejected(&content_type, &body);
+            if rejected.is_none() && body.len() >= MAX_RESPONSE_BYTES {
+                tracing::warn!(
+                    "the collector answered an export with more than {MAX_RESPONSE_BYTES} bytes, \
+                     which were not read: spans it may have rejected are counted as exported"
+                );
+            }
+            return Outcome::Delivered(rejected);
         }
         let error = ExportError::Status {
             status,
