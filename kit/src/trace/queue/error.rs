@@ -69,6 +69,19 @@ pub enum ExportError {
         "the connection to the trace endpoint failed ({0}); it will be retried if retries remain"
     )]
     Transport(String),
+    /// One run alone held more text than the queue may (`QueueConfig::max_queued_bytes`), so it
+    /// was dropped before it could be trimmed for export.
+    #[error(
+        "a run recording about {bytes} bytes is larger than the trace queue may hold \
+         ({max} bytes) and was dropped; record less (TraceOptions: hide inputs or outputs) or \
+         raise QueueConfig::max_queued_bytes"
+    )]
+    RunTooLarge {
+        /// About the bytes of the run's text.
+        bytes: usize,
+        /// The queue's limit.
+        max: usize,
+    },
     /// The endpoint accepted the request but rejected some spans (OTLP `partial_success`).
     #[error("the trace endpoint rejected {rejected} span(s): {message}")]
     PartiallyRejected {

@@ -317,6 +317,13 @@ impl Exporter for QueuedExporter {
         if queued.saturating_add(bytes) > self.max_queued_bytes {
             self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
             self.shared.dropped.fetch_add(1, Ordering::Relaxed);
+            if bytes > self.max_queued_bytes {
+                // Never deliverable, unlike a run that met a full queue: say so.
+                self.shared.set_error(ExportError::RunTooLarge {
+                    bytes,
+                    max: self.max_queued_bytes,
+                });
+            }
             return;
         }
         match self.tx.try_send((Box::new(run), bytes)) {

@@ -246,3 +246,37 @@ fn bytes_taken_off_the_queue_no_longer_count() {
     let stats = exporter.stats();
     assert_eq!((stats.dropped, stats.exported), (0, 40), "{stats:?}");
 }
+
+/// A run larger than the whole queue may hold can never be sent: it is dropped and named in
+/// `last_error`, while a run that merely met a full queue is only counted.
+#[test]
+fn a_run_larger_than_the_queue_is_named_in_the_last_error() {
+    let exporter = QueuedExporter::new(
+        &answering_collector(),
+        [("x-api-key", "k")],
+        Json,
+        QueueConfig {
+            max_queued_bytes: 64 * 1024,
+            batch_timeout: Duration::from_millis(5),
+            max_retries: 0,
+            ..QueueConfig::default()
+        },
+    )
+    .unwrap();
+    exporter.export(big_run(0, 1024));
+    exporter.export(big_run(1, 1024 * 1024));
+    assert!(!exporter.flush(Duration::from_secs(10)));
+    let stats = exporter.queue_stats();
+    assert_eq!(
+        (stats.runs.dropped, stats.runs.exported),
+        (1, 1),
+        "{stats:?}"
+    );
+    match stats.last_error {
+        Some(ExportError::RunTooLarge { bytes, max }) => {
+            assert!(bytes > 1024 * 1024, "{bytes}");
+            assert_eq!(max, 64 * 1024);
+        }
+        other => panic!("expected RunTooLarge, got {other:?}"),
+    }
+}
