@@ -632,6 +632,28 @@ async fn reads_refresh_the_time_to_live_unless_told_not_to(s: &Storage) {
         store.get(&n, "plain").await.unwrap().unwrap().expires_at,
         None
     );
+    // A time to live of `Duration::MAX` ("forever") is read, refreshed and searched on every
+    // back-end alike (the refresh overflowed SQLite's and PostgreSQL's column).
+    store
+        .put_opts(
+            &n,
+            "forever",
+            json!({"v": 1}),
+            PutOptions::new().ttl(Duration::MAX),
+        )
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let item = store.get(&n, "forever").await.unwrap().unwrap();
+        assert_eq!(item.value["v"], 1);
+        assert!(
+            item.expires_at.unwrap() > std::time::SystemTime::now() + Duration::from_secs(1 << 40)
+        );
+    }
+    assert_eq!(
+        store.search(&Search::new(n.clone())).await.unwrap().len(),
+        3
+    );
 }
 
 async fn the_default_time_to_live_applies_unless_overridden(s: &Storage) {

@@ -113,11 +113,14 @@ pub(super) async fn delete(client: &mut Object, ns: &str, key: &str) -> R<()> {
     Ok(())
 }
 
-/// Pushes back the expiry of a live item with a time to live; its new expiry.
+/// Pushes back the expiry of a live item with a time to live; its new expiry. Saturating, as a
+/// put is: a time to live of `Duration::MAX` ("forever") must not overflow the column.
 pub(super) async fn refresh(client: &Object, ns: &str, key: &str, now: i64) -> R<Option<i64>> {
     let stmt = client
         .prepare_cached(
-            "UPDATE kit_store_items SET expires_at = $3 + ttl
+            "UPDATE kit_store_items SET expires_at = CASE
+                  WHEN ttl > 9223372036854775807 - $3 THEN 9223372036854775807
+                  WHEN ttl < 0 THEN $3 ELSE $3 + ttl END
               WHERE ns = $1 AND key = $2 AND ttl IS NOT NULL AND expires_at > $3
               RETURNING expires_at",
         )
