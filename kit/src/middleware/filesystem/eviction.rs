@@ -9,19 +9,28 @@ const PREVIEW_TAIL: usize = 5;
 /// Longest preview line, in characters.
 const PREVIEW_LINE_CHARS: usize = 1000;
 
+/// The longest call id kept as it is in a file name.
+const MAX_ID_CHARS: usize = 64;
+
 /// A call id made safe as a file name: anything but ASCII letters, digits, `-` and `_`
-/// becomes `_` (so `.`, `/` and `\` can never form a path).
+/// becomes `_` (so `.`, `/` and `\` can never form a path), as deepagents does. An id that
+/// had to change, or is longer than 64 characters, also gets a hash of the id as it was
+/// (`call_1-<16 hex>`), so `call.1` and `call:1` do not share a file and a megabyte id makes a
+/// short name.
 pub fn sanitize_call_id(call_id: &str) -> String {
-    let sanitized: String = call_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let mut sanitized = String::with_capacity(call_id.len().min(MAX_ID_CHARS));
+    let mut changed = false;
+    for c in call_id.chars().take(MAX_ID_CHARS) {
+        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+            sanitized.push(c);
+        } else {
+            sanitized.push('_');
+            changed = true;
+        }
+    }
+    if changed || call_id.chars().nth(MAX_ID_CHARS).is_some() {
+        sanitized.push_str(&format!("-{:016x}", crate::ids::fnv1a(call_id.as_bytes())));
+    }
     if sanitized.is_empty() {
         "unknown".to_string()
     } else {

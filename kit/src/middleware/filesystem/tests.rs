@@ -243,3 +243,32 @@ fn tool_names_round_trip() {
     assert_eq!(FsTool::from_name("execute"), None);
     let _ = Arc::new(FilesystemMiddleware::default());
 }
+
+/// Call ids as providers send them keep their names (deepagents' paths); ids that differ only
+/// in characters a name cannot hold get different files; a kibibyte or a megabyte id makes a
+/// name of at most 81 bytes, and the same id always the same name.
+#[test]
+fn eviction_paths_are_short_stable_and_do_not_collide() {
+    for id in ["call_abc123", "toolu_01A09q90qw90lq917835lq9", "c-1"] {
+        assert_eq!(sanitize_call_id(id), id);
+    }
+    let similar = ["call.1", "call:1", "call/1", "call_1", "call\\1", "callé1"];
+    let names: std::collections::BTreeSet<String> =
+        similar.iter().map(|id| sanitize_call_id(id)).collect();
+    assert_eq!(names.len(), similar.len(), "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("call_1") || n == "call_1")
+    );
+    assert_eq!(sanitize_call_id("../../etc"), sanitize_call_id("../../etc"));
+    assert!(!sanitize_call_id("../../etc").contains('.'));
+    for size in [1 << 10, 1 << 20] {
+        let long = "a".repeat(size);
+        let name = sanitize_call_id(&long);
+        assert_eq!(name.len(), 64 + 17, "{size}");
+        assert_ne!(name, sanitize_call_id(&"a".repeat(size + 1)));
+        assert!(eviction_path(&long).len() < 120);
+    }
+    assert_eq!(sanitize_call_id(""), "unknown");
+}
