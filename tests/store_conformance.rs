@@ -923,6 +923,21 @@ async fn invalid_arguments_are_refused_and_store_nothing(s: &Storage) {
         assert!(Namespace::new(bad.iter().copied()).is_err(), "{bad:?}");
     }
     assert!(Namespace::new(["x".repeat(kit::store::MAX_NAMESPACE_BYTES + 1)]).is_err());
+    // A namespace of a thousand or a million labels makes a short error.
+    for count in [1_000, 1_000_000] {
+        let mut labels = vec!["l"; count];
+        labels[count - 1] = "";
+        let e = Namespace::new(labels).unwrap_err();
+        assert!(
+            e.to_string().len() < 2_000,
+            "{count}: {} bytes",
+            e.to_string().len()
+        );
+        assert!(
+            e.to_string().contains(&format!("{count} labels in all")),
+            "{e}"
+        );
+    }
     // Filters refuse unknown operators, naming them.
     let e = Filter::from_json(&json!({"a": {"$regex": "x"}})).unwrap_err();
     assert!(e.to_string().contains("$regex"), "{e}");

@@ -53,8 +53,18 @@ impl std::fmt::Debug for Config {
     }
 }
 
+/// A variable's value without surrounding whitespace (a key pasted from a file keeps its
+/// line break), `None` when unset or blank. A value that is not UTF-8 is reported by name and
+/// treated as unset.
 fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+    match std::env::var(name) {
+        Ok(v) => Some(v.trim().to_string()).filter(|v| !v.is_empty()),
+        Err(std::env::VarError::NotPresent) => None,
+        Err(std::env::VarError::NotUnicode(_)) => {
+            tracing::warn!("{name} is set but not valid UTF-8; it is ignored");
+            None
+        }
+    }
 }
 
 impl Config {

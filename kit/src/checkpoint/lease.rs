@@ -218,7 +218,12 @@ pub fn decide(
                 MultitaskStrategy::Interrupt | MultitaskStrategy::Rollback => owed_rollback(rows),
                 _ => None,
             };
-            let ticket = rows.iter().map(|r| r.ticket).max().map_or(0, |t| t + 1);
+            // Saturating: the tickets are read back from the database.
+            let ticket = rows
+                .iter()
+                .map(|r| r.ticket)
+                .max()
+                .map_or(0, |t| t.saturating_add(1));
             rows.push(LeaseRow {
                 run_id: run_id.to_string(),
                 ticket,

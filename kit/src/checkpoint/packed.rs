@@ -189,7 +189,11 @@ impl Unpacked<'_> {
         struct Task {
             node: String,
         }
-        let next: Next = serde_json::from_slice(self.body).unwrap_or_default();
+        // A listing goes on past a body it cannot read (loading that checkpoint reports it).
+        let next: Next = serde_json::from_slice(self.body).unwrap_or_else(|e| {
+            tracing::warn!(checkpoint = %id, error = %e, "a checkpoint's body does not read");
+            Next::default()
+        });
         CheckpointMeta {
             id,
             parent_id: self.parent_id.clone(),

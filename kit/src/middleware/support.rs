@@ -223,7 +223,10 @@ pub(crate) async fn ask_json(
         .trim();
     serde_json::from_str(body).map_err(|e| crate::model::ModelError::MalformedResponse {
         provider: model.provider().to_string(),
-        message: format!("the {format_name} answer is not the JSON asked for ({e}): {text}"),
+        message: format!(
+            "the {format_name} answer is not the JSON asked for ({e}): {}",
+            crate::text::clip(&text, 500)
+        ),
     })
 }
 

@@ -86,12 +86,20 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The namespace shown is its first [`LISTED`](crate::text::LISTED) labels, each clipped,
+    /// and how many there are when that is more: a namespace of a million labels makes a
+    /// short error.
     pub(crate) fn namespace(labels: &[impl AsRef<str>], reason: impl Into<String>) -> Self {
+        let mut namespace: Vec<String> = labels
+            .iter()
+            .take(crate::text::LISTED)
+            .map(|l| crate::text::clip(l.as_ref(), 80))
+            .collect();
+        if labels.len() > crate::text::LISTED {
+            namespace.push(format!("… ({} labels in all)", labels.len()));
+        }
         StoreError::InvalidNamespace {
-            namespace: labels
-                .iter()
-                .map(|l| crate::text::clip(l.as_ref(), 80))
-                .collect(),
+            namespace,
             reason: reason.into(),
         }
     }

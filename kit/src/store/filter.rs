@@ -139,13 +139,17 @@ impl Filter {
                     let known: Vec<&str> = Op::ALL.iter().map(|(n, _)| *n).collect();
                     return Err(StoreError::InvalidFilter(if name.starts_with('$') {
                         format!(
-                            "field `{field}`: unknown operator `{name}`; use one of {}",
+                            "field `{}`: unknown operator `{}`; use one of {}",
+                            crate::text::clip(field, 80),
+                            crate::text::clip(name, 80),
                             known.join(", ")
                         )
                     } else {
                         format!(
-                            "field `{field}` mixes operators with the plain field `{name}`; \
+                            "field `{}` mixes operators with the plain field `{}`; \
                              either compare with operators ({}) or match an object, not both",
+                            crate::text::clip(field, 80),
+                            crate::text::clip(name, 80),
                             known.join(", ")
                         )
                     }));

@@ -202,7 +202,7 @@ impl PostgresCheckpointer {
         let next: i32 = tx
             .query_one(&next, &[&thread_id, &ns, &checkpoint_id])
             .await?
-            .get(0);
+            .try_get(0)?;
         let upsert = tx
             .prepare_cached(
                 "INSERT INTO kit_writes

@@ -83,7 +83,7 @@ impl NodeCache for PostgresCache {
             .await
             .map_err(|e| failed("read", &e))?;
         row.map(|r| {
-            let text: String = r.get(0);
+            let text: String = r.try_get(0).map_err(|e| failed("read", &e))?;
             serde_json::from_str(&text).map_err(|e| {
                 CacheError(format!("a cached value is not JSON ({e}); clear the cache"))
             })
