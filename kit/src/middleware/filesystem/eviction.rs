@@ -119,10 +119,17 @@ mod tests {
     #[test]
     fn call_ids_cannot_form_paths() {
         assert_eq!(sanitize_call_id("call_1-a"), "call_1-a");
-        assert_eq!(sanitize_call_id("../../etc/passwd"), "______etc_passwd");
-        assert_eq!(sanitize_call_id("a\\b.c"), "a_b_c");
+        for (id, start) in [
+            ("../../etc/passwd", "______etc_passwd-"),
+            ("a\\b.c", "a_b_c-"),
+        ] {
+            let name = sanitize_call_id(id);
+            assert!(name.starts_with(start), "{name}");
+            assert_eq!(name.len(), start.len() + 16);
+            assert!(!name.contains(['.', '/', '\\']), "{name}");
+        }
         assert_eq!(sanitize_call_id(""), "unknown");
-        assert_eq!(eviction_path("x/y"), "/large_tool_results/x_y");
+        assert!(eviction_path("x/y").starts_with("/large_tool_results/x_y-"));
     }
 
     #[test]

@@ -175,11 +175,13 @@ async fn large_results_are_evicted_to_the_state() {
     let mut exec = execution(Content::Text(big.clone()));
     fs.evict(&call, &ctx, &mut exec).await;
     let text = exec.message.text();
+    let path = eviction_path("call/1");
+    assert!(path.starts_with("/large_tool_results/call_1-"), "{path}");
     assert!(
-        text.starts_with(
+        text.starts_with(&format!(
             "Tool result too large, the result of this tool call call/1 was saved in the \
-             filesystem at this path: /large_tool_results/call_1\n"
-        ),
+             filesystem at this path: {path}\n"
+        )),
         "{text}"
     );
     assert!(text.contains("     1\tresult line 1\n"), "{text}");
@@ -187,7 +189,7 @@ async fn large_results_are_evicted_to_the_state() {
     assert!(text.contains("    40\tresult line 40"), "{text}");
     let mut state = AgentState::default();
     crate::state::apply_one(&mut state, exec.update.unwrap()).unwrap();
-    assert_eq!(state.files["/large_tool_results/call_1"].content, big);
+    assert_eq!(state.files[&path].content, big);
 
     // Image parts survive; a tool's own update is kept.
     let mut exec = execution(Content::Parts(vec![
@@ -206,10 +208,7 @@ async fn large_results_are_evicted_to_the_state() {
     assert!(matches!(parts[1], ContentPart::Image { .. }));
     let mut state = AgentState::default();
     crate::state::apply_one(&mut state, exec.update.unwrap()).unwrap();
-    assert_eq!(
-        state.files.keys().collect::<Vec<_>>(),
-        ["/large_tool_results/call_1", "/own.txt"]
-    );
+    assert_eq!(state.files.keys().collect::<Vec<_>>(), [&path, "/own.txt"]);
 
     // Off: nothing happens.
     let off = FilesystemMiddleware::new().eviction_threshold(None);
