@@ -75,9 +75,8 @@ pub fn expand(model: &StateModel) -> TokenStream {
             Merge::Reduced { reducer, update } => quote_spanned! {reducer.span()=>
                 |current: &mut #ty, value: #update| #reducer(current, value)
             },
-            Merge::Dynamic => quote! {
-                |current: &mut #ty, value: #kit::state::DynUpdate| current.reduce(schema, value)
-            },
+            // Applied and restored by step (`apply_dynamic`), not value by value.
+            Merge::Dynamic => quote!(),
         };
         match &channel.merge {
             Merge::LastValue => {
@@ -100,12 +99,21 @@ pub fn expand(model: &StateModel) -> TokenStream {
                         )?;
                     });
                 }
-                applies.push(quote! {
-                    #p::apply_reduced(&mut self.#f, updates, |u: &mut #update_ident| &mut u.#f, #reducer_closure, #at, #index, #name, changes, record)?;
-                });
-                restores.push(quote! {
-                    #index => #p::restore_reduced(&mut self.#f, full, deltas, #reducer_closure, #name),
-                });
+                if matches!(channel.merge, Merge::Dynamic) {
+                    applies.push(quote! {
+                        #p::apply_dynamic(&mut self.#f, schema, updates, |u: &mut #update_ident| &mut u.#f, #at, #index, #name, changes, record)?;
+                    });
+                    restores.push(quote! {
+                        #index => #p::restore_dynamic(&mut self.#f, schema, full, deltas, #name),
+                    });
+                } else {
+                    applies.push(quote! {
+                        #p::apply_reduced(&mut self.#f, updates, |u: &mut #update_ident| &mut u.#f, #reducer_closure, #at, #index, #name, changes, record)?;
+                    });
+                    restores.push(quote! {
+                        #index => #p::restore_reduced(&mut self.#f, full, deltas, #reducer_closure, #name),
+                    });
+                }
             }
         }
         saves.push(quote!(#index => #p::save(&self.#f, #name),));

@@ -84,7 +84,14 @@ impl DynState {
         updates: &mut [DynUpdate],
     ) -> Result<bool, StateError> {
         Self::check(schema, updates.iter())?;
-        // Keys that get an Overwrite this step ignore normal writes.
+        Ok(self.fold_step(schema, updates))
+    }
+
+    /// Folds one step's already-checked updates as the step applied them: a key that gets an
+    /// Overwrite this step ignores the step's normal writes, in whatever order they came.
+    /// Replaying a recorded step goes through here too, so a restored state is the one the
+    /// run had. Returns whether anything changed.
+    pub(crate) fn fold_step(&mut self, schema: &DynSchema, updates: &mut [DynUpdate]) -> bool {
         let overwritten: std::collections::HashSet<String> = updates
             .iter()
             .flat_map(|u| u.writes.iter())
@@ -102,7 +109,7 @@ impl DynState {
                 changed = true;
             }
         }
-        Ok(changed)
+        changed
     }
 
     /// Folds one already-checked update into the state (used when replaying deltas).
@@ -315,11 +322,9 @@ impl State for DynState {
             None => BTreeMap::new(),
         };
         for bytes in deltas {
-            let updates: Vec<DynUpdate> =
+            let mut step: Vec<DynUpdate> =
                 serde_json::from_slice(bytes).map_err(|e| StateError::serde("values", e))?;
-            for update in updates {
-                self.reduce(schema, update);
-            }
+            self.fold_step(schema, &mut step);
         }
         Ok(())
     }
@@ -399,5 +404,83 @@ mod tests {
         let mut restored = DynState::default();
         restored.restore_channel(&schema, 0, None, &deltas).unwrap();
         assert_eq!(restored, state);
+    }
+
+    /// A step where one update overwrites a key and another writes it normally, in either
+    /// order: the overwrite wins live, and the state restored from the recorded deltas is the
+    /// same (it replayed the normal write after the overwrite before). Also through a
+    /// `#[state(dynamic)]` field (`AgentState::custom`), where the order decided it live.
+    #[test]
+    fn an_overwrite_beats_the_steps_normal_writes_live_and_restored() {
+        let mut schema = DynSchema::default();
+        schema.add_reducer("list", DynSchema::append_reducer());
+        for overwrite_first in [true, false] {
+            let step = || {
+                let over = DynUpdate::new()
+                    .overwrite("list", json!([1]))
+                    .overwrite("last", 1);
+                let normal = DynUpdate::new().set("list", json!([2])).set("last", 2);
+                if overwrite_first {
+                    vec![over, normal]
+                } else {
+                    vec![normal, over]
+                }
+            };
+            let mut state = DynState::default();
+            let mut changes = Vec::new();
+            let mut first = vec![DynUpdate::new().set("list", json!([0]))];
+            state
+                .apply(&schema, &mut first, &mut changes, true)
+                .unwrap();
+            state
+                .apply(&schema, &mut step(), &mut changes, true)
+                .unwrap();
+            assert_eq!(state.get("list"), Some(&json!([1])), "{overwrite_first}");
+            assert_eq!(state.get("last"), Some(&json!(1)));
+            let deltas: Vec<&[u8]> = changes
+                .iter()
+                .map(|c| c.delta.as_deref().unwrap())
+                .collect();
+            let mut restored = DynState::default();
+            restored.restore_channel(&schema, 0, None, &deltas).unwrap();
+            assert_eq!(restored, state, "{overwrite_first}");
+
+            // The same step into an agent's `custom` field.
+            use crate::agent::{AgentState, AgentStateUpdate};
+            let mut agent_schema = <AgentState as State>::Schema::default();
+            agent_schema.add_reducer("list", DynSchema::append_reducer());
+            let mut agent = AgentState::default();
+            let mut changes = Vec::new();
+            let mut updates: Vec<AgentStateUpdate> =
+                std::iter::once(DynUpdate::new().set("list", json!([0])))
+                    .map(|u| AgentStateUpdate::new().custom(u))
+                    .collect();
+            agent
+                .apply(&agent_schema, &mut updates, &mut changes, true)
+                .unwrap();
+            let mut updates: Vec<AgentStateUpdate> = step()
+                .into_iter()
+                .map(|u| AgentStateUpdate::new().custom(u))
+                .collect();
+            agent
+                .apply(&agent_schema, &mut updates, &mut changes, true)
+                .unwrap();
+            assert_eq!(
+                agent.custom.get("list"),
+                Some(&json!([1])),
+                "{overwrite_first}"
+            );
+            let custom = crate::state::channel_index::<AgentState>("custom").unwrap();
+            let deltas: Vec<&[u8]> = changes
+                .iter()
+                .filter(|c| c.channel == custom)
+                .map(|c| c.delta.as_deref().unwrap())
+                .collect();
+            let mut restored = AgentState::default();
+            restored
+                .restore_channel(&agent_schema, custom, None, &deltas)
+                .unwrap();
+            assert_eq!(restored.custom, agent.custom, "{overwrite_first}");
+        }
     }
 }

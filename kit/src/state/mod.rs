@@ -309,7 +309,7 @@ pub fn channel_index<S: State>(name: &str) -> Option<usize> {
 /// Support code called by the code `#[derive(State)]` generates. Not a public API.
 #[doc(hidden)]
 pub mod derive_support {
-    use super::{ChannelChange, StateError, Write};
+    use super::{ChannelChange, DynSchema, DynState, DynUpdate, StateError, Write};
     use serde::Serialize;
     use serde::de::DeserializeOwned;
 
@@ -463,6 +463,75 @@ pub mod derive_support {
             }
             None => T::default(),
         };
+        Ok(())
+    }
+
+    /// Applies a step's writes to a `#[state(dynamic)]` field as [`DynState`] applies a step:
+    /// a key overwritten this step ignores the step's normal writes, whatever their order. The
+    /// delta is the step's updates, replayed the same way by [`restore_dynamic`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_dynamic<U>(
+        target: &mut DynState,
+        schema: &DynSchema,
+        updates: &mut [U],
+        field: impl Fn(&mut U) -> &mut Option<Write<DynUpdate>>,
+        overwrite_at: Option<usize>,
+        channel: usize,
+        channel_name: &str,
+        changes: &mut Vec<ChannelChange>,
+        record: bool,
+    ) -> Result<(), StateError> {
+        if overwrite_at.is_some() {
+            return apply_reduced(
+                target,
+                updates,
+                field,
+                |t: &mut DynState, v| t.reduce(schema, v),
+                overwrite_at,
+                channel,
+                channel_name,
+                changes,
+                record,
+            );
+        }
+        let mut step: Vec<DynUpdate> = updates
+            .iter_mut()
+            .filter_map(|u| field(u).take())
+            .map(Write::into_value)
+            .collect();
+        if step.is_empty() {
+            return Ok(());
+        }
+        let delta = if record {
+            Some(crate::json::to_vec(&step).map_err(|e| StateError::serde(channel_name, e))?)
+        } else {
+            None
+        };
+        target.fold_step(schema, &mut step);
+        changes.push(ChannelChange { channel, delta });
+        Ok(())
+    }
+
+    /// Restores a `#[state(dynamic)]` field: full snapshot, then every recorded step folded as
+    /// [`apply_dynamic`] folded it.
+    pub fn restore_dynamic(
+        target: &mut DynState,
+        schema: &DynSchema,
+        full: Option<&[u8]>,
+        deltas: &[&[u8]],
+        channel: &str,
+    ) -> Result<(), StateError> {
+        target.values = match full {
+            Some(bytes) => {
+                serde_json::from_slice(bytes).map_err(|e| StateError::serde(channel, e))?
+            }
+            None => Default::default(),
+        };
+        for bytes in deltas {
+            let mut step: Vec<DynUpdate> =
+                serde_json::from_slice(bytes).map_err(|e| StateError::serde(channel, e))?;
+            target.fold_step(schema, &mut step);
+        }
         Ok(())
     }
 
