@@ -228,6 +228,59 @@ async fn task_runs_a_subagent_with_a_fresh_context_and_streams_under_its_namespa
     assert_eq!(child_text, "The capital of France is Paris.");
 }
 
+/// A provider that reuses call ids across turns (`call_0` every time): the second `task` runs
+/// the second task in a thread of its own; it does not continue the first child and answer
+/// with its old result. Asked again on the same thread, the child of the first turn is not
+/// disturbed.
+#[tokio::test]
+async fn a_reused_call_id_runs_a_new_task_not_the_old_one() {
+    let task = |what: &str| {
+        call(
+            "call_0",
+            "task",
+            json!({"description": what, "subagent_type": "researcher"}),
+        )
+    };
+    let parent_model = ScriptedModel::new([
+        task("Find the capital of France."),
+        Message::assistant("Paris."),
+        task("Find the capital of Italy."),
+        Message::assistant("Rome."),
+    ]);
+    let child_model = ScriptedModel::new([
+        Message::assistant("The capital of France is Paris."),
+        Message::assistant("The capital of Italy is Rome."),
+    ]);
+    let agent = Agent::builder()
+        .model(parent_model.clone())
+        .subagents([SubagentSpec::new("researcher", "Finds facts.").model(child_model.clone())])
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("reused");
+    agent.invoke("France?").options(&opts).await.unwrap();
+    let second = agent.invoke("Italy?").options(&opts).await.unwrap();
+    let results: Vec<String> = second
+        .state()
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(
+        results,
+        [
+            "The capital of France is Paris.",
+            "The capital of Italy is Rome."
+        ]
+    );
+    assert_eq!(child_model.requests().len(), 2);
+    assert_eq!(
+        child_model.requests()[1].messages[0].text(),
+        "Find the capital of Italy."
+    );
+}
+
 #[tokio::test]
 async fn unknown_subagent_type_is_an_error_result_listing_the_real_ones() {
     let model = ScriptedModel::new([

@@ -396,6 +396,29 @@ fn answer_of(state: &AgentState) -> String {
 }
 
 /// File changes of the child relative to what it was given.
+/// Whether a child thread found under a call's id finished a task other than `description`:
+/// it has nothing left to run, and its first message is another task.
+fn another_task(found: &crate::graph::StateSnapshot<AgentState>, description: &str) -> bool {
+    let first = found
+        .values
+        .messages
+        .iter()
+        .find(|m| m.role == crate::message::Role::User);
+    found.next.is_empty()
+        && found.interrupts.is_empty()
+        && first.is_some_and(|m| m.text() != description)
+}
+
+/// The id of the answer that made call `call_id` (the newest with it), or `-` when none has.
+fn answer_id(state: &AgentState, call_id: &str) -> String {
+    state
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.tool_calls.iter().any(|c| c.id == call_id))
+        .map_or_else(|| "-".to_string(), |m| m.id.clone())
+}
+
 fn file_changes(
     before: &BTreeMap<String, FileData>,
     after: &BTreeMap<String, FileData>,
@@ -428,21 +451,36 @@ async fn run_task(
         )));
     };
     let call_id = ctx.call_id().to_string();
-    let segment = format!("task:{}:{call_id}", child.name);
-    let opts = match ctx.node() {
-        Some(node) => node.child_options(&segment, Some(call_id.clone())),
+    let options = |segment: &str| match ctx.node() {
+        Some(node) => node.child_options(segment, Some(call_id.clone())),
         None => RunOptions::new(),
     };
+    let mut opts = options(&format!("task:{}:{call_id}", child.name));
     let parent_files = &ctx.state().files;
     let resume = ctx.node().and_then(|n| n.child_resume());
     let persistent = opts.thread_id.is_some() && opts.checkpointer.is_some();
+    let mut existing = false;
+    if resume.is_none() && persistent {
+        // A child thread that already exists (the parent crashed mid-call and re-ran the call)
+        // is continued, not restarted with a duplicate task message. One that finished
+        // another task is a provider reusing call ids across turns: this task gets a thread
+        // of its own, named after the answer that made the call (the same on a re-run).
+        existing = match child.agent.graph().get_state(&opts).await {
+            Ok(Some(found)) if another_task(&found, &args.description) => {
+                opts = options(&format!(
+                    "task:{}:{call_id}:{}",
+                    child.name,
+                    answer_id(ctx.state(), &call_id)
+                ));
+                matches!(child.agent.graph().get_state(&opts).await, Ok(Some(_)))
+            }
+            Ok(Some(_)) => true,
+            _ => false,
+        };
+    }
     let outcome = match resume {
         Some(resume) => child.agent.resume(resume).options(&opts).await,
         None => {
-            // A child thread that already exists (the parent crashed mid-call and re-ran the
-            // call) is continued, not restarted with a duplicate task message.
-            let existing =
-                persistent && matches!(child.agent.graph().get_state(&opts).await, Ok(Some(_)));
             if existing {
                 child.agent.resume(Resume::Continue).options(&opts).await
             } else {
