@@ -176,6 +176,7 @@ const NOT_AN_OBJECT: u8 = 2;
 const ERROR_500: u8 = 3;
 const SLOW: u8 = 4;
 const EMPTY_204: u8 = 5;
+const HUGE: u8 = 6;
 
 struct RawServer {
     url: String,
@@ -238,6 +239,13 @@ async fn raw_server() -> RawServer {
                         ("200 OK", "{}".to_string())
                     }
                     EMPTY_204 => ("204 No Content", String::new()),
+                    HUGE => (
+                        "200 OK",
+                        json!({"run_id": "r-1", "status": "running",
+                               "values": {"messages": [{"role": "assistant", "content": "v".repeat(1 << 20)}]},
+                               "debug": "d".repeat(1 << 20)})
+                        .to_string(),
+                    ),
                     _ => {
                         let first = head.lines().next().unwrap_or("");
                         if first.starts_with("POST /runs ") {
@@ -507,4 +515,35 @@ async fn wait_for_run_gives_up_on_a_worker_that_misbehaves_on_its_stream() {
         assert_eq!(interrupts.len(), kept, "{size}");
         assert_eq!(interrupts[0]["interruptId"], 1);
     }
+}
+
+/// A worker that answers two starts with the same id, then with a megabyte of values and
+/// debug text: the second task gets an id of its own (it replaced the first task's record),
+/// and a record keeps at most 16 KiB of an answer (the whole answer was saved with the
+/// thread on every refresh).
+#[tokio::test]
+async fn worker_answers_cannot_replace_or_bloat_task_records() {
+    let server = raw_server().await;
+    let spec = AsyncSpec::new("raw", "Hand-rolled.", "raw-graph").url(server.url.clone());
+    let sup = Supervisor::new(vec![spec]).unwrap();
+    let start = json!({"description": "dig", "subagent_name": "raw"});
+    sup.call("start_async_task", start.clone()).await.unwrap();
+    let (r, state) = sup.call("start_async_task", start.clone()).await.unwrap();
+    assert!(!r.is_error(), "{}", r.text());
+    assert_eq!(state.async_tasks.len(), 2);
+    assert!(state.async_tasks.contains_key("r-1"));
+    assert!(state.async_tasks.keys().any(|k| k.starts_with("async-")));
+
+    server.mode.store(HUGE, Ordering::SeqCst);
+    let before: Vec<String> = state.async_tasks.keys().cloned().collect();
+    let (_, state) = sup.call("start_async_task", start).await.unwrap();
+    let new = state
+        .async_tasks
+        .values()
+        .find(|t| !before.contains(&t.task_id))
+        .unwrap();
+    let remote = serde_json::to_string(&new.remote).unwrap();
+    assert!(remote.len() < 1_000, "{} bytes kept", remote.len());
+    assert_eq!(new.remote.as_ref().unwrap()["truncated"], true);
+    assert_eq!(new.remote.as_ref().unwrap()["run_id"], "r-1");
 }

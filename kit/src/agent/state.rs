@@ -214,10 +214,11 @@ pub struct AsyncTask {
     pub last_updated_at: Option<String>,
     /// The task description.
     pub description: String,
-    /// Follow-up messages sent with `update_async_task`.
+    /// Follow-up messages sent with `update_async_task` (the newest 64).
     #[serde(default)]
     pub updates: Vec<String>,
-    /// The last raw remote response.
+    /// What was kept of the last remote response: all but the thread's values, at most
+    /// 16 KiB (else only its status and ids, with `"truncated": true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<Value>,
     /// The extracted result, when available.

@@ -213,9 +213,9 @@ impl Middleware for AsyncSubagentMiddleware {
                 "required": ["description"],
                 "additionalProperties": false
             }),
-            move |args, _ctx| {
+            move |args, ctx| {
                 let i = i.clone();
-                async move { i.start(parse(args)?).await }
+                async move { i.start(parse(args)?, &ctx).await }
             },
         );
         let i = self.inner.clone();

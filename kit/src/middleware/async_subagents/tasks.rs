@@ -47,6 +47,45 @@ pub(super) fn json_output(value: Value) -> ToolOutput {
     ToolOutput::text(value.to_string())
 }
 
+/// The most bytes of a worker's answer a task record keeps (it is saved with the thread on
+/// every refresh).
+const MAX_REMOTE_BYTES: usize = 16 << 10;
+
+/// The most refreshes `list_async_tasks` has in flight.
+const MAX_REFRESHING: usize = 8;
+
+/// The most follow-up messages a task record keeps (the newest).
+const MAX_UPDATES: usize = 64;
+
+/// What a record keeps of a worker's answer: all but the thread's values (the result is
+/// kept on its own), or only its status and ids when that is still over
+/// [`MAX_REMOTE_BYTES`]. A worker can answer with megabytes, saved again on every refresh.
+fn kept_of(response: &Value) -> Value {
+    let Value::Object(map) = response else {
+        return Value::Null;
+    };
+    let kept: Map<String, Value> = map
+        .iter()
+        .filter(|(k, _)| *k != "values")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let kept = Value::Object(kept);
+    if crate::json::to_vec(&kept).map_or(usize::MAX, |b| b.len()) <= MAX_REMOTE_BYTES {
+        return kept;
+    }
+    let mut small = Map::new();
+    for key in ["status", "thread_id", "run_id", "task_id", "id"] {
+        if let Some(text) = remote::text(response, key) {
+            small.insert(
+                key.to_string(),
+                Value::String(crate::text::clip(&text, 256)),
+            );
+        }
+    }
+    small.insert("truncated".to_string(), Value::Bool(true));
+    Value::Object(small)
+}
+
 /// Applies a worker response to a record: status, ids, result, timestamps.
 pub(super) fn absorb(task: &mut AsyncTask, response: &Value) {
     let now = ids::now_rfc3339();
@@ -64,7 +103,7 @@ pub(super) fn absorb(task: &mut AsyncTask, response: &Value) {
     if let Some(result) = remote::result(response) {
         task.result = Some(result);
     }
-    task.remote = Some(response.clone());
+    task.remote = Some(kept_of(response));
     task.last_error = None;
     task.last_checked_at = Some(now.clone());
     if task.status != old_status || task.run_id != old_run {
@@ -105,7 +144,11 @@ impl Inner {
         output
     }
 
-    pub(super) async fn start(&self, args: StartArgs) -> Result<ToolOutput, ToolError> {
+    pub(super) async fn start(
+        &self,
+        args: StartArgs,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let Some(name) = args.subagent_name.or(args.subagent_type) else {
             return Err(ToolError::invalid_args(format!(
                 "say which async subagent to start with `subagent_name`; available: {}",
@@ -156,7 +199,10 @@ impl Inner {
         });
         match client.start(&spec.endpoint, payload).await {
             Ok(response) => {
+                // The worker's id, unless a tracked task has it already (two starts answered
+                // with one thread, say): the record must not replace the other task's.
                 task.task_id = remote::task_id(&response)
+                    .filter(|id| !ctx.state().async_tasks.contains_key(id))
                     .unwrap_or_else(|| format!("async-{}", ids::random()));
                 task.status = "running".to_string();
                 absorb(&mut task, &response);
@@ -300,6 +346,10 @@ impl Inner {
         {
             Ok(response) => {
                 task.updates.push(args.message);
+                if task.updates.len() > MAX_UPDATES {
+                    let extra = task.updates.len() - MAX_UPDATES;
+                    task.updates.drain(..extra);
+                }
                 let id = task.task_id.clone();
                 absorb(&mut task, &response);
                 // The task id never changes, whatever ids the worker reports.
@@ -375,8 +425,13 @@ impl Inner {
                 None => "No async subagent tasks tracked.".to_string(),
             }));
         }
-        // Refresh the non-terminal ones in parallel.
-        let refreshed = futures::future::join_all(tasks.into_iter().map(|t| self.refresh(t))).await;
+        // Refresh the non-terminal ones in parallel, a few at a time: thousands of tracked tasks
+        // must not make thousands of requests at once.
+        let refreshed: Vec<_> = futures::StreamExt::collect(futures::StreamExt::buffered(
+            futures::stream::iter(tasks.into_iter().map(|t| self.refresh(t))),
+            MAX_REFRESHING,
+        ))
+        .await;
         let mut lines = Vec::new();
         let mut changed = BTreeMap::new();
         for r in refreshed {
