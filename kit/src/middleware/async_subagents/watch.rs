@@ -5,6 +5,7 @@
 //! announced to [`AsyncSubagentMiddleware::notices`](super::AsyncSubagentMiddleware::notices).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -47,10 +48,25 @@ const CAPACITY: usize = 256;
 /// that runs for months starts tasks without end.
 const HEARD: usize = 1024;
 
+/// How many runs are followed at once (each holds a stream to its worker open). A task
+/// started beyond that is not followed: the tools ask the worker about it instead.
+pub(super) const MAX_FOLLOWING: usize = 256;
+
 /// The outcomes heard so far, by task id (the latest run of each), and their listeners.
 pub(super) struct Watches {
     heard: Mutex<Heard>,
     notices: broadcast::Sender<TaskNotice>,
+    /// Runs followed right now.
+    following: Arc<AtomicUsize>,
+}
+
+/// Counts one followed run while it lives.
+struct Following(Arc<AtomicUsize>);
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The outcomes kept, and the order their tasks were first heard of (oldest first).
@@ -80,6 +96,7 @@ impl Default for Watches {
         Watches {
             heard: Mutex::new(Heard::default()),
             notices: broadcast::channel(CAPACITY).0,
+            following: Arc::new(AtomicUsize::new(0)),
         }
     }
 }
@@ -104,8 +121,15 @@ impl Watches {
         task_id: String,
         run_id: String,
     ) {
+        if self.following.fetch_add(1, Ordering::AcqRel) >= MAX_FOLLOWING {
+            self.following.fetch_sub(1, Ordering::AcqRel);
+            tracing::debug!(%task_id, "{MAX_FOLLOWING} runs followed already; the tools will poll this one");
+            return;
+        }
+        let guard = Following(self.following.clone());
         let watches = self.clone();
         tokio::spawn(async move {
+            let _guard = guard;
             match client.follow(&endpoint, &task_id, &run_id).await {
                 Some(Ok(outcome)) => watches.record(TaskNotice {
                     task_id,
@@ -195,5 +219,75 @@ mod tests {
         heard.insert(notice(10, "c"));
         assert_eq!(heard.by_task["t10"].run_id, "c");
         assert_eq!(heard.by_task.len(), HEARD);
+    }
+
+    /// A worker whose streams never end: at most `MAX_FOLLOWING` runs are followed at once,
+    /// the rest are left to the tools; a run that ends frees its place.
+    #[tokio::test]
+    async fn at_most_so_many_runs_are_followed_at_once() {
+        struct Endless(tokio::sync::Semaphore);
+        #[crate::async_trait]
+        impl RunClient for Endless {
+            async fn start(
+                &self,
+                _: &Endpoint,
+                _: Value,
+            ) -> Result<Value, crate::protocol::RunClientError> {
+                Ok(json!({}))
+            }
+            async fn check(
+                &self,
+                _: &Endpoint,
+                _: &str,
+            ) -> Result<Value, crate::protocol::RunClientError> {
+                Ok(json!({}))
+            }
+            async fn update(
+                &self,
+                _: &Endpoint,
+                _: &str,
+                _: &str,
+            ) -> Result<Value, crate::protocol::RunClientError> {
+                Ok(json!({}))
+            }
+            async fn cancel(
+                &self,
+                _: &Endpoint,
+                _: &str,
+            ) -> Result<Value, crate::protocol::RunClientError> {
+                Ok(json!({}))
+            }
+            async fn follow(
+                &self,
+                _: &Endpoint,
+                _: &str,
+                _: &str,
+            ) -> Option<Result<RunOutcome, crate::protocol::RunClientError>> {
+                let _ = self.0.acquire().await;
+                Some(Ok(RunOutcome::Completed { values: None }))
+            }
+        }
+        let client = Arc::new(Endless(tokio::sync::Semaphore::new(0)));
+        let watches = Arc::new(Watches::default());
+        let endpoint = Endpoint::new("w", "g");
+        for i in 0..MAX_FOLLOWING + 50 {
+            watches.follow(
+                client.clone(),
+                endpoint.clone(),
+                format!("t{i}"),
+                "r".into(),
+            );
+        }
+        assert_eq!(watches.following.load(Ordering::Acquire), MAX_FOLLOWING);
+        // The streams end: every place is free again, and the ends were heard.
+        client.0.add_permits(MAX_FOLLOWING);
+        for _ in 0..100 {
+            if watches.following.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(watches.following.load(Ordering::Acquire), 0);
+        assert_eq!(lock(&watches.heard).by_task.len(), MAX_FOLLOWING);
     }
 }
