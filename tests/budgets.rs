@@ -214,6 +214,45 @@ async fn a_negative_or_nan_cost_gives_no_budget_back() {
     }
 }
 
+/// A budget record changed outside the budget (through `update_state`) so that it no longer
+/// reads: the next model call fails with an error naming the record, instead of counting from
+/// zero again; removing the record starts the count afresh.
+#[tokio::test]
+async fn an_unreadable_budget_record_fails_closed() {
+    let model = ScriptedModel::new([Message::assistant("first"), Message::assistant("third")]);
+    let cp = Arc::new(MemoryCheckpointer::new());
+    let agent = agent(
+        &model,
+        &cp,
+        BudgetMiddleware::new(Budget::new().max_model_calls(10)),
+    );
+    let opts = RunOptions::new().thread_id("tampered");
+    agent.invoke("one").options(&opts).await.unwrap();
+    let set = |value: Value| {
+        kit::agent::AgentStateUpdate::new()
+            .custom(kit::state::DynUpdate::new().overwrite(BUDGET_KEY, value))
+    };
+    agent
+        .graph()
+        .update_state(&opts, set(json!({"model_calls": "many"})), None)
+        .await
+        .unwrap();
+    let err = agent.invoke("two").options(&opts).await.unwrap_err();
+    assert!(err.to_string().contains("does not read"), "{err}");
+    assert_eq!(
+        model.calls(),
+        1,
+        "no call was made on a budget that does not read"
+    );
+    agent
+        .graph()
+        .update_state(&opts, set(Value::Null), None)
+        .await
+        .unwrap();
+    let out = agent.invoke("three").options(&opts).await.unwrap();
+    assert_eq!(out.state().final_text(), "third");
+}
+
 #[tokio::test]
 async fn a_typed_error_then_resume_reruns_the_stopped_call_with_the_raised_budget() {
     let cp = Arc::new(MemoryCheckpointer::new());

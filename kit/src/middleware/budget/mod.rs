@@ -206,13 +206,22 @@ fn now_ms() -> u64 {
 }
 
 /// What the state says was spent, with a new count if the last run finished and the wall
-/// clock of this invocation.
-fn current(state: &crate::agent::AgentState, invocation: &str) -> (Spent, Duration) {
-    let mut spent: Spent = state
-        .custom
-        .get(BUDGET_KEY)
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
+/// clock of this invocation. A record that does not read (changed through `update_state`,
+/// say) is an error, not a budget reset to zero: a budget fails closed.
+fn current(
+    state: &crate::agent::AgentState,
+    invocation: &str,
+) -> Result<(Spent, Duration), String> {
+    let mut spent: Spent = match state.custom.get(BUDGET_KEY) {
+        None | Some(Value::Null) => Spent::default(),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
+            format!(
+                "the budget's record `{BUDGET_KEY}` in the state does not read ({e}); it was \
+                 changed outside the budget: set it back, or remove it (update_state with \
+                 null) to start counting again"
+            )
+        })?,
+    };
     if spent.finished {
         spent = Spent::default();
     }
@@ -221,10 +230,8 @@ fn current(state: &crate::agent::AgentState, invocation: &str) -> (Spent, Durati
         spent.invocation = invocation.to_string();
         spent.started_ms = now;
     }
-    (
-        spent.clone(),
-        Duration::from_millis(now.saturating_sub(spent.started_ms)),
-    )
+    let elapsed = Duration::from_millis(now.saturating_sub(spent.started_ms));
+    Ok((spent, elapsed))
 }
 
 #[crate::async_trait]
@@ -243,12 +250,18 @@ impl Middleware for BudgetMiddleware {
             Arc::new(
                 |current: &mut Value, update: Value| match update.get(SUBAGENTS_DELTA) {
                     Some(delta) => {
-                        let mut spent: Spent =
-                            serde_json::from_value(current.clone()).unwrap_or_default();
-                        if let Ok(delta) = serde_json::from_value::<Spent>(delta.clone()) {
-                            spent.add(&delta);
+                        // A record that does not read stays as it is, for the next model call
+                        // to report (adding to zero would forget what was spent).
+                        let spent = match &*current {
+                            Value::Null => Ok(Spent::default()),
+                            other => serde_json::from_value::<Spent>(other.clone()),
+                        };
+                        if let Ok(mut spent) = spent {
+                            if let Ok(delta) = serde_json::from_value::<Spent>(delta.clone()) {
+                                spent.add(&delta);
+                            }
+                            *current = to_value(&spent);
                         }
-                        *current = to_value(&spent);
                     }
                     None => *current = update,
                 },
@@ -276,7 +289,8 @@ impl Middleware for BudgetMiddleware {
         next: ModelNext<'_>,
     ) -> Result<ModelExecution, AgentError> {
         let (budget, ledger_key) = self.effective(rt);
-        let (mut spent, elapsed) = current(rt.state(), rt.node().invocation_id());
+        let (mut spent, elapsed) = current(rt.state(), rt.node().invocation_id())
+            .map_err(|e| AgentError::middleware(self.name(), e))?;
         let mut exceeded = spent.exceeded(&budget, elapsed);
         // A call whose prompt alone would go over the input budget is not made.
         if exceeded.is_none()
@@ -372,7 +386,10 @@ impl Middleware for BudgetMiddleware {
         next: ToolNext<'_>,
     ) -> Result<ToolExecution, Pause> {
         let (budget, _) = self.effective(rt);
-        let (spent, elapsed) = current(ctx.state(), rt.node().invocation_id());
+        let (spent, elapsed) = match current(ctx.state(), rt.node().invocation_id()) {
+            Ok(found) => found,
+            Err(e) => return Ok(ToolExecution::error(&call, format!("Error: {e}"))),
+        };
         // A subagent run may spend what this run has left, and what it spends counts here.
         let child = (call.name == TASK_TOOL).then(|| {
             let subagent = call.args["subagent_type"].as_str().unwrap_or_default();
