@@ -266,6 +266,59 @@ async fn parallel_tool_calls_run_concurrently() {
     assert_eq!(out.state().final_text(), "both met");
 }
 
+/// `max_concurrency` (LangGraph's): 40 calls in one answer run at most 3 at a time, and give
+/// the same results in call order as with no limit (which runs all 40 at once).
+#[tokio::test]
+async fn max_concurrency_bounds_the_calls_of_one_answer() {
+    for (limit, expected_peak) in [(Some(3), 3), (None, 40)] {
+        let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let slow = Tool::from_fn("slow", "Takes a while.", json!({"type": "object"}), {
+            let (running, peak) = (running.clone(), peak.clone());
+            move |args, _ctx| {
+                let (running, peak) = (running.clone(), peak.clone());
+                async move {
+                    use std::sync::atomic::Ordering::SeqCst;
+                    let now = running.fetch_add(1, SeqCst) + 1;
+                    peak.fetch_max(now, SeqCst);
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    running.fetch_sub(1, SeqCst);
+                    Ok::<_, ToolError>(format!("done {}", args["n"]))
+                }
+            }
+        });
+        let many: Vec<(String, serde_json::Value)> = (0..40)
+            .map(|n| (format!("c{n}"), json!({"n": n})))
+            .collect();
+        let answer = Message::assistant_with_tool_calls(
+            "",
+            many.iter()
+                .map(|(id, args)| ToolCall::with_id(id.clone(), "slow", args.clone()))
+                .collect(),
+        );
+        let model = ScriptedModel::new([answer, Message::assistant("all done")]);
+        let agent = Agent::builder().model(model).tool(slow).build().unwrap();
+        let opts = match limit {
+            Some(n) => RunOptions::new().max_concurrency(n),
+            None => RunOptions::new(),
+        };
+        let out = agent.invoke("go").options(&opts).await.unwrap();
+        let results: Vec<String> = tool_messages(out.state())
+            .iter()
+            .map(|m| m.text())
+            .collect();
+        let expected: Vec<String> = (0..40).map(|n| format!("done {n}")).collect();
+        assert_eq!(results, expected, "{limit:?}");
+        assert_eq!(
+            peak.load(std::sync::atomic::Ordering::SeqCst),
+            expected_peak,
+            "{limit:?}"
+        );
+    }
+    let from_config = RunOptions::from_config(&json!({"max_concurrency": 0}));
+    assert_eq!(from_config.get_max_concurrency(), Some(1));
+}
+
 #[tokio::test]
 async fn hooks_fire_in_the_documented_order() {
     let log = Arc::new(Mutex::new(Vec::new()));

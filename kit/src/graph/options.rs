@@ -82,6 +82,8 @@ pub struct RunOptions {
     pub(crate) run_id: Option<String>,
     /// How the run holds its thread's lease.
     pub(crate) lease: LeaseOptions,
+    /// The most tasks of one step that run at once; `None`: all of them.
+    pub(crate) max_concurrency: Option<usize>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -116,7 +118,35 @@ impl RunOptions {
             .get("recursion_limit")
             .and_then(Value::as_u64)
             .map(|n| n as usize);
+        opts.max_concurrency = config
+            .get("max_concurrency")
+            .and_then(Value::as_u64)
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX).max(1));
         opts
+    }
+
+    /// Runs at most `n` tasks of a step at once (LangGraph's `max_concurrency`): of the tool
+    /// calls of one answer, the branches of a fan-out, the nodes of a step. The others start
+    /// as those finish, in order; results and updates are the same as with no limit. The
+    /// subgraphs and subagents the run starts inherit it. `0` counts as 1.
+    ///
+    /// A model can answer with thousands of tool calls (each `task` call a whole subagent
+    /// run): this bounds how many hold memory, connections and model calls at once.
+    ///
+    /// ```
+    /// use kit::RunOptions;
+    /// let opts = RunOptions::new().max_concurrency(8);
+    /// assert_eq!(opts.get_max_concurrency(), Some(8));
+    /// ```
+    #[must_use]
+    pub fn max_concurrency(mut self, n: usize) -> Self {
+        self.max_concurrency = Some(n.max(1));
+        self
+    }
+
+    /// The most tasks of a step that run at once, if limited.
+    pub fn get_max_concurrency(&self) -> Option<usize> {
+        self.max_concurrency
     }
 
     /// Sets the thread id.

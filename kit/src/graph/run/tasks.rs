@@ -105,9 +105,29 @@ impl<S: State> Exec<S> {
                 futures.push((i, fut, node.name.clone()));
             }
         }
+        let limit = self
+            .run
+            .options
+            .max_concurrency
+            .filter(|n| futures.len() >= *n);
         if futures.is_empty() {
             if let Some((i, fut, name)) = first {
                 results[i] = Some(guarded(fut, name).await);
+            }
+        } else if let Some(limit) = limit {
+            // Limited: no task starts before it has a place, not even for a first poll.
+            let (indices, futs): (Vec<usize>, Vec<_>) = first
+                .into_iter()
+                .chain(futures)
+                .map(|(i, fut, name)| (i, guarded(fut, name)))
+                .unzip();
+            let done: Vec<_> = futures::StreamExt::collect(futures::StreamExt::buffered(
+                futures::stream::iter(futs),
+                limit,
+            ))
+            .await;
+            for (i, r) in indices.into_iter().zip(done) {
+                results[i] = Some(r);
             }
         } else {
             // Most nodes of a wide step finish at their first poll (sync nodes, cache hits):
