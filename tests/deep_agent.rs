@@ -281,6 +281,75 @@ async fn a_reused_call_id_runs_a_new_task_not_the_old_one() {
     );
 }
 
+/// Two `task` calls of one answer whose subagents both write `/notes.md`: the first to finish
+/// keeps the path, the other's version is saved beside it and its result says so (a plain
+/// merge let the later one silently replace the earlier).
+#[tokio::test]
+async fn parallel_tasks_writing_one_file_both_keep_their_work() {
+    let parent_model = ScriptedModel::new([
+        Message::assistant_with_tool_calls(
+            "",
+            vec![
+                ToolCall::with_id(
+                    "a",
+                    "task",
+                    json!({"description": "Note A.", "subagent_type": "first"}),
+                ),
+                ToolCall::with_id(
+                    "b",
+                    "task",
+                    json!({"description": "Note B.", "subagent_type": "second"}),
+                ),
+            ],
+        ),
+        Message::assistant("Both noted."),
+    ]);
+    let child = |text: &str| {
+        ScriptedModel::new([
+            call("n", "save_note", json!({"text": text})),
+            Message::assistant(format!("saved {text}")),
+        ])
+    };
+    let agent = Agent::builder()
+        .model(parent_model)
+        .subagents([
+            SubagentSpec::new("first", "Writes A.")
+                .model(child("A"))
+                .tools([note_tool()]),
+            SubagentSpec::new("second", "Writes B.")
+                .model(child("B"))
+                .tools([note_tool()]),
+        ])
+        .build()
+        .unwrap();
+    let out = agent.invoke("Take both notes.").await.unwrap();
+    let files = &out.state().files;
+    let kept = files["/notes.md"].content.clone();
+    let (winner, loser, other) = if kept == "A" {
+        ("a", "b", "B")
+    } else {
+        ("b", "a", "A")
+    };
+    assert_eq!(files[&format!("/notes.md.conflict-{loser}")].content, other);
+    assert_eq!(files.len(), 2);
+    let result = |id: &str| {
+        out.state()
+            .messages
+            .iter()
+            .find(|m| m.tool_call_id.as_deref() == Some(id))
+            .unwrap()
+            .text()
+    };
+    assert!(!result(winner).contains("changed these files first"));
+    let told = result(loser);
+    assert!(
+        told.contains(&format!(
+            "/notes.md (this task's version is /notes.md.conflict-{loser})"
+        )),
+        "{told}"
+    );
+}
+
 #[tokio::test]
 async fn unknown_subagent_type_is_an_error_result_listing_the_real_ones() {
     let model = ScriptedModel::new([

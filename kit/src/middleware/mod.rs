@@ -46,6 +46,7 @@ pub mod review;
 pub mod router;
 pub mod subagents;
 mod support;
+mod task_files;
 pub mod todos;
 pub mod tool_selector;
 

@@ -31,6 +31,7 @@ use std::sync::{Arc, OnceLock};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::task_files::FileClaims;
 use crate::agent::AgentBuilder;
 use crate::agent::{
     Agent, AgentState, AgentStateUpdate, BuildContext, FileData, IntoModelSource, Middleware,
@@ -320,6 +321,8 @@ pub struct SubagentMiddleware {
     specs: Vec<SubagentSpec>,
     general_purpose: Option<bool>,
     children: OnceLock<Arc<Vec<Child>>>,
+    /// Which task of an answer changed each file first.
+    claims: Arc<FileClaims>,
 }
 
 impl SubagentMiddleware {
@@ -330,6 +333,7 @@ impl SubagentMiddleware {
             specs: specs.into_iter().collect(),
             general_purpose: None,
             children: OnceLock::new(),
+            claims: Arc::default(),
         }
     }
 
@@ -439,6 +443,7 @@ fn file_changes(
 
 async fn run_task(
     children: Arc<Vec<Child>>,
+    claims: &FileClaims,
     args: TaskArgs,
     ctx: ToolContext,
 ) -> Result<ToolOutput, ToolError> {
@@ -498,10 +503,29 @@ async fn run_task(
     };
     match outcome {
         Ok(Outcome::Done(state)) => {
-            let mut output = ToolOutput::text(answer_of(&state));
             let changes = file_changes(parent_files, &state.files);
-            if !changes.is_empty() {
-                output = output.with_update(AgentStateUpdate::new().files(changes));
+            let mut answer = answer_of(&state);
+            if changes.is_empty() {
+                return Ok(ToolOutput::text(answer));
+            }
+            // Siblings of this answer ran at once from the same files: the first to change
+            // a path keeps it.
+            let key = format!(
+                "{}|{}|{}",
+                ctx.node().map_or("", |n| n.invocation_id()),
+                ctx.node()
+                    .map(|n| n.namespace().join("|"))
+                    .unwrap_or_default(),
+                answer_id(ctx.state(), &call_id)
+            );
+            let settled = claims.settle(&key, &call_id, changes);
+            if let Some(note) = settled.note() {
+                answer.push_str("\n\n");
+                answer.push_str(&note);
+            }
+            let mut output = ToolOutput::text(answer);
+            if !settled.changes.is_empty() {
+                output = output.with_update(AgentStateUpdate::new().files(settled.changes));
             }
             Ok(output)
         }
@@ -547,6 +571,7 @@ impl Middleware for SubagentMiddleware {
         }
         let names: Vec<&str> = children.iter().map(|c| c.name.as_str()).collect();
         let shared = children.clone();
+        let claims = self.claims.clone();
         vec![Tool::from_fn(
             TASK_TOOL,
             task_description(&children),
@@ -572,10 +597,11 @@ impl Middleware for SubagentMiddleware {
             }),
             move |args, ctx| {
                 let children = shared.clone();
+                let claims = claims.clone();
                 async move {
                     let args: TaskArgs =
                         serde_json::from_value(args).map_err(ToolError::invalid_args)?;
-                    run_task(children, args, ctx).await
+                    run_task(children, &claims, args, ctx).await
                 }
             },
         )]
