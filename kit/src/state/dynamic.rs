@@ -112,7 +112,32 @@ impl DynState {
         changed
     }
 
-    /// Folds one already-checked update into the state (used when replaying deltas).
+    /// The values from a full snapshot, then every recorded step folded as it was applied;
+    /// errors name `channel`.
+    pub(crate) fn restore_values(
+        &mut self,
+        schema: &DynSchema,
+        full: Option<&[u8]>,
+        deltas: &[&[u8]],
+        channel: &str,
+    ) -> Result<(), StateError> {
+        self.values = match full {
+            Some(bytes) => {
+                serde_json::from_slice(bytes).map_err(|e| StateError::serde(channel, e))?
+            }
+            None => BTreeMap::new(),
+        };
+        for bytes in deltas {
+            let mut step: Vec<DynUpdate> =
+                serde_json::from_slice(bytes).map_err(|e| StateError::serde(channel, e))?;
+            self.fold_step(schema, &mut step);
+        }
+        Ok(())
+    }
+
+    /// Folds one already-checked update into the state, key by key (a step of several updates
+    /// goes through [`apply_updates`](Self::apply_updates), where an overwrite beats the
+    /// step's normal writes).
     pub fn reduce(&mut self, schema: &DynSchema, update: DynUpdate) {
         for (key, write) in update.writes {
             let overwrite = write.is_overwrite();
@@ -315,18 +340,7 @@ impl State for DynState {
         full: Option<&[u8]>,
         deltas: &[&[u8]],
     ) -> Result<(), StateError> {
-        self.values = match full {
-            Some(bytes) => {
-                serde_json::from_slice(bytes).map_err(|e| StateError::serde("values", e))?
-            }
-            None => BTreeMap::new(),
-        };
-        for bytes in deltas {
-            let mut step: Vec<DynUpdate> =
-                serde_json::from_slice(bytes).map_err(|e| StateError::serde("values", e))?;
-            self.fold_step(schema, &mut step);
-        }
-        Ok(())
+        self.restore_values(schema, full, deltas, "values")
     }
 
     fn written_channels(update: &DynUpdate, out: &mut Vec<usize>) {

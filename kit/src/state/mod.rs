@@ -521,18 +521,7 @@ pub mod derive_support {
         deltas: &[&[u8]],
         channel: &str,
     ) -> Result<(), StateError> {
-        target.values = match full {
-            Some(bytes) => {
-                serde_json::from_slice(bytes).map_err(|e| StateError::serde(channel, e))?
-            }
-            None => Default::default(),
-        };
-        for bytes in deltas {
-            let mut step: Vec<DynUpdate> =
-                serde_json::from_slice(bytes).map_err(|e| StateError::serde(channel, e))?;
-            target.fold_step(schema, &mut step);
-        }
-        Ok(())
+        target.restore_values(schema, full, deltas, channel)
     }
 
     /// Restores a reduced field: full snapshot, then every delta folded through the reducer.
