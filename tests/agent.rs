@@ -317,6 +317,49 @@ async fn max_concurrency_bounds_the_calls_of_one_answer() {
     }
     let from_config = RunOptions::from_config(&json!({"max_concurrency": 0}));
     assert_eq!(from_config.get_max_concurrency(), Some(1));
+
+    // A place frees when its call ends, in any order: the first call waits for the last,
+    // which can only start if the 38 between them take turns in the other place.
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let wait = Tool::from_fn("wait", "Waits or opens.", json!({"type": "object"}), {
+        let gate = gate.clone();
+        move |args, _ctx| {
+            let gate = gate.clone();
+            async move {
+                match args["role"].as_str() {
+                    Some("first") => gate.notified().await,
+                    Some("last") => gate.notify_one(),
+                    _ => tokio::task::yield_now().await,
+                }
+                Ok::<_, ToolError>("ok")
+            }
+        }
+    });
+    let calls: Vec<ToolCall> = (0..40)
+        .map(|n| {
+            let role = match n {
+                0 => "first",
+                39 => "last",
+                _ => "middle",
+            };
+            ToolCall::with_id(format!("w{n}"), "wait", json!({"role": role}))
+        })
+        .collect();
+    let model = ScriptedModel::new([
+        Message::assistant_with_tool_calls("", calls),
+        Message::assistant("done"),
+    ]);
+    let agent = Agent::builder().model(model).tool(wait).build().unwrap();
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        agent
+            .invoke("go")
+            .options(&RunOptions::new().max_concurrency(2)),
+    )
+    .await
+    .expect("a finished call frees its place even while an earlier one still runs")
+    .unwrap();
+    assert_eq!(tool_messages(out.state()).len(), 40);
 }
 
 #[tokio::test]

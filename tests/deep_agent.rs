@@ -281,6 +281,65 @@ async fn a_reused_call_id_runs_a_new_task_not_the_old_one() {
     );
 }
 
+/// A reused call id whose new task pauses inside its child: the resume goes into the new
+/// child (the one its answer started), not into the finished child of the earlier turn.
+#[tokio::test]
+async fn a_reused_call_id_resumes_into_the_new_child() {
+    let task = |what: &str| {
+        call(
+            "call_0",
+            "task",
+            json!({"description": what, "subagent_type": "janitor"}),
+        )
+    };
+    let parent_model = ScriptedModel::new([
+        task("Look around."),
+        Message::assistant("Looked."),
+        task("Clean up."),
+        Message::assistant("Cleaned."),
+    ]);
+    let child_model = ScriptedModel::new([
+        Message::assistant("All tidy already."),
+        call("d1", "delete_everything", json!({})),
+        Message::assistant("Deleted, as confirmed."),
+    ]);
+    let agent = Agent::builder()
+        .model(parent_model)
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .general_purpose_subagent(false)
+        .subagents([SubagentSpec::new("janitor", "Cleans up.")
+            .model(child_model.clone())
+            .tools([confirm_tool()])])
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("reused-pause");
+    agent.invoke("look").options(&opts).await.unwrap();
+    let Outcome::Interrupted(paused) = agent.invoke("clean").options(&opts).await.unwrap() else {
+        panic!("the new child's question should pause the parent")
+    };
+    let interrupt = &paused.interrupts[0];
+    assert_eq!(interrupt.namespace.len(), 1);
+    assert!(
+        interrupt.namespace[0].starts_with("task:janitor:call_0:"),
+        "{:?}",
+        interrupt.namespace
+    );
+    let done = agent
+        .resume(Resume::by_ids([(interrupt.id.clone(), "yes")]))
+        .options(&opts)
+        .await
+        .unwrap()
+        .into_state();
+    let results: Vec<String> = done
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(results, ["All tidy already.", "Deleted, as confirmed."]);
+    assert_eq!(child_model.calls(), 3);
+}
+
 /// Two `task` calls of one answer whose subagents both write `/notes.md`: the first to finish
 /// keeps the path, the other's version is saved beside it and its result says so (a plain
 /// merge let the later one silently replace the earlier).
@@ -348,6 +407,70 @@ async fn parallel_tasks_writing_one_file_both_keep_their_work() {
         )),
         "{told}"
     );
+}
+
+/// The same across a pause: the second task's child asks a human before writing the file
+/// the first task wrote; after the resume (a later invocation) its version still goes beside.
+#[tokio::test]
+async fn a_task_resumed_after_its_sibling_finished_does_not_replace_its_file() {
+    let parent_model = ScriptedModel::new([
+        Message::assistant_with_tool_calls(
+            "",
+            vec![
+                ToolCall::with_id(
+                    "a",
+                    "task",
+                    json!({"description": "Note A.", "subagent_type": "first"}),
+                ),
+                ToolCall::with_id(
+                    "b",
+                    "task",
+                    json!({"description": "Note B.", "subagent_type": "second"}),
+                ),
+            ],
+        ),
+        Message::assistant("Both noted."),
+    ]);
+    let first = ScriptedModel::new([
+        call("n", "save_note", json!({"text": "A"})),
+        Message::assistant("saved A"),
+    ]);
+    let second = ScriptedModel::new([
+        call("d", "delete_everything", json!({})),
+        call("n", "save_note", json!({"text": "B"})),
+        Message::assistant("saved B"),
+    ]);
+    let agent = Agent::builder()
+        .model(parent_model)
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .general_purpose_subagent(false)
+        .subagents([
+            SubagentSpec::new("first", "Writes A.")
+                .model(first)
+                .tools([note_tool()]),
+            SubagentSpec::new("second", "Asks, then writes B.")
+                .model(second)
+                .tools([note_tool(), confirm_tool()]),
+        ])
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("claims-across-resume");
+    let Outcome::Interrupted(paused) = agent
+        .invoke("Take both notes.")
+        .options(&opts)
+        .await
+        .unwrap()
+    else {
+        panic!("the second child's question should pause the parent")
+    };
+    let done = agent
+        .resume(Resume::by_ids([(paused.interrupts[0].id.clone(), "yes")]))
+        .options(&opts)
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(done.files["/notes.md"].content, "A");
+    assert_eq!(done.files["/notes.md.conflict-b"].content, "B");
 }
 
 #[tokio::test]

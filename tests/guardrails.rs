@@ -1072,6 +1072,10 @@ async fn wrong_review_answers_are_shown_clipped_and_end_in_a_rejection() {
                 text.contains("16 answers in a row it could not use"),
                 "{text}"
             );
+            assert!(
+                text.starts_with("The tool call for `delete_file` was not executed"),
+                "{text}"
+            );
             assert!(text.len() < 1_000, "{} bytes", text.len());
             assert!(log.lock().unwrap().is_empty(), "nothing ran");
         }

@@ -217,8 +217,9 @@ pub struct AsyncTask {
     /// Follow-up messages sent with `update_async_task` (the newest 64).
     #[serde(default)]
     pub updates: Vec<String>,
-    /// What was kept of the last remote response: all but the thread's values, at most
-    /// 16 KiB (else only its status and ids, with `"truncated": true`).
+    /// The last remote response: whole up to 64 KiB; over that without the thread's values,
+    /// and over that again only its status, ids, error, stream link and pending interrupts,
+    /// with `"truncated": true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<Value>,
     /// The extracted result, when available.

@@ -127,8 +127,10 @@ impl RunOptions {
 
     /// Runs at most `n` tasks of a step at once (LangGraph's `max_concurrency`): of the tool
     /// calls of one answer, the branches of a fan-out, the nodes of a step. The others start
-    /// as those finish, in order; results and updates are the same as with no limit. The
-    /// subgraphs and subagents the run starts inherit it. `0` counts as 1.
+    /// in order as places free; results and updates are the same as with no limit. A waiting
+    /// task's start event and trace span begin when it is created, so its time includes the
+    /// wait. The subgraphs and subagents the run starts inherit the limit, each for its own
+    /// steps (two levels of subagents may run `n × n` tasks). `0` counts as 1.
     ///
     /// A model can answer with thousands of tool calls (each `task` call a whole subagent
     /// run): this bounds how many hold memory, connections and model calls at once.

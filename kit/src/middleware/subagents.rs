@@ -399,18 +399,20 @@ fn answer_of(state: &AgentState) -> String {
         .unwrap_or_default()
 }
 
-/// File changes of the child relative to what it was given.
-/// Whether a child thread found under a call's id finished a task other than `description`:
-/// it has nothing left to run, and its first message is another task.
-fn another_task(found: &crate::graph::StateSnapshot<AgentState>, description: &str) -> bool {
-    let first = found
-        .values
-        .messages
-        .iter()
-        .find(|m| m.role == crate::message::Role::User);
-    found.next.is_empty()
-        && found.interrupts.is_empty()
-        && first.is_some_and(|m| m.text() != description)
+/// The checkpoint metadata key naming the answer whose call started a child: a child found
+/// under a call id but started by another answer belongs to another task (a provider reusing
+/// call ids across answers).
+const TASK_ANSWER_KEY: &str = "kit_task_answer";
+
+/// Whether a child thread found under a call's id was started by an answer other than
+/// `answer`. A child saved without the key (by an older kit) is taken as this task's.
+fn another_task(found: &crate::graph::StateSnapshot<AgentState>, answer: &str) -> bool {
+    found
+        .checkpoint
+        .metadata
+        .get(TASK_ANSWER_KEY)
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|started_by| started_by != answer)
 }
 
 /// The id of the answer that made call `call_id` (the newest with it), or `-` when none has.
@@ -423,6 +425,7 @@ fn answer_id(state: &AgentState, call_id: &str) -> String {
         .map_or_else(|| "-".to_string(), |m| m.id.clone())
 }
 
+/// File changes of the child relative to what it was given.
 fn file_changes(
     before: &BTreeMap<String, FileData>,
     after: &BTreeMap<String, FileData>,
@@ -456,8 +459,11 @@ async fn run_task(
         )));
     };
     let call_id = ctx.call_id().to_string();
+    let answer = answer_id(ctx.state(), &call_id);
     let options = |segment: &str| match ctx.node() {
-        Some(node) => node.child_options(segment, Some(call_id.clone())),
+        Some(node) => node
+            .child_options(segment, Some(call_id.clone()))
+            .metadata(TASK_ANSWER_KEY, answer.clone()),
         None => RunOptions::new(),
     };
     let mut opts = options(&format!("task:{}:{call_id}", child.name));
@@ -465,18 +471,14 @@ async fn run_task(
     let resume = ctx.node().and_then(|n| n.child_resume());
     let persistent = opts.thread_id.is_some() && opts.checkpointer.is_some();
     let mut existing = false;
-    if resume.is_none() && persistent {
+    if persistent {
         // A child thread that already exists (the parent crashed mid-call and re-ran the call)
-        // is continued, not restarted with a duplicate task message. One that finished
-        // another task is a provider reusing call ids across turns: this task gets a thread
-        // of its own, named after the answer that made the call (the same on a re-run).
+        // is continued, not restarted with a duplicate task message. One another answer
+        // started is a provider reusing call ids across answers: this task has a thread of
+        // its own, named after its answer (so a resume and a re-run find it again).
         existing = match child.agent.graph().get_state(&opts).await {
-            Ok(Some(found)) if another_task(&found, &args.description) => {
-                opts = options(&format!(
-                    "task:{}:{call_id}:{}",
-                    child.name,
-                    answer_id(ctx.state(), &call_id)
-                ));
+            Ok(Some(found)) if another_task(&found, &answer) => {
+                opts = options(&format!("task:{}:{call_id}:{answer}", child.name));
                 matches!(child.agent.graph().get_state(&opts).await, Ok(Some(_)))
             }
             Ok(Some(_)) => true,
@@ -504,26 +506,28 @@ async fn run_task(
     match outcome {
         Ok(Outcome::Done(state)) => {
             let changes = file_changes(parent_files, &state.files);
-            let mut answer = answer_of(&state);
+            let mut reply = answer_of(&state);
             if changes.is_empty() {
-                return Ok(ToolOutput::text(answer));
+                return Ok(ToolOutput::text(reply));
             }
             // Siblings of this answer ran at once from the same files: the first to change
             // a path keeps it.
+            // The thread, not the invocation: a sibling that paused and was resumed settles
+            // in a later invocation than the one that finished first.
             let key = format!(
-                "{}|{}|{}",
-                ctx.node().map_or("", |n| n.invocation_id()),
+                "{}|{}|{answer}",
+                ctx.node()
+                    .map_or("", |n| n.thread_id().unwrap_or(n.invocation_id())),
                 ctx.node()
                     .map(|n| n.namespace().join("|"))
                     .unwrap_or_default(),
-                answer_id(ctx.state(), &call_id)
             );
             let settled = claims.settle(&key, &call_id, changes);
             if let Some(note) = settled.note() {
-                answer.push_str("\n\n");
-                answer.push_str(&note);
+                reply.push_str("\n\n");
+                reply.push_str(&note);
             }
-            let mut output = ToolOutput::text(answer);
+            let mut output = ToolOutput::text(reply);
             if !settled.changes.is_empty() {
                 output = output.with_update(AgentStateUpdate::new().files(settled.changes));
             }

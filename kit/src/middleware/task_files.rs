@@ -10,7 +10,7 @@ use crate::agent::FileData;
 use crate::middleware::filesystem::sanitize_call_id;
 
 /// Answers whose claims are kept; the oldest are forgotten (their tasks ended long ago).
-const ANSWERS: usize = 256;
+const ANSWERS: usize = 4096;
 
 /// The paths each recent answer's tasks changed, and by which call.
 #[derive(Default)]

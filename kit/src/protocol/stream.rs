@@ -424,7 +424,11 @@ impl HttpRunClient {
                     ),
                 });
             }
-            request.since = stream.last_event_id();
+            // From the newest event seen in any opening (a reopening that delivered nothing
+            // must not send the next one back to the log's start).
+            if newest > 0 {
+                request.since = Some(newest);
+            }
             tokio::time::sleep(Duration::from_millis(100) * failures).await;
         }
     }

@@ -95,7 +95,8 @@ const MAX_QUEUED_BYTES: usize = 64 << 20;
 /// that needs no backend. Look at the file with the trace viewer (`kit::trace::viewer`).
 ///
 /// The queue holds 10,000 runs and 64 MiB of text; beyond that runs are dropped and counted,
-/// never blocking. Each line is written whole or, when the disk fails partway, followed by a
+/// never blocking (a single run of more than 64 MiB is always dropped: record less with
+/// [`TraceOptions`](super::TraceOptions)). Each line is written whole or, when the disk fails partway, followed by a
 /// line break before the next, so one failed write loses one run, not its neighbour.
 pub struct JsonLinesExporter {
     tx: SyncSender<Job>,

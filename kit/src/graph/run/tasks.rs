@@ -115,18 +115,17 @@ impl<S: State> Exec<S> {
                 results[i] = Some(guarded(fut, name).await);
             }
         } else if let Some(limit) = limit {
-            // Limited: no task starts before it has a place, not even for a first poll.
-            let (indices, futs): (Vec<usize>, Vec<_>) = first
+            // Limited: no task starts before it has a place, not even for a first poll, and
+            // a place frees as soon as its task ends, whatever the order.
+            // Collected first: a lazy iterator's closure held across the await below would
+            // not be `Send` for every lifetime.
+            let runs: Vec<_> = first
                 .into_iter()
                 .chain(futures)
-                .map(|(i, fut, name)| (i, guarded(fut, name)))
-                .unzip();
-            let done: Vec<_> = futures::StreamExt::collect(futures::StreamExt::buffered(
-                futures::stream::iter(futs),
-                limit,
-            ))
-            .await;
-            for (i, r) in indices.into_iter().zip(done) {
+                .map(|(i, fut, name)| futures::FutureExt::map(guarded(fut, name), move |r| (i, r)))
+                .collect();
+            let mut done = futures::StreamExt::buffer_unordered(futures::stream::iter(runs), limit);
+            while let Some((i, r)) = futures::StreamExt::next(&mut done).await {
                 results[i] = Some(r);
             }
         } else {

@@ -213,9 +213,9 @@ impl Middleware for AsyncSubagentMiddleware {
                 "required": ["description"],
                 "additionalProperties": false
             }),
-            move |args, ctx| {
+            move |args, _ctx| {
                 let i = i.clone();
-                async move { i.start(parse(args)?, &ctx).await }
+                async move { i.start(parse(args)?).await }
             },
         );
         let i = self.inner.clone();

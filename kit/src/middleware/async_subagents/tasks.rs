@@ -49,7 +49,7 @@ pub(super) fn json_output(value: Value) -> ToolOutput {
 
 /// The most bytes of a worker's answer a task record keeps (it is saved with the thread on
 /// every refresh).
-const MAX_REMOTE_BYTES: usize = 16 << 10;
+const MAX_REMOTE_BYTES: usize = 64 << 10;
 
 /// The most refreshes `list_async_tasks` has in flight.
 const MAX_REFRESHING: usize = 8;
@@ -57,10 +57,20 @@ const MAX_REFRESHING: usize = 8;
 /// The most follow-up messages a task record keeps (the newest).
 const MAX_UPDATES: usize = 64;
 
-/// What a record keeps of a worker's answer: all but the thread's values (the result is
-/// kept on its own), or only its status and ids when that is still over
-/// [`MAX_REMOTE_BYTES`]. A worker can answer with megabytes, saved again on every refresh.
-fn kept_of(response: &Value) -> Value {
+/// The most bytes of pending interrupts a trimmed record keeps (a review of a large write
+/// shows its arguments; the model needs them to answer).
+const MAX_INTERRUPT_BYTES: usize = 256 << 10;
+
+/// What a record keeps of a worker's answer: all of it up to [`MAX_REMOTE_BYTES`] (the
+/// spec's "last raw remote response"). Over that, all but the thread's values (the result is
+/// kept on its own); still over, the status, the ids, the stream link, the error (clipped)
+/// and the pending interrupts (up to [`MAX_INTERRUPT_BYTES`]). A worker can answer with
+/// megabytes, saved again with the thread on every refresh.
+pub(super) fn kept_of(response: &Value) -> Value {
+    let fits = |v: &Value| crate::json::to_vec(v).is_ok_and(|b| b.len() <= MAX_REMOTE_BYTES);
+    if fits(response) {
+        return response.clone();
+    }
     let Value::Object(map) = response else {
         return Value::Null;
     };
@@ -70,7 +80,7 @@ fn kept_of(response: &Value) -> Value {
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let kept = Value::Object(kept);
-    if crate::json::to_vec(&kept).map_or(usize::MAX, |b| b.len()) <= MAX_REMOTE_BYTES {
+    if fits(&kept) {
         return kept;
     }
     let mut small = Map::new();
@@ -81,6 +91,27 @@ fn kept_of(response: &Value) -> Value {
                 Value::String(crate::text::clip(&text, 256)),
             );
         }
+    }
+    if let Some(error) = remote::text(response, "error") {
+        small.insert(
+            "error".into(),
+            Value::String(crate::text::clip(&error, 2000)),
+        );
+    }
+    if let Some(stream) = response
+        .get("links")
+        .and_then(|l| l.get("stream"))
+        .and_then(Value::as_str)
+    {
+        small.insert(
+            "links".into(),
+            json!({"stream": crate::text::clip(stream, 2000)}),
+        );
+    }
+    if let Some(interrupts) = response.get("interrupts")
+        && crate::json::to_vec(interrupts).map_or(usize::MAX, |b| b.len()) <= MAX_INTERRUPT_BYTES
+    {
+        small.insert("interrupts".into(), interrupts.clone());
     }
     small.insert("truncated".to_string(), Value::Bool(true));
     Value::Object(small)
@@ -144,11 +175,7 @@ impl Inner {
         output
     }
 
-    pub(super) async fn start(
-        &self,
-        args: StartArgs,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
+    pub(super) async fn start(&self, args: StartArgs) -> Result<ToolOutput, ToolError> {
         let Some(name) = args.subagent_name.or(args.subagent_type) else {
             return Err(ToolError::invalid_args(format!(
                 "say which async subagent to start with `subagent_name`; available: {}",
@@ -199,10 +226,7 @@ impl Inner {
         });
         match client.start(&spec.endpoint, payload).await {
             Ok(response) => {
-                // The worker's id, unless a tracked task has it already (two starts answered
-                // with one thread, say): the record must not replace the other task's.
                 task.task_id = remote::task_id(&response)
-                    .filter(|id| !ctx.state().async_tasks.contains_key(id))
                     .unwrap_or_else(|| format!("async-{}", ids::random()));
                 task.status = "running".to_string();
                 absorb(&mut task, &response);
@@ -390,7 +414,7 @@ impl Inner {
         let now = ids::now_rfc3339();
         let remote_status = response.as_ref().and_then(|r| remote::text(r, "status"));
         if let Some(r) = &response {
-            task.remote = Some(r.clone());
+            task.remote = Some(kept_of(r));
         }
         task.status = match remote_status {
             Some(s) if is_terminal(&s) => s,
@@ -427,14 +451,18 @@ impl Inner {
         }
         // Refresh the non-terminal ones in parallel, a few at a time: thousands of tracked tasks
         // must not make thousands of requests at once.
-        let refreshed: Vec<_> = futures::StreamExt::collect(futures::StreamExt::buffered(
-            futures::stream::iter(tasks.into_iter().map(|t| self.refresh(t))),
-            MAX_REFRESHING,
-        ))
+        let refreshing = tasks
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| async move { (i, self.refresh(t).await) });
+        let mut refreshed: Vec<_> = futures::StreamExt::collect(
+            futures::StreamExt::buffer_unordered(futures::stream::iter(refreshing), MAX_REFRESHING),
+        )
         .await;
+        refreshed.sort_by_key(|(i, _)| *i);
         let mut lines = Vec::new();
         let mut changed = BTreeMap::new();
-        for r in refreshed {
+        for (_, r) in refreshed {
             let (task, note) = match r {
                 Ok(task) => (task, String::new()),
                 Err((mut task, e)) => {

@@ -182,7 +182,7 @@ impl Watches {
             }
             RunOutcome::Failed { error, .. } => remote["error"] = json!(error),
         }
-        task.remote = Some(remote);
+        task.remote = Some(super::tasks::kept_of(&remote));
         true
     }
 }

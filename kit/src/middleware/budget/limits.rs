@@ -166,6 +166,7 @@ pub struct BudgetExceeded {
 /// What a run has spent: kept in the state channel [`BUDGET_KEY`](super::BUDGET_KEY), so a run
 /// continued after its budget ran out goes on counting.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Spent {
     /// Input tokens.
     pub input_tokens: u64,
@@ -187,11 +188,19 @@ pub struct Spent {
 }
 
 impl Spent {
+    /// Adds `dollars`, saturating at `f64::MAX`: an infinite count would be saved as `null`
+    /// and no longer read. Negative and non-finite amounts add nothing.
+    pub(crate) fn add_cost(&mut self, dollars: f64) {
+        if dollars.is_finite() && dollars > 0.0 {
+            self.cost_usd = (self.cost_usd + dollars).min(f64::MAX);
+        }
+    }
+
     /// Adds what `other` spent (a subagent's run) to this.
     pub(crate) fn add(&mut self, other: &Spent) {
         self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
-        self.cost_usd += other.cost_usd;
+        self.add_cost(other.cost_usd);
         self.model_calls = self.model_calls.saturating_add(other.model_calls);
     }
 

@@ -359,7 +359,7 @@ impl Middleware for BudgetMiddleware {
             // A cost that is negative or not a number (from a provider or a custom model)
             // must not give budget back.
             if cost.is_finite() && cost > 0.0 {
-                spent.cost_usd += cost;
+                spent.add_cost(cost);
             }
         }
         spent.model_calls = spent.model_calls.saturating_add(1);

@@ -109,11 +109,11 @@ impl Middleware for HumanReviewMiddleware {
         let mut wrong = 0;
         let decisions = loop {
             match request.accept(&answer) {
-                Ok(decisions) => break decisions,
+                Ok(decisions) => break decisions.into_iter().map(Ok).collect::<Vec<_>>(),
                 Err(e) => {
                     wrong += 1;
                     if wrong == MAX_WRONG_ANSWERS {
-                        break vec![unreadable(&e); reviewed.len()];
+                        break vec![Err(gave_up(&e)); reviewed.len()];
                     }
                     let again = ReviewRequest {
                         error: Some(e.to_string()),
@@ -128,15 +128,16 @@ impl Middleware for HumanReviewMiddleware {
         let mut edits = Map::new();
         for ((call, _), decision) in reviewed.iter().zip(decisions) {
             match decision {
-                Decision::Approve => {}
-                Decision::Edit { edited_action } => {
+                Err(reason) => results.push(not_run(call, &reason)),
+                Ok(Decision::Approve) => {}
+                Ok(Decision::Edit { edited_action }) => {
                     edits.insert(
                         call.id.clone(),
                         json!({"name": edited_action.name, "args": edited_action.args}),
                     );
                 }
-                Decision::Reject { message } => results.push(rejected(call, message)),
-                Decision::Respond { message } => {
+                Ok(Decision::Reject { message }) => results.push(rejected(call, message)),
+                Ok(Decision::Respond { message }) => {
                     results.push(Message::tool(&call.id, message).with_name(&call.name));
                 }
             }
@@ -212,7 +213,10 @@ impl HumanReviewMiddleware {
                 Err(e) => {
                     wrong += 1;
                     if wrong == MAX_WRONG_ANSWERS {
-                        break unreadable(&e);
+                        return Ok(ToolExecution {
+                            message: not_run(&call, &gave_up(&e)),
+                            update: None,
+                        });
                     }
                     asked = ToolApproval {
                         error: Some(e.to_string()),
@@ -241,14 +245,24 @@ impl HumanReviewMiddleware {
 /// that keeps answering wrongly must not grow the thread without end.
 pub const MAX_WRONG_ANSWERS: usize = 16;
 
-/// The rejection given once [`MAX_WRONG_ANSWERS`] answers could not be used.
-fn unreadable(last: &ReviewError) -> Decision {
-    Decision::Reject {
-        message: Some(format!(
-            "the review got {MAX_WRONG_ANSWERS} answers in a row it could not use, so the tool \
-             was not executed (the last: {last})"
-        )),
-    }
+/// Why a call was not run once [`MAX_WRONG_ANSWERS`] answers could not be used.
+fn gave_up(last: &ReviewError) -> String {
+    format!(
+        "its review got {MAX_WRONG_ANSWERS} answers in a row it could not use (the last: {last})"
+    )
+}
+
+/// The error result of a reviewed call that no usable answer decided: nobody rejected it.
+fn not_run(call: &ToolCall, reason: &str) -> Message {
+    Message::tool_error(
+        &call.id,
+        format!(
+            "The tool call for `{}` was not executed: {reason}. Do not retry it unless the user \
+             asks again.",
+            call.name
+        ),
+    )
+    .with_name(&call.name)
 }
 
 /// The error result of a rejected call, in the anchor's words.
