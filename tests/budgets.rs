@@ -216,7 +216,7 @@ async fn a_negative_or_nan_cost_gives_no_budget_back() {
 
 /// A budget record changed outside the budget (through `update_state`) so that it no longer
 /// reads: the next model call fails with an error naming the record, instead of counting from
-/// zero again; removing the record starts the count afresh.
+/// zero again; an empty record (or none) starts the count afresh.
 #[tokio::test]
 async fn an_unreadable_budget_record_fails_closed() {
     let model = ScriptedModel::new([Message::assistant("first"), Message::assistant("third")]);
@@ -239,14 +239,23 @@ async fn an_unreadable_budget_record_fails_closed() {
         .unwrap();
     let err = agent.invoke("two").options(&opts).await.unwrap_err();
     assert!(err.to_string().contains("does not read"), "{err}");
+    // A misspelt field does not read as nothing spent either.
+    agent
+        .graph()
+        .update_state(&opts, set(json!({"model_call": 9})), None)
+        .await
+        .unwrap();
+    let err = agent.invoke("two").options(&opts).await.unwrap_err();
+    assert!(err.to_string().contains("does not read"), "{err}");
     assert_eq!(
         model.calls(),
         1,
         "no call was made on a budget that does not read"
     );
+    // An empty record, like a removed one, starts the count afresh.
     agent
         .graph()
-        .update_state(&opts, set(Value::Null), None)
+        .update_state(&opts, set(json!({})), None)
         .await
         .unwrap();
     let out = agent.invoke("three").options(&opts).await.unwrap();

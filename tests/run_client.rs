@@ -519,7 +519,7 @@ async fn wait_for_run_gives_up_on_a_worker_that_misbehaves_on_its_stream() {
 }
 
 /// A worker that answers with a megabyte of values and debug text: a task record keeps at
-/// most 16 KiB of it (the whole answer was saved with the thread on every refresh), with
+/// most 64 KiB of it (the whole answer was saved with the thread on every refresh), with
 /// the status, ids, error, stream link and interrupts the tools need.
 #[tokio::test]
 async fn worker_answers_cannot_bloat_task_records() {

@@ -415,14 +415,16 @@ fn another_task(found: &crate::graph::StateSnapshot<AgentState>, answer: &str) -
         .is_some_and(|started_by| started_by != answer)
 }
 
-/// The id of the answer that made call `call_id` (the newest with it), or `-` when none has.
-fn answer_id(state: &AgentState, call_id: &str) -> String {
+/// The id of the answer that made call `call_id` (the newest with it), if it has one: a call a
+/// middleware made up, or an answer without an id, has none.
+fn answer_id(state: &AgentState, call_id: &str) -> Option<String> {
     state
         .messages
         .iter()
         .rev()
         .find(|m| m.tool_calls.iter().any(|c| c.id == call_id))
-        .map_or_else(|| "-".to_string(), |m| m.id.clone())
+        .map(|m| m.id.clone())
+        .filter(|id| !id.is_empty())
 }
 
 /// File changes of the child relative to what it was given.
@@ -460,11 +462,12 @@ async fn run_task(
     };
     let call_id = ctx.call_id().to_string();
     let answer = answer_id(ctx.state(), &call_id);
-    let options = |segment: &str| match ctx.node() {
-        Some(node) => node
+    let options = |segment: &str| match (ctx.node(), &answer) {
+        (Some(node), Some(answer)) => node
             .child_options(segment, Some(call_id.clone()))
             .metadata(TASK_ANSWER_KEY, answer.clone()),
-        None => RunOptions::new(),
+        (Some(node), None) => node.child_options(segment, Some(call_id.clone())),
+        (None, _) => RunOptions::new(),
     };
     let mut opts = options(&format!("task:{}:{call_id}", child.name));
     let parent_files = &ctx.state().files;
@@ -476,12 +479,12 @@ async fn run_task(
         // is continued, not restarted with a duplicate task message. One another answer
         // started is a provider reusing call ids across answers: this task has a thread of
         // its own, named after its answer (so a resume and a re-run find it again).
-        existing = match child.agent.graph().get_state(&opts).await {
-            Ok(Some(found)) if another_task(&found, &answer) => {
+        existing = match (child.agent.graph().get_state(&opts).await, &answer) {
+            (Ok(Some(found)), Some(answer)) if another_task(&found, answer) => {
                 opts = options(&format!("task:{}:{call_id}:{answer}", child.name));
                 matches!(child.agent.graph().get_state(&opts).await, Ok(Some(_)))
             }
-            Ok(Some(_)) => true,
+            (Ok(Some(_)), _) => true,
             _ => false,
         };
     }
@@ -513,15 +516,22 @@ async fn run_task(
             // Siblings of this answer ran at once from the same files: the first to change
             // a path keeps it.
             // The thread, not the invocation: a sibling that paused and was resumed settles
-            // in a later invocation than the one that finished first.
-            let key = format!(
-                "{}|{}|{answer}",
-                ctx.node()
-                    .map_or("", |n| n.thread_id().unwrap_or(n.invocation_id())),
-                ctx.node()
-                    .map(|n| n.namespace().join("|"))
-                    .unwrap_or_default(),
-            );
+            // in a later invocation than the one that finished first. (Claims live in this
+            // process: a resume on another worker, or after a restart, does not meet them.)
+            // Without an answer id, only the tasks of this invocation are compared.
+            let node = ctx.node();
+            let key = match &answer {
+                Some(answer) => format!(
+                    "{}|{}|{answer}",
+                    node.map_or("", |n| n.thread_id().unwrap_or(n.invocation_id())),
+                    node.map(|n| n.namespace().join("|")).unwrap_or_default(),
+                ),
+                None => format!(
+                    "{}|{}|-",
+                    node.map_or("", |n| n.invocation_id()),
+                    node.map(|n| n.namespace().join("|")).unwrap_or_default(),
+                ),
+            };
             let settled = claims.settle(&key, &call_id, changes);
             if let Some(note) = settled.note() {
                 reply.push_str("\n\n");

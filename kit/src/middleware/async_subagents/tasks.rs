@@ -92,10 +92,14 @@ pub(super) fn kept_of(response: &Value) -> Value {
             );
         }
     }
-    if let Some(error) = remote::text(response, "error") {
+    if let Some(error) = response.get("error").filter(|e| !e.is_null()) {
+        let text = match error {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
         small.insert(
             "error".into(),
-            Value::String(crate::text::clip(&error, 2000)),
+            Value::String(crate::text::clip(&text, 2000)),
         );
     }
     if let Some(stream) = response
@@ -108,10 +112,20 @@ pub(super) fn kept_of(response: &Value) -> Value {
             json!({"stream": crate::text::clip(stream, 2000)}),
         );
     }
-    if let Some(interrupts) = response.get("interrupts")
-        && crate::json::to_vec(interrupts).map_or(usize::MAX, |b| b.len()) <= MAX_INTERRUPT_BYTES
-    {
-        small.insert("interrupts".into(), interrupts.clone());
+    if let Some(Value::Array(interrupts)) = response.get("interrupts") {
+        // The pending interrupts that fit, in order; the rest are named as left out.
+        let mut kept = Vec::new();
+        let mut bytes = 0usize;
+        for interrupt in interrupts {
+            let size = crate::json::to_vec(interrupt).map_or(usize::MAX, |b| b.len());
+            if bytes.saturating_add(size) > MAX_INTERRUPT_BYTES {
+                small.insert("interrupts_truncated".into(), Value::Bool(true));
+                break;
+            }
+            bytes += size;
+            kept.push(interrupt.clone());
+        }
+        small.insert("interrupts".into(), Value::Array(kept));
     }
     small.insert("truncated".to_string(), Value::Bool(true));
     Value::Object(small)

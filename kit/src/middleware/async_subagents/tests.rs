@@ -30,3 +30,34 @@ fn duplicate_names_are_refused() {
             .contains("duplicate async subagent names: a")
     );
 }
+
+/// A record keeps a worker's answer whole up to 64 KiB; over that, what the tools need: the
+/// interrupts that fit (in order, the rest named as left out) and the error whatever its form.
+#[test]
+fn a_large_answer_is_trimmed_to_what_the_tools_need() {
+    let small = json!({"status": "running", "values": {"messages": [{"content": "hi"}]}});
+    assert_eq!(super::tasks::kept_of(&small), small);
+    let big = json!({
+        "status": "interrupted", "thread_id": "t",
+        "values": {"messages": [{"content": "v".repeat(1 << 20)}]},
+        "interrupts": [
+            {"id": "i1", "value": "a".repeat(100 << 10)},
+            {"id": "i2", "value": "b".repeat(100 << 10)},
+            {"id": "i3", "value": "c".repeat(100 << 10)},
+        ],
+        "error": {"code": 7, "detail": "d".repeat(1 << 20)},
+    });
+    let kept = super::tasks::kept_of(&big);
+    assert_eq!(kept["truncated"], true);
+    assert_eq!(kept["interrupts_truncated"], true);
+    let ids: Vec<&str> = kept["interrupts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["i1", "i2"]);
+    assert!(kept["error"].as_str().unwrap().starts_with("{\"code\":7"));
+    assert!(serde_json::to_string(&kept).unwrap().len() < 300 << 10);
+    assert_eq!(kept["thread_id"], "t");
+}

@@ -166,7 +166,6 @@ pub struct BudgetExceeded {
 /// What a run has spent: kept in the state channel [`BUDGET_KEY`](super::BUDGET_KEY), so a run
 /// continued after its budget ran out goes on counting.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
 pub struct Spent {
     /// Input tokens.
     pub input_tokens: u64,

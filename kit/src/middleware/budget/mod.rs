@@ -214,6 +214,7 @@ fn current(
 ) -> Result<(Spent, Duration), String> {
     let mut spent: Spent = match state.custom.get(BUDGET_KEY) {
         None | Some(Value::Null) => Spent::default(),
+        Some(Value::Object(fields)) if fields.is_empty() => Spent::default(),
         Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
             format!(
                 "the budget's record `{BUDGET_KEY}` in the state does not read ({e}); it was \
@@ -254,6 +255,7 @@ impl Middleware for BudgetMiddleware {
                         // to report (adding to zero would forget what was spent).
                         let spent = match &*current {
                             Value::Null => Ok(Spent::default()),
+                            Value::Object(fields) if fields.is_empty() => Ok(Spent::default()),
                             other => serde_json::from_value::<Spent>(other.clone()),
                         };
                         if let Ok(mut spent) = spent {
