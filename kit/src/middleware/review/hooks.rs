@@ -240,9 +240,10 @@ impl HumanReviewMiddleware {
     }
 }
 
-/// Wrong answers to one review after which it stops asking and rejects the calls: each is kept
-/// (as the answer to an interrupt of the node) and read again on every resume, so a client
-/// that keeps answering wrongly must not grow the thread without end.
+/// Wrong answers to one review after which it stops asking and does not run the calls (each
+/// gets an error result saying why): each answer is kept (as the answer to an interrupt of the
+/// node) and read again on every resume, so a client that keeps answering wrongly must not
+/// grow the thread without end.
 pub const MAX_WRONG_ANSWERS: usize = 16;
 
 /// Why a call was not run once [`MAX_WRONG_ANSWERS`] answers could not be used.

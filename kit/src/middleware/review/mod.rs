@@ -87,9 +87,9 @@
 //! the thread could not be resumed again.) To check decisions before resuming, use
 //! [`ReviewRequest::check`], which returns the same errors typed. The error repeats at most the
 //! first 300 characters of a wrong answer, and after [`MAX_WRONG_ANSWERS`] (16) wrong answers
-//! in a row the review stops asking and rejects its calls, saying why: every answer is kept
-//! with the thread and read again on each resume, so asking forever would let one client grow
-//! the thread without end.
+//! in a row the review stops asking and its calls are not run (each gets an error result saying
+//! why): every answer is kept with the thread and read again on each resume, so asking forever
+//! would let one client grow the thread without end.
 //!
 //! **Per-call mode.** With [`interrupt_mode(InterruptMode::PerCall)`](HumanReviewMiddleware::interrupt_mode)
 //! there is one interrupt per reviewed call instead, raised by the call's own tools task as it
