@@ -340,12 +340,10 @@ async fn a_reused_call_id_resumes_into_the_new_child() {
     assert_eq!(child_model.calls(), 3);
 }
 
-/// Two `task` calls of one answer whose subagents both write `/notes.md`: the first to finish
-/// keeps the path, the other's version is saved beside it and its result says so (a plain
-/// merge let the later one silently replace the earlier).
-#[tokio::test]
-async fn parallel_tasks_writing_one_file_both_keep_their_work() {
-    let parent_model = ScriptedModel::new([
+/// A parent that asks subagent `first` for note A and `second` for note B in one answer
+/// (calls `a` and `b`), then ends.
+fn two_note_tasks() -> ScriptedModel {
+    ScriptedModel::new([
         Message::assistant_with_tool_calls(
             "",
             vec![
@@ -362,7 +360,15 @@ async fn parallel_tasks_writing_one_file_both_keep_their_work() {
             ],
         ),
         Message::assistant("Both noted."),
-    ]);
+    ])
+}
+
+/// Two `task` calls of one answer whose subagents both write `/notes.md`: the first to finish
+/// keeps the path, the other's version is saved beside it and its result says so (a plain
+/// merge let the later one silently replace the earlier).
+#[tokio::test]
+async fn parallel_tasks_writing_one_file_both_keep_their_work() {
+    let parent_model = two_note_tasks();
     let child = |text: &str| {
         ScriptedModel::new([
             call("n", "save_note", json!({"text": text})),
@@ -413,24 +419,7 @@ async fn parallel_tasks_writing_one_file_both_keep_their_work() {
 /// the first task wrote; after the resume (a later invocation) its version still goes beside.
 #[tokio::test]
 async fn a_task_resumed_after_its_sibling_finished_does_not_replace_its_file() {
-    let parent_model = ScriptedModel::new([
-        Message::assistant_with_tool_calls(
-            "",
-            vec![
-                ToolCall::with_id(
-                    "a",
-                    "task",
-                    json!({"description": "Note A.", "subagent_type": "first"}),
-                ),
-                ToolCall::with_id(
-                    "b",
-                    "task",
-                    json!({"description": "Note B.", "subagent_type": "second"}),
-                ),
-            ],
-        ),
-        Message::assistant("Both noted."),
-    ]);
+    let parent_model = two_note_tasks();
     let first = ScriptedModel::new([
         call("n", "save_note", json!({"text": "A"})),
         Message::assistant("saved A"),
