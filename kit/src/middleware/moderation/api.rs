@@ -60,13 +60,12 @@ impl ModerationResult {
 /// The most categories an answer may add to the documented ones (a newer model's, say).
 pub(super) const MAX_EXTRA_CATEGORIES: usize = 8;
 
-/// A documented category, or a name shaped like one: 1 to 64 lower-case letters, digits and
-/// `/`, `-` or `_`. Anything else an endpoint calls a category (a proxy's page, megabytes of
-/// text) is left out of what is shown.
+/// A name shaped like a category (as every documented one is): 1 to 64 lower-case letters,
+/// digits and `/`, `-` or `_`. Anything else an endpoint calls a category (a proxy's page,
+/// megabytes of text) is left out of what is shown.
 pub(super) fn category_shaped(name: &str) -> bool {
-    CATEGORIES.contains(&name)
-        || ((1..=64).contains(&name.len())
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"/-_".contains(&b)))
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"/-_".contains(&b))
 }

@@ -73,6 +73,9 @@ fn what_an_endpoint_calls_a_category_is_bounded() {
         assert!(text.len() < 2_000, "{} bytes", text.len());
         assert!(text.starts_with("violence, new 00000, "), "{text}");
         assert!(!text.contains("html") && !text.contains("Violence") && !text.contains("yyy"));
+        // Every documented score is shown, however many others sort before it.
+        assert!(text.contains("\"violence\": 0.9"), "{text}");
+        assert!(text.contains("\"self_harm_intent\": 0.0"), "{text}");
     }
     // A newer model's category, shaped like one, is still shown.
     let mut r = result(&[]);

@@ -57,11 +57,21 @@ pub(super) fn format_violation(
                 match name.as_str() {
                     "categories" => out.push_str(&category_label(result)),
                     "category_scores" => {
+                        // Every documented score, then at most a few others shaped like names.
                         let scores: serde_json::Map<String, Value> = result
                             .category_scores
                             .iter()
-                            .filter(|(k, _)| super::api::category_shaped(k))
-                            .take(super::CATEGORIES.len() + super::api::MAX_EXTRA_CATEGORIES)
+                            .filter(|(k, _)| super::CATEGORIES.contains(&k.as_str()))
+                            .chain(
+                                result
+                                    .category_scores
+                                    .iter()
+                                    .filter(|(k, _)| {
+                                        !super::CATEGORIES.contains(&k.as_str())
+                                            && super::api::category_shaped(k)
+                                    })
+                                    .take(super::api::MAX_EXTRA_CATEGORIES),
+                            )
                             .map(|(k, v)| (k.replace(['-', '/'], "_"), json!(v)))
                             .collect();
                         out.push_str(&crate::middleware::python::py_json(&Value::Object(scores)));
