@@ -103,6 +103,16 @@ pub(crate) async fn stored_version(
         .try_get(0)
 }
 
+/// Whether tables at schema version `found` are current for a build that knows versions up
+/// to `supported`: `Ok(true)` current, `Ok(false)` to migrate, `Err(found)` made by a newer
+/// kit (left untouched: an older build would misread them).
+pub(crate) fn is_current(found: i64, supported: i64) -> Result<bool, i64> {
+    match found.cmp(&supported) {
+        std::cmp::Ordering::Greater => Err(found),
+        order => Ok(order.is_eq()),
+    }
+}
+
 /// Records `version` in `table` (creating it when missing), inside the migration's `tx`.
 pub(crate) async fn record_version(
     tx: &deadpool_postgres::Transaction<'_>,

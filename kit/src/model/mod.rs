@@ -305,7 +305,7 @@ pub fn estimate_message_chars(m: &Message) -> usize {
         for part in parts {
             match part {
                 ContentPart::Image { .. } => chars += IMAGE_CHARS,
-                ContentPart::ProviderBlock { block, .. } => chars += block.to_string().len(),
+                ContentPart::ProviderBlock { block, .. } => chars += crate::json::approx_len(block),
                 _ => {}
             }
         }
@@ -616,7 +616,7 @@ mod tests {
             ]);
             assert_eq!(
                 estimate_message_chars(&m),
-                4 + 16 + 2 * IMAGE_CHARS + block.to_string().len(),
+                4 + 16 + 2 * IMAGE_CHARS + crate::json::approx_len(&block),
                 "{size}"
             );
         }

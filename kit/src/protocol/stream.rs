@@ -376,7 +376,7 @@ impl HttpRunClient {
                 match (event.method.as_str(), event.root_lifecycle()) {
                     ("values", _) => values = Some(event.data.clone()),
                     ("input.requested", _) if interrupts.len() < MAX_INTERRUPTS => {
-                        let bytes = event.data.to_string().len();
+                        let bytes = crate::json::approx_len(&event.data);
                         if interrupt_bytes.saturating_add(bytes) <= MAX_INTERRUPT_BYTES {
                             interrupt_bytes += bytes;
                             interrupts.push(event.data.clone());

@@ -166,23 +166,9 @@ impl RunRecord {
         let mut bytes = self.id.len() + self.trace_id.len() + self.name.len() + 64;
         bytes += self.error.as_ref().map_or(0, String::len);
         bytes += self.tags.iter().map(String::len).sum::<usize>();
-        let mut stack: Vec<&Value> = vec![&self.inputs, &self.outputs];
-        stack.extend(self.metadata.values());
-        bytes += self.metadata.keys().map(String::len).sum::<usize>();
-        while let Some(value) = stack.pop() {
-            bytes += match value {
-                Value::String(s) => s.len() + 2,
-                Value::Array(items) => {
-                    stack.extend(items);
-                    2
-                }
-                Value::Object(map) => {
-                    bytes += map.keys().map(|k| k.len() + 4).sum::<usize>();
-                    stack.extend(map.values());
-                    2
-                }
-                _ => 8,
-            };
+        bytes += crate::json::approx_len(&self.inputs) + crate::json::approx_len(&self.outputs);
+        for (key, value) in &self.metadata {
+            bytes += key.len() + crate::json::approx_len(value);
         }
         bytes
     }

@@ -2,7 +2,7 @@
 
 use super::{Fail, PostgresCheckpointer};
 use crate::checkpoint::CheckpointError;
-use crate::pg::{record_version, stored_version};
+use crate::pg::{is_current, record_version, stored_version};
 
 /// The table holding the schema version.
 const VERSION_TABLE: &str = "kit_schema_version";
@@ -77,16 +77,14 @@ impl PostgresCheckpointer {
         let op = "migrating the schema";
         let mut client = self.client(op).await?;
         // Read-only check first: a database from a newer kit is left untouched.
+        let too_new = |found| CheckpointError::SchemaTooNew {
+            found,
+            supported: POSTGRES_SCHEMA_VERSION,
+        };
         let found = stored_version(&client, VERSION_TABLE)
             .await
             .map_err(|e| self.error(op, Fail::Sql(e)))?;
-        if found > POSTGRES_SCHEMA_VERSION {
-            return Err(CheckpointError::SchemaTooNew {
-                found,
-                supported: POSTGRES_SCHEMA_VERSION,
-            });
-        }
-        if found == POSTGRES_SCHEMA_VERSION {
+        if is_current(found, POSTGRES_SCHEMA_VERSION).map_err(too_new)? {
             return Ok(());
         }
         let run = async {
@@ -94,13 +92,9 @@ impl PostgresCheckpointer {
             self.db.begin_migration(&tx, MIGRATION_LOCK).await?;
             // Another process may have migrated while we waited for the lock.
             let found = stored_version(&tx, VERSION_TABLE).await?;
-            if found > POSTGRES_SCHEMA_VERSION {
-                return Err(Fail::Checkpoint(CheckpointError::SchemaTooNew {
-                    found,
-                    supported: POSTGRES_SCHEMA_VERSION,
-                }));
-            }
-            if found < POSTGRES_SCHEMA_VERSION {
+            let current = is_current(found, POSTGRES_SCHEMA_VERSION)
+                .map_err(|found| Fail::Checkpoint(too_new(found)))?;
+            if !current {
                 for sql in MIGRATIONS.iter().skip(usize::try_from(found).unwrap_or(0)) {
                     tx.batch_execute(sql).await?;
                 }

@@ -67,7 +67,7 @@ const MAX_INTERRUPT_BYTES: usize = 256 << 10;
 /// and the pending interrupts (up to [`MAX_INTERRUPT_BYTES`]). A worker can answer with
 /// megabytes, saved again with the thread on every refresh.
 pub(super) fn kept_of(response: &Value) -> Value {
-    let fits = |v: &Value| crate::json::to_vec(v).is_ok_and(|b| b.len() <= MAX_REMOTE_BYTES);
+    let fits = |v: &Value| crate::json::approx_len(v) <= MAX_REMOTE_BYTES;
     if fits(response) {
         return response.clone();
     }
@@ -117,7 +117,7 @@ pub(super) fn kept_of(response: &Value) -> Value {
         let mut kept = Vec::new();
         let mut bytes = 0usize;
         for interrupt in interrupts {
-            let size = crate::json::to_vec(interrupt).map_or(usize::MAX, |b| b.len());
+            let size = crate::json::approx_len(interrupt);
             if bytes.saturating_add(size) > MAX_INTERRUPT_BYTES {
                 small.insert("interrupts_truncated".into(), Value::Bool(true));
                 break;

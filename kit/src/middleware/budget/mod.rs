@@ -73,6 +73,7 @@ mod limits;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 pub use limits::{Budget, BudgetExceeded, BudgetLimit, Spent};
@@ -205,6 +206,15 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A budget record: `null` and `{}` are a fresh count; anything else must read whole.
+fn read_spent(record: &Value) -> Result<Spent, serde_json::Error> {
+    match record {
+        Value::Null => Ok(Spent::default()),
+        Value::Object(fields) if fields.is_empty() => Ok(Spent::default()),
+        other => Spent::deserialize(other),
+    }
+}
+
 /// What the state says was spent, with a new count if the last run finished and the wall
 /// clock of this invocation. A record that does not read (changed through `update_state`,
 /// say) is an error, not a budget reset to zero: a budget fails closed.
@@ -212,17 +222,14 @@ fn current(
     state: &crate::agent::AgentState,
     invocation: &str,
 ) -> Result<(Spent, Duration), String> {
-    let mut spent: Spent = match state.custom.get(BUDGET_KEY) {
-        None | Some(Value::Null) => Spent::default(),
-        Some(Value::Object(fields)) if fields.is_empty() => Spent::default(),
-        Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
+    let mut spent =
+        read_spent(state.custom.get(BUDGET_KEY).unwrap_or(&Value::Null)).map_err(|e| {
             format!(
                 "the budget's record `{BUDGET_KEY}` in the state does not read ({e}); it was \
                  changed outside the budget: set it back, or remove it (update_state with \
                  null) to start counting again"
             )
-        })?,
-    };
+        })?;
     if spent.finished {
         spent = Spent::default();
     }
@@ -253,13 +260,8 @@ impl Middleware for BudgetMiddleware {
                     Some(delta) => {
                         // A record that does not read stays as it is, for the next model call
                         // to report (adding to zero would forget what was spent).
-                        let spent = match &*current {
-                            Value::Null => Ok(Spent::default()),
-                            Value::Object(fields) if fields.is_empty() => Ok(Spent::default()),
-                            other => serde_json::from_value::<Spent>(other.clone()),
-                        };
-                        if let Ok(mut spent) = spent {
-                            if let Ok(delta) = serde_json::from_value::<Spent>(delta.clone()) {
+                        if let Ok(mut spent) = read_spent(current) {
+                            if let Ok(delta) = Spent::deserialize(delta) {
                                 spent.add(&delta);
                             }
                             *current = to_value(&spent);
@@ -359,10 +361,8 @@ impl Middleware for BudgetMiddleware {
                 .or_else(|| crate::model::pricing::cost(&model, &usage))
                 .unwrap_or(0.0);
             // A cost that is negative or not a number (from a provider or a custom model)
-            // must not give budget back.
-            if cost.is_finite() && cost > 0.0 {
-                spent.add_cost(cost);
-            }
+            // gives no budget back (`add_cost` ignores it).
+            spent.add_cost(cost);
         }
         spent.model_calls = spent.model_calls.saturating_add(1);
         spent.finished = message.tool_calls.is_empty();

@@ -1,7 +1,7 @@
 //! The store's tables in PostgreSQL, their version, and migrating one process at a time.
 
 use super::PostgresStore;
-use crate::pg::{record_version, stored_version};
+use crate::pg::{is_current, record_version, stored_version};
 use crate::store::StoreError;
 
 /// The table holding the schema version.
@@ -55,12 +55,13 @@ impl PostgresStore {
         };
         let mut client = self.client().await?;
         // Read-only first: a process joining a running fleet changes nothing.
-        let current = |found: i64| match found.cmp(&POSTGRES_STORE_SCHEMA_VERSION) {
-            std::cmp::Ordering::Greater => Err(StoreError::SchemaTooNew {
-                found,
-                supported: POSTGRES_STORE_SCHEMA_VERSION,
-            }),
-            order => Ok(order.is_eq()),
+        let current = |found| {
+            is_current(found, POSTGRES_STORE_SCHEMA_VERSION).map_err(|found| {
+                StoreError::SchemaTooNew {
+                    found,
+                    supported: POSTGRES_STORE_SCHEMA_VERSION,
+                }
+            })
         };
         if current(stored_version(&client, VERSION_TABLE).await.map_err(fail)?)? {
             return Ok(());

@@ -12,7 +12,7 @@ use super::{
     Finish, NOTICE_CAPACITY, NewEvent, NewRun, RUN_COLUMNS, RecoverAction, RunInput, RunRecord,
     RunStatus, RunStore, StoreError, StoredEvent, ThreadRecord, recovered,
 };
-use crate::pg::{Database, record_version, stored_version};
+use crate::pg::{Database, is_current, record_version, stored_version};
 
 /// Serialises table creation between processes starting together.
 const MIGRATION_LOCK: i64 = 0x6b69_7477_6f72_6b72; // "kitworkr"
@@ -314,12 +314,11 @@ impl PostgresRunStore {
     /// column exclusively), and run beside live runs they could deadlock with them.
     async fn migrate(&self) -> Result<(), StoreError> {
         let op = "creating the tables";
-        let current = |found: i64| match found.cmp(&SCHEMA_VERSION) {
-            std::cmp::Ordering::Greater => Err(StoreError::SchemaTooNew {
+        let current = |found| {
+            is_current(found, SCHEMA_VERSION).map_err(|found| StoreError::SchemaTooNew {
                 found,
                 supported: SCHEMA_VERSION,
-            }),
-            order => Ok(order.is_eq()),
+            })
         };
         let mut client = self.client(op).await?;
         if current(
