@@ -180,6 +180,66 @@ async fn send_fans_out_with_per_task_input_and_join_waits_for_all() {
     assert_eq!(out.items, ["short", "long1", "long2", "after"]);
 }
 
+/// A node two predecessors trigger in one step runs once; a step's tasks run in node order
+/// whatever order they fired in, then its `Send`s in the order sent, each with its own input,
+/// to one node or several; a `Send` to an unknown node is an error naming it, even after
+/// `Send`s to a known one.
+#[tokio::test]
+async fn a_node_triggered_twice_runs_once_and_sends_keep_their_order_across_targets() {
+    fn logger(
+        name: &'static str,
+    ) -> impl Fn(&S, &NodeContext) -> SUpdate + std::marker::Send + Sync {
+        move |_: &S, _: &NodeContext| SUpdate::new().items(item(name))
+    }
+    fn sent(
+        name: &'static str,
+    ) -> impl Fn(&S, &NodeContext) -> Result<SUpdate, NodeError> + std::marker::Send + Sync {
+        move |_: &S, ctx: &NodeContext| {
+            let i: usize = ctx.arg()?;
+            Ok(SUpdate::new().items(vec![format!("{name}{i}")]))
+        }
+    }
+    let graph = |last: &'static str| {
+        GraphBuilder::<S>::new("diamond")
+            .sync_node("c", logger("c"))
+            .sync_node("b", logger("b"))
+            .sync_node("a", logger("a"))
+            .sync_node("d", logger("d"))
+            .sync_node("x", sent("x"))
+            .sync_node("y", sent("y"))
+            .edge(START, "a")
+            // `a` triggers b, then c; they run in node order: c was added before b.
+            .edge("a", "b")
+            .edge("a", "c")
+            .edge("b", "d")
+            .edge("c", "d")
+            .route("d", ["x", "y"], move |_: &S| {
+                Route::Sends(vec![
+                    Send::new("x", 0usize),
+                    Send::new("x", 1usize),
+                    Send::new("y", 2usize),
+                    Send::new(last, 3usize),
+                ])
+            })
+            .edge("x", END)
+            .edge("y", END)
+            .compile()
+            .unwrap()
+    };
+    let out = graph("x")
+        .invoke(SUpdate::new())
+        .await
+        .unwrap()
+        .into_state();
+    assert_eq!(out.items, ["a", "c", "b", "d", "x0", "x1", "y2", "x3"]);
+
+    let err = graph("nowhere").invoke(SUpdate::new()).await.unwrap_err();
+    assert!(
+        matches!(&err, GraphError::UnknownNode { target, .. } if target == "nowhere"),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn command_goto_applies_the_update_then_routes() {
     let graph = GraphBuilder::<S>::new("command")

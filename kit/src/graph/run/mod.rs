@@ -15,7 +15,7 @@ use codec::Body;
 pub use drive::{DriverNext, StepDriver, StepTask, TaskResult};
 pub(crate) use lease::run as run_leased;
 use persist::ChannelStats;
-use route::merge_tasks;
+use route::Routing;
 pub(crate) use thread::{
     emit_failure, fork, get_state, restore_state, state_history, update_state,
 };
@@ -63,6 +63,8 @@ pub(crate) struct Exec<S: State> {
     state: Arc<S>,
     step: i64,
     next: Vec<TaskSpec>,
+    /// Where the step after `next` is routed (buffers reused from step to step).
+    routing: Routing,
     joins: Vec<u64>,
     /// Each channel's version: shared with the checkpoint written last, changed in place
     /// once that write is done with it.
@@ -151,6 +153,7 @@ impl<S: State> Exec<S> {
             // The input of a new thread is step -1, its first superstep step 0.
             step: -2,
             next: Vec::new(),
+            routing: Routing::default(),
             joins: vec![0; graph.inner.joins.len()],
             versions: Arc::default(),
             stats: vec![ChannelStats::default(); S::channels().len()],
@@ -563,6 +566,7 @@ impl<S: State> Exec<S> {
             if let Some(outcome) = self.static_interrupt_after(&tasks).await? {
                 return Ok(outcome);
             }
+            self.routing.recycle(tasks);
         }
         let state = std::mem::replace(&mut self.state, Arc::new(S::default()));
         Ok(Outcome::Done(
@@ -583,9 +587,7 @@ impl<S: State> Exec<S> {
         }
         let mut updates = vec![update];
         self.apply(&mut updates)?;
-        let (next, sends) = self.route_from(None, &[])?;
-        self.next = merge_tasks(next, sends, self.inner().nodes.len());
-        Ok(())
+        self.schedule([(None, &[][..])])
     }
 
     /// The run's event stream, when it carries events of `kind` (checked before building one).

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Exec, TaskSpec, merge_tasks};
+use super::{Exec, TaskSpec};
 use crate::checkpoint::{CheckpointSource, PendingWrite, pending};
 use crate::event::{Event, EventData, EventKind, LazyJson};
 use crate::graph::error::GraphError;
@@ -132,14 +132,12 @@ impl<S: State> Exec<S> {
             join(&mut updates, std::mem::take(&mut out.updates));
         }
         self.apply(&mut updates)?;
-        let mut next = Vec::new();
-        let mut sends = Vec::new();
-        for (task, out) in tasks.iter().zip(&outputs) {
-            let (n, s) = self.route_from(Some(task.node), &out.goto)?;
-            join(&mut next, n);
-            join(&mut sends, s);
-        }
-        self.next = merge_tasks(next, sends, self.inner().nodes.len());
+        self.schedule(
+            tasks
+                .iter()
+                .zip(&outputs)
+                .map(|(task, out)| (Some(task.node), out.goto.as_slice())),
+        )?;
         self.save(CheckpointSource::Loop).await?;
         let Some(sink) = &self.run.options.events else {
             return Ok(());

@@ -26,7 +26,7 @@ impl<S: State> Exec<S> {
         // The first future is kept apart: a step of one task (a chain's every step) then runs
         // it with no list of futures at all.
         let mut first = None;
-        let mut futures = Vec::new();
+        let mut futures = Vec::with_capacity(tasks.len().saturating_sub(1));
         let streaming = self.run.options.events.is_some();
         self.task_run_ids.clear();
         let graph = self.graph.inner.clone();

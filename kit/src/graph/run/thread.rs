@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
+use super::Exec;
 use super::codec::Body;
-use super::{Exec, merge_tasks};
 use crate::checkpoint::{CheckpointSource, Checkpointer, LoadedCheckpoint, pending};
 use crate::event::Event;
 use crate::graph::error::GraphError;
@@ -172,8 +172,7 @@ pub(crate) async fn update_state<S: State>(
     exec.apply(&mut updates)?;
     if let Some(node) = as_node {
         let i = exec.node_index(node, "update_state")?;
-        let (next, sends) = exec.route_from(Some(i), &[])?;
-        exec.next = merge_tasks(next, sends, graph.inner.nodes.len());
+        exec.schedule([(Some(i), &[][..])])?;
     }
     exec.pending.clear();
     exec.save(CheckpointSource::Update).await?;
