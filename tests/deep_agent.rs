@@ -610,6 +610,66 @@ async fn compaction_summarises_old_messages_and_keeps_other_channels() {
     assert_eq!(last.messages.len(), 3);
 }
 
+/// A failed summary call leaves the conversation whole and is not repeated at every model
+/// call: compaction tries again once the conversation has grown (here by `keep_messages`).
+#[tokio::test]
+async fn a_failed_summary_is_tried_again_once_the_conversation_has_grown() {
+    let model = ScriptedModel::new([
+        ScriptStep::Reply(Message::assistant("a1")),
+        ScriptStep::Reply(Message::assistant("a2")),
+        // Turn 3 (5 messages, due): the summary call fails; the turn still answers.
+        ScriptStep::Fail(ModelError::RateLimited {
+            provider: "scripted".into(),
+            retry_after: None,
+            message: "slow down".into(),
+        }),
+        ScriptStep::Reply(Message::assistant("a3")),
+        // Turn 4 (7 messages): still due, but waiting for 5 + 4: no summary call.
+        ScriptStep::Reply(Message::assistant("a4")),
+        // Turn 5 (9 messages): tried again.
+        ScriptStep::Reply(Message::assistant("SUMMARY of one to four")),
+        ScriptStep::Reply(Message::assistant("a5")),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .compaction(
+            CompactionMiddleware::new()
+                .trigger_messages(5)
+                .keep_messages(4),
+        )
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("flaky-summaries");
+    for turn in ["one", "two", "three"] {
+        agent.invoke(turn).options(&opts).await.unwrap();
+    }
+    let four = agent
+        .invoke("four")
+        .options(&opts)
+        .await
+        .unwrap()
+        .into_state();
+    let texts: Vec<String> = four.messages.iter().map(Message::text).collect();
+    assert_eq!(
+        texts,
+        ["one", "a1", "two", "a2", "three", "a3", "four", "a4"],
+        "nothing lost"
+    );
+    assert_eq!(model.calls(), 5, "turn 4 made no summary call");
+
+    let five = agent
+        .invoke("five")
+        .options(&opts)
+        .await
+        .unwrap()
+        .into_state();
+    let texts: Vec<String> = five.messages.iter().map(Message::text).collect();
+    assert!(texts[0].contains("SUMMARY of one to four"), "{texts:?}");
+    assert_eq!(&texts[1..], ["a3", "four", "a4", "five", "a5"]);
+    assert_eq!(model.calls(), 7);
+}
+
 #[tokio::test]
 async fn overflow_recovery_compacts_and_retries_once() {
     let overflow = || {

@@ -7,7 +7,8 @@
 //! anchor's open bug leaves orphan tool results that providers reject). `todos`, `files` and
 //! `async_tasks` live in their own channels and are untouched.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
@@ -35,6 +36,11 @@ Be specific and complete; do not add anything that is not in the conversation.";
 /// Defaults: 85% of the model's context window when its profile knows it, else 170,000
 /// tokens; keep the last 6 messages.
 ///
+/// A failed summary call does not end the run: the conversation carries on uncompacted, and
+/// compaction tries again once it has grown by a quarter (at least by `keep_messages`
+/// messages), not at every model call, which would pay for a failing call over the whole
+/// history each time.
+///
 /// ```
 /// use kit::middleware::compaction::CompactionMiddleware;
 /// let compaction = CompactionMiddleware::new().trigger_messages(40).keep_messages(10);
@@ -46,6 +52,8 @@ pub struct CompactionMiddleware {
     trigger_messages: Option<usize>,
     keep_messages: usize,
     summary_budget_chars: usize,
+    /// Conversations whose last summary failed, shared by the clones of this middleware.
+    failures: Arc<Failures>,
 }
 
 impl Default for CompactionMiddleware {
@@ -62,6 +70,7 @@ impl CompactionMiddleware {
             trigger_messages: None,
             keep_messages: 6,
             summary_budget_chars: 400_000,
+            failures: Arc::default(),
         }
     }
 
@@ -284,6 +293,11 @@ impl Middleware for CompactionMiddleware {
         if !self.due(&state.messages, model) {
             return Ok(None);
         }
+        let conversation = conversation_key(rt);
+        let length = state.messages.len();
+        if self.failures.waiting(&conversation, length) {
+            return Ok(None);
+        }
         match compact(
             model,
             &state.messages,
@@ -293,6 +307,7 @@ impl Middleware for CompactionMiddleware {
         .await
         {
             Ok(Some((summary, cut))) => {
+                self.failures.forget(&conversation);
                 let mut kept = Vec::with_capacity(state.messages.len() - cut + 1);
                 kept.push(summary);
                 kept.extend_from_slice(&state.messages[cut..]);
@@ -312,9 +327,94 @@ impl Middleware for CompactionMiddleware {
             // A failed summary must not end the run: carry on uncompacted (overflow recovery,
             // if enabled, still guards the model call).
             Err(e) => {
-                tracing::warn!(error = %e, "compaction skipped: the summary call failed");
+                // Clipped: the text is a provider's, of any length.
+                let error = crate::text::clip(&e.to_string(), 2000);
+                let retry_at = self
+                    .failures
+                    .record(conversation, length, self.keep_messages);
+                tracing::warn!(
+                    %error,
+                    retry_at,
+                    "compaction skipped: the summary call failed; it is tried again once the \
+                     conversation has {retry_at} messages"
+                );
+                if let Some(sink) = rt.node().events_of(crate::event::EventKind::Middleware) {
+                    let data = json!({"error": error, "messages": length, "retry_at": retry_at});
+                    let event = rt.node().event(
+                        "Compaction.failed",
+                        crate::event::EventData::Middleware(data),
+                    );
+                    sink.send(event).await;
+                }
                 Ok(None)
             }
+        }
+    }
+}
+
+/// The conversation a model call belongs to: its thread and namespace when it has a thread,
+/// else its invocation (a conversation without a thread lasts one invocation).
+fn conversation_key(rt: &Runtime) -> String {
+    match rt.thread_id() {
+        Some(thread) => format!("{thread}\u{1f}{}", rt.node().namespace().join("|")),
+        None => format!("\u{1f}{}", rt.node().invocation_id()),
+    }
+}
+
+/// The most conversations whose failed summary is remembered; past it the oldest is forgotten
+/// (it tries again at its next model call).
+const MAX_FAILURES: usize = 4096;
+
+/// Conversations whose last summary failed, with the length at which they try again.
+#[derive(Debug, Default)]
+struct Failures {
+    inner: Mutex<FailureMap>,
+}
+
+#[derive(Debug, Default)]
+struct FailureMap {
+    /// (length at the failure, length to try again at), by conversation.
+    at: HashMap<String, (usize, usize)>,
+    order: VecDeque<String>,
+}
+
+impl Failures {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FailureMap> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `conversation` waits after a failure. One that shrank since (compacted or
+    /// overwritten some other way) is another conversation: it does not wait.
+    fn waiting(&self, conversation: &str, length: usize) -> bool {
+        self.lock()
+            .at
+            .get(conversation)
+            .is_some_and(|&(failed, retry_at)| (failed..retry_at).contains(&length))
+    }
+
+    /// Records a failure at `length`; returns the length at which to try again.
+    fn record(&self, conversation: String, length: usize, keep: usize) -> usize {
+        let retry_at = length.saturating_add((length / 4).max(keep).max(1));
+        let mut map = self.lock();
+        if map
+            .at
+            .insert(conversation.clone(), (length, retry_at))
+            .is_none()
+        {
+            map.order.push_back(conversation);
+            while map.order.len() > MAX_FAILURES {
+                if let Some(oldest) = map.order.pop_front() {
+                    map.at.remove(&oldest);
+                }
+            }
+        }
+        retry_at
+    }
+
+    fn forget(&self, conversation: &str) {
+        let mut map = self.lock();
+        if map.at.remove(conversation).is_some() {
+            map.order.retain(|c| c != conversation);
         }
     }
 }
@@ -323,6 +423,37 @@ impl Middleware for CompactionMiddleware {
 mod tests {
     use super::*;
     use crate::message::ToolCall;
+
+    #[test]
+    fn a_failed_conversation_waits_for_a_quarter_more_messages_and_a_shrunk_one_does_not() {
+        let failures = Failures::default();
+        assert!(!failures.waiting("t", 40), "nothing failed yet");
+        assert_eq!(failures.record("t".into(), 40, 6), 50, "a quarter of 40");
+        assert!(failures.waiting("t", 40));
+        assert!(failures.waiting("t", 49));
+        assert!(!failures.waiting("t", 50));
+        assert!(!failures.waiting("t", 12), "shrunk: another conversation");
+        assert!(!failures.waiting("u", 45), "per conversation");
+        // Short conversations wait for `keep` messages, and at least one.
+        assert_eq!(failures.record("s".into(), 8, 6), 14);
+        assert_eq!(failures.record("z".into(), 2, 0), 3);
+        failures.forget("t");
+        assert!(!failures.waiting("t", 45));
+        assert_eq!(failures.lock().order.len(), 2);
+    }
+
+    #[test]
+    fn remembered_failures_are_bounded_oldest_first() {
+        let failures = Failures::default();
+        for i in 0..MAX_FAILURES + 10 {
+            failures.record(format!("c{i}"), 100, 6);
+        }
+        let map = failures.lock();
+        assert_eq!(map.at.len(), MAX_FAILURES);
+        assert_eq!(map.order.len(), MAX_FAILURES);
+        assert!(!map.at.contains_key("c0") && !map.at.contains_key("c9"));
+        assert!(map.at.contains_key("c10"));
+    }
 
     fn ai(calls: &[&str]) -> Message {
         Message::assistant_with_tool_calls(
