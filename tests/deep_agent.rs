@@ -617,17 +617,17 @@ async fn a_failed_summary_is_tried_again_once_the_conversation_has_grown() {
     let model = ScriptedModel::new([
         ScriptStep::Reply(Message::assistant("a1")),
         ScriptStep::Reply(Message::assistant("a2")),
-        // Turn 3 (5 messages, due): the summary call fails; the turn still answers.
-        ScriptStep::Fail(ModelError::RateLimited {
+        // Turn 3 (5 messages, due): the summary request is refused; the turn still answers.
+        ScriptStep::Fail(ModelError::BadRequest {
             provider: "scripted".into(),
-            retry_after: None,
-            message: "slow down".into(),
+            status: 400,
+            message: "messages: text content blocks must be non-empty".into(),
         }),
         ScriptStep::Reply(Message::assistant("a3")),
         // Turn 4 (7 messages): still due, but waiting for 5 + 4: no summary call.
         ScriptStep::Reply(Message::assistant("a4")),
         // Turn 5 (9 messages): tried again.
-        ScriptStep::Reply(Message::assistant("SUMMARY of one to four")),
+        ScriptStep::Reply(Message::assistant("SUMMARY of one to three")),
         ScriptStep::Reply(Message::assistant("a5")),
     ]);
     let agent = Agent::builder()
@@ -665,9 +665,50 @@ async fn a_failed_summary_is_tried_again_once_the_conversation_has_grown() {
         .unwrap()
         .into_state();
     let texts: Vec<String> = five.messages.iter().map(Message::text).collect();
-    assert!(texts[0].contains("SUMMARY of one to four"), "{texts:?}");
+    assert!(texts[0].contains("SUMMARY of one to three"), "{texts:?}");
     assert_eq!(&texts[1..], ["a3", "four", "a4", "five", "a5"]);
     assert_eq!(model.calls(), 7);
+}
+
+/// A passing failure of the summary call (a rate limit) is tried again at the next model call.
+#[tokio::test]
+async fn a_rate_limited_summary_is_tried_again_at_the_next_call() {
+    let model = ScriptedModel::new([
+        ScriptStep::Reply(Message::assistant("a1")),
+        ScriptStep::Reply(Message::assistant("a2")),
+        ScriptStep::Fail(ModelError::RateLimited {
+            provider: "scripted".into(),
+            retry_after: None,
+            message: "slow down".into(),
+        }),
+        ScriptStep::Reply(Message::assistant("a3")),
+        ScriptStep::Reply(Message::assistant("SUMMARY of one and two")),
+        ScriptStep::Reply(Message::assistant("a4")),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .compaction(
+            CompactionMiddleware::new()
+                .trigger_messages(5)
+                .keep_messages(4),
+        )
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("rate-limited-summary");
+    for turn in ["one", "two", "three"] {
+        agent.invoke(turn).options(&opts).await.unwrap();
+    }
+    let four = agent
+        .invoke("four")
+        .options(&opts)
+        .await
+        .unwrap()
+        .into_state();
+    let texts: Vec<String> = four.messages.iter().map(Message::text).collect();
+    assert!(texts[0].contains("SUMMARY of one and two"), "{texts:?}");
+    assert_eq!(texts.last().map(String::as_str), Some("a4"));
+    assert_eq!(model.calls(), 6);
 }
 
 #[tokio::test]

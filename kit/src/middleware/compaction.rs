@@ -36,10 +36,11 @@ Be specific and complete; do not add anything that is not in the conversation.";
 /// Defaults: 85% of the model's context window when its profile knows it, else 170,000
 /// tokens; keep the last 6 messages.
 ///
-/// A failed summary call does not end the run: the conversation carries on uncompacted, and
-/// compaction tries again once it has grown by a quarter (at least by `keep_messages`
-/// messages), not at every model call, which would pay for a failing call over the whole
-/// history each time.
+/// A failed summary call does not end the run: the conversation carries on uncompacted. A
+/// passing failure (rate limit, server error, timeout, connection) is tried again at the next
+/// model call; any other (the summary request itself too long, a bad request) once the
+/// conversation has grown by a quarter (at least by `keep_messages` messages), not at every
+/// model call, which would pay for a failing call over the whole history each time.
 ///
 /// ```
 /// use kit::middleware::compaction::CompactionMiddleware;
@@ -329,9 +330,14 @@ impl Middleware for CompactionMiddleware {
             Err(e) => {
                 // Clipped: the text is a provider's, of any length.
                 let error = crate::text::clip(&e.to_string(), 2000);
-                let retry_at = self
-                    .failures
-                    .record(conversation, length, self.keep_messages);
+                // A passing failure (rate limit, server, timeout, connection) is tried again at
+                // the next model call; any other would fail again on the same history.
+                let retry_at = if e.is_transient() {
+                    length
+                } else {
+                    self.failures
+                        .record(conversation, length, self.keep_messages)
+                };
                 tracing::warn!(
                     %error,
                     retry_at,
@@ -339,7 +345,12 @@ impl Middleware for CompactionMiddleware {
                      conversation has {retry_at} messages"
                 );
                 if let Some(sink) = rt.node().events_of(crate::event::EventKind::Middleware) {
-                    let data = json!({"error": error, "messages": length, "retry_at": retry_at});
+                    let data = json!({
+                        "error": error,
+                        "kind": e.kind(),
+                        "messages": length,
+                        "retry_at": retry_at,
+                    });
                     let event = rt.node().event(
                         "Compaction.failed",
                         crate::event::EventData::Middleware(data),
@@ -384,12 +395,18 @@ impl Failures {
     }
 
     /// Whether `conversation` waits after a failure. One that shrank since (compacted or
-    /// overwritten some other way) is another conversation: it does not wait.
+    /// overwritten some other way) is another conversation: its failure is forgotten.
     fn waiting(&self, conversation: &str, length: usize) -> bool {
-        self.lock()
-            .at
-            .get(conversation)
-            .is_some_and(|&(failed, retry_at)| (failed..retry_at).contains(&length))
+        let mut map = self.lock();
+        match map.at.get(conversation) {
+            None => false,
+            Some(&(failed, _)) if length < failed => {
+                map.at.remove(conversation);
+                map.order.retain(|c| c != conversation);
+                false
+            }
+            Some(&(_, retry_at)) => length < retry_at,
+        }
     }
 
     /// Records a failure at `length`; returns the length at which to try again.
@@ -411,6 +428,7 @@ impl Failures {
         retry_at
     }
 
+    /// Forgets `conversation`'s failure (its summary succeeded).
     fn forget(&self, conversation: &str) {
         let mut map = self.lock();
         if map.at.remove(conversation).is_some() {
@@ -432,11 +450,13 @@ mod tests {
         assert!(failures.waiting("t", 40));
         assert!(failures.waiting("t", 49));
         assert!(!failures.waiting("t", 50));
-        assert!(!failures.waiting("t", 12), "shrunk: another conversation");
         assert!(!failures.waiting("u", 45), "per conversation");
+        assert!(!failures.waiting("t", 12), "shrunk: another conversation");
+        assert!(!failures.waiting("t", 40), "and the failure is forgotten");
         // Short conversations wait for `keep` messages, and at least one.
         assert_eq!(failures.record("s".into(), 8, 6), 14);
         assert_eq!(failures.record("z".into(), 2, 0), 3);
+        failures.record("t".into(), 40, 6);
         failures.forget("t");
         assert!(!failures.waiting("t", 45));
         assert_eq!(failures.lock().order.len(), 2);
