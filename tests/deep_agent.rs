@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kit::agent::{Agent, AgentStateUpdate, FileData, Todo, TodoStatus};
+use kit::agent::{Agent, AgentState, AgentStateUpdate, FileData, Todo, TodoStatus};
 use kit::middleware::compaction::{CompactionMiddleware, safe_cutoff};
 use kit::middleware::subagents::SubagentSpec;
 use kit::middleware::todos::TodoMiddleware;
@@ -610,6 +610,32 @@ async fn compaction_summarises_old_messages_and_keeps_other_channels() {
     assert_eq!(last.messages.len(), 3);
 }
 
+/// An agent compacting from 5 messages, keeping 4, on `model`, after the turns "one" to
+/// "four" on thread `thread`: the agent, the run options and the state turn four left.
+async fn four_turns(model: &ScriptedModel, thread: &str) -> (Agent, RunOptions, AgentState) {
+    let agent = Agent::builder()
+        .model(model.clone())
+        .compaction(
+            CompactionMiddleware::new()
+                .trigger_messages(5)
+                .keep_messages(4),
+        )
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .build()
+        .unwrap();
+    let opts = RunOptions::new().thread_id(thread);
+    for turn in ["one", "two", "three"] {
+        agent.invoke(turn).options(&opts).await.unwrap();
+    }
+    let four = agent
+        .invoke("four")
+        .options(&opts)
+        .await
+        .unwrap()
+        .into_state();
+    (agent, opts, four)
+}
+
 /// A failed summary call leaves the conversation whole and is not repeated at every model
 /// call: compaction tries again once the conversation has grown (here by `keep_messages`).
 #[tokio::test]
@@ -630,26 +656,7 @@ async fn a_failed_summary_is_tried_again_once_the_conversation_has_grown() {
         ScriptStep::Reply(Message::assistant("SUMMARY of one to three")),
         ScriptStep::Reply(Message::assistant("a5")),
     ]);
-    let agent = Agent::builder()
-        .model(model.clone())
-        .compaction(
-            CompactionMiddleware::new()
-                .trigger_messages(5)
-                .keep_messages(4),
-        )
-        .checkpointer(Arc::new(MemoryCheckpointer::new()))
-        .build()
-        .unwrap();
-    let opts = RunOptions::new().thread_id("flaky-summaries");
-    for turn in ["one", "two", "three"] {
-        agent.invoke(turn).options(&opts).await.unwrap();
-    }
-    let four = agent
-        .invoke("four")
-        .options(&opts)
-        .await
-        .unwrap()
-        .into_state();
+    let (agent, opts, four) = four_turns(&model, "flaky-summaries").await;
     let texts: Vec<String> = four.messages.iter().map(Message::text).collect();
     assert_eq!(
         texts,
@@ -685,26 +692,7 @@ async fn a_rate_limited_summary_is_tried_again_at_the_next_call() {
         ScriptStep::Reply(Message::assistant("SUMMARY of one and two")),
         ScriptStep::Reply(Message::assistant("a4")),
     ]);
-    let agent = Agent::builder()
-        .model(model.clone())
-        .compaction(
-            CompactionMiddleware::new()
-                .trigger_messages(5)
-                .keep_messages(4),
-        )
-        .checkpointer(Arc::new(MemoryCheckpointer::new()))
-        .build()
-        .unwrap();
-    let opts = RunOptions::new().thread_id("rate-limited-summary");
-    for turn in ["one", "two", "three"] {
-        agent.invoke(turn).options(&opts).await.unwrap();
-    }
-    let four = agent
-        .invoke("four")
-        .options(&opts)
-        .await
-        .unwrap()
-        .into_state();
+    let (_, _, four) = four_turns(&model, "rate-limited-summary").await;
     let texts: Vec<String> = four.messages.iter().map(Message::text).collect();
     assert!(texts[0].contains("SUMMARY of one and two"), "{texts:?}");
     assert_eq!(texts.last().map(String::as_str), Some("a4"));

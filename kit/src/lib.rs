@@ -142,6 +142,7 @@
 extern crate self as kit;
 
 pub mod agent;
+mod bounded;
 pub mod checkpoint;
 pub mod config;
 mod deadline;

@@ -7,12 +7,13 @@
 //! anchor's open bug leaves orphan tool results that providers reject). `todos`, `files` and
 //! `async_tasks` live in their own channels and are untouched.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
 use crate::agent::{AgentState, Hook, HookResult, HookUpdate, Middleware, Runtime};
+use crate::bounded::BoundedMap;
 use crate::message::{Message, Role};
 use crate::model::{ChatModel, ModelError, ModelRequest, estimate_message_chars};
 use crate::state::Overwrite;
@@ -376,33 +377,25 @@ fn conversation_key(rt: &Runtime) -> String {
 /// (it tries again at its next model call).
 const MAX_FAILURES: usize = 4096;
 
-/// Conversations whose last summary failed, with the length at which they try again.
+/// Conversations whose last summary failed: (length at the failure, length to try again at).
 #[derive(Debug, Default)]
 struct Failures {
-    inner: Mutex<FailureMap>,
-}
-
-#[derive(Debug, Default)]
-struct FailureMap {
-    /// (length at the failure, length to try again at), by conversation.
-    at: HashMap<String, (usize, usize)>,
-    order: VecDeque<String>,
+    at: Mutex<BoundedMap<(usize, usize), MAX_FAILURES>>,
 }
 
 impl Failures {
-    fn lock(&self) -> std::sync::MutexGuard<'_, FailureMap> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, BoundedMap<(usize, usize), MAX_FAILURES>> {
+        self.at.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether `conversation` waits after a failure. One that shrank since (compacted or
     /// overwritten some other way) is another conversation: its failure is forgotten.
     fn waiting(&self, conversation: &str, length: usize) -> bool {
-        let mut map = self.lock();
-        match map.at.get(conversation) {
+        let mut at = self.lock();
+        match at.get(conversation) {
             None => false,
             Some(&(failed, _)) if length < failed => {
-                map.at.remove(conversation);
-                map.order.retain(|c| c != conversation);
+                at.remove(conversation);
                 false
             }
             Some(&(_, retry_at)) => length < retry_at,
@@ -412,28 +405,13 @@ impl Failures {
     /// Records a failure at `length`; returns the length at which to try again.
     fn record(&self, conversation: String, length: usize, keep: usize) -> usize {
         let retry_at = length.saturating_add((length / 4).max(keep).max(1));
-        let mut map = self.lock();
-        if map
-            .at
-            .insert(conversation.clone(), (length, retry_at))
-            .is_none()
-        {
-            map.order.push_back(conversation);
-            while map.order.len() > MAX_FAILURES {
-                if let Some(oldest) = map.order.pop_front() {
-                    map.at.remove(&oldest);
-                }
-            }
-        }
+        self.lock().insert(conversation, (length, retry_at));
         retry_at
     }
 
     /// Forgets `conversation`'s failure (its summary succeeded).
     fn forget(&self, conversation: &str) {
-        let mut map = self.lock();
-        if map.at.remove(conversation).is_some() {
-            map.order.retain(|c| c != conversation);
-        }
+        self.lock().remove(conversation);
     }
 }
 
@@ -459,7 +437,7 @@ mod tests {
         failures.record("t".into(), 40, 6);
         failures.forget("t");
         assert!(!failures.waiting("t", 45));
-        assert_eq!(failures.lock().order.len(), 2);
+        assert_eq!(failures.lock().len(), 2);
     }
 
     #[test]
@@ -468,11 +446,11 @@ mod tests {
         for i in 0..MAX_FAILURES + 10 {
             failures.record(format!("c{i}"), 100, 6);
         }
-        let map = failures.lock();
-        assert_eq!(map.at.len(), MAX_FAILURES);
-        assert_eq!(map.order.len(), MAX_FAILURES);
-        assert!(!map.at.contains_key("c0") && !map.at.contains_key("c9"));
-        assert!(map.at.contains_key("c10"));
+        let at = failures.lock();
+        assert_eq!(at.len(), MAX_FAILURES);
+        assert_eq!(at.order_len(), MAX_FAILURES);
+        assert!(at.get("c0").is_none() && at.get("c9").is_none());
+        assert!(at.get("c10").is_some());
     }
 
     fn ai(calls: &[&str]) -> Message {

@@ -3,10 +3,11 @@
 //! a later one's version is saved beside it (`<path>.conflict-<call id>`) with the model told,
 //! where a plain merge would let one silently replace the other.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use crate::agent::FileData;
+use crate::bounded::BoundedMap;
 use crate::middleware::filesystem::sanitize_call_id;
 
 /// Answers whose claims are kept; the oldest are forgotten (their tasks ended long ago).
@@ -15,13 +16,8 @@ const ANSWERS: usize = 4096;
 /// The paths each recent answer's tasks changed, and by which call.
 #[derive(Default)]
 pub(crate) struct FileClaims {
-    inner: Mutex<Claimed>,
-}
-
-#[derive(Default)]
-struct Claimed {
-    by_answer: HashMap<String, HashMap<String, String>>,
-    order: VecDeque<String>,
+    /// By answer: the call that changed each path first.
+    by_answer: Mutex<BoundedMap<HashMap<String, String>, ANSWERS>>,
 }
 
 /// What a task's changes became once the answer's earlier tasks were accounted for.
@@ -41,19 +37,11 @@ impl FileClaims {
         call_id: &str,
         changes: BTreeMap<String, Option<FileData>>,
     ) -> Settled {
-        let mut claimed = match self.inner.lock() {
+        let mut by_answer = match self.by_answer.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        if !claimed.by_answer.contains_key(answer) {
-            claimed.order.push_back(answer.to_string());
-            while claimed.order.len() > ANSWERS {
-                if let Some(oldest) = claimed.order.pop_front() {
-                    claimed.by_answer.remove(&oldest);
-                }
-            }
-        }
-        let paths = claimed.by_answer.entry(answer.to_string()).or_default();
+        let paths = by_answer.get_or_default(answer);
         let mut settled = Settled {
             changes: BTreeMap::new(),
             moved: Vec::new(),
@@ -164,8 +152,8 @@ mod tests {
         for i in 0..ANSWERS + 100 {
             claims.settle(&format!("a{i}"), "c", BTreeMap::from([("/p".into(), None)]));
         }
-        let claimed = claims.inner.lock().unwrap();
-        assert_eq!(claimed.by_answer.len(), ANSWERS);
-        assert!(!claimed.by_answer.contains_key("a0"));
+        let by_answer = claims.by_answer.lock().unwrap();
+        assert_eq!(by_answer.len(), ANSWERS);
+        assert!(by_answer.get("a0").is_none());
     }
 }

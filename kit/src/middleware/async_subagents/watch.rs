@@ -4,7 +4,6 @@
 //! tools (`check_async_task` and `list_async_tasks` answer from it without a request) and
 //! announced to [`AsyncSubagentMiddleware::notices`](super::AsyncSubagentMiddleware::notices).
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -12,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
 use crate::agent::AsyncTask;
+use crate::bounded::BoundedMap;
 use crate::protocol::{Endpoint, RunClient, RunOutcome};
 
 /// What a supervisor hears about one of its tasks: the run ended or paused.
@@ -69,25 +69,15 @@ impl Drop for Following {
     }
 }
 
-/// The outcomes kept, and the order their tasks were first heard of (oldest first).
+/// The outcomes kept, by task id; the tasks first heard of go first.
 #[derive(Default)]
 struct Heard {
-    by_task: HashMap<String, TaskNotice>,
-    order: VecDeque<String>,
+    by_task: BoundedMap<TaskNotice, HEARD>,
 }
 
 impl Heard {
     fn insert(&mut self, notice: TaskNotice) {
-        let task_id = notice.task_id.clone();
-        if self.by_task.insert(task_id.clone(), notice).is_none() {
-            self.order.push_back(task_id);
-        }
-        while self.by_task.len() > HEARD {
-            let Some(oldest) = self.order.pop_front() else {
-                break;
-            };
-            self.by_task.remove(&oldest);
-        }
+        self.by_task.insert(notice.task_id.clone(), notice);
     }
 }
 
@@ -211,13 +201,17 @@ mod tests {
             assert!(heard.by_task.len() <= HEARD);
         }
         assert_eq!(heard.by_task.len(), HEARD);
-        assert_eq!(heard.order.len(), HEARD);
+        assert_eq!(heard.by_task.order_len(), HEARD);
         // Ten too many: the first ten tasks heard of are gone.
-        assert!(!heard.by_task.contains_key("t0") && !heard.by_task.contains_key("t9"));
-        assert!(heard.by_task.contains_key("t10"));
-        assert_eq!(heard.by_task[&format!("t{}", HEARD + 9)].run_id, "a");
+        assert!(heard.by_task.get("t0").is_none() && heard.by_task.get("t9").is_none());
+        assert!(heard.by_task.get("t10").is_some());
+        let run_of = |heard: &Heard, task: &str| heard.by_task.get(task).map(|n| n.run_id.clone());
+        assert_eq!(
+            run_of(&heard, &format!("t{}", HEARD + 9)).as_deref(),
+            Some("a")
+        );
         heard.insert(notice(10, "c"));
-        assert_eq!(heard.by_task["t10"].run_id, "c");
+        assert_eq!(run_of(&heard, "t10").as_deref(), Some("c"));
         assert_eq!(heard.by_task.len(), HEARD);
     }
 
