@@ -345,7 +345,7 @@ impl<S: State> Graph<S> {
         }
         let opts = opts.clone().events(sink);
         let graph = self.clone();
-        // Boxed so the spawned task stays small (the executor's future is ~11 KB).
+        // Boxed so the spawned task stays small (the executor's future is a few KB).
         let handle = tokio::spawn(async move {
             // The run reports its outcome (run_end or error) on the stream.
             let _ = Box::pin(run::run_leased(&graph, opts, input)).await;

@@ -56,8 +56,9 @@ pub struct RunOptions {
     pub(crate) stream_values: bool,
     /// Free-form metadata stored with checkpoints and traces.
     pub(crate) metadata: Map<String, Value>,
-    /// Trace options (name, user, session, custom fields); `None` uses the defaults.
-    pub(crate) trace: Option<TraceOptions>,
+    /// Trace options (name, user, session, custom fields); `None` uses the defaults. Boxed:
+    /// rarely set, and every run and subgraph clones its options.
+    pub(crate) trace: Option<Box<TraceOptions>>,
     /// The tracer of this run (default: the process's global tracer).
     pub(crate) tracer: Option<crate::trace::Tracer>,
     /// What the root run of this invocation is in traces (agents set `Agent`).
@@ -286,7 +287,7 @@ impl RunOptions {
     /// Sets the trace options.
     #[must_use]
     pub fn trace(mut self, trace: TraceOptions) -> Self {
-        self.trace = Some(trace);
+        self.trace = Some(Box::new(trace));
         self
     }
 

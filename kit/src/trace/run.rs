@@ -576,10 +576,16 @@ impl Run {
 
     /// Runs `fut` with this run as the current one (children attach to it; its `tracing`
     /// span is entered while the future is polled).
-    pub async fn scope<F: std::future::Future>(self, fut: F) -> F::Output {
+    ///
+    /// Not an `async fn`: one would hold `fut` twice in its state, once as its argument and
+    /// once inside the task-local wrapper (the executor's future doubled in size).
+    pub fn scope<F: std::future::Future>(
+        self,
+        fut: F,
+    ) -> impl std::future::Future<Output = F::Output> {
         use tracing::Instrument;
         let span = self.span.clone();
-        CURRENT.scope(self, fut.instrument(span)).await
+        CURRENT.scope(self, fut.instrument(span))
     }
 }
 

@@ -48,84 +48,97 @@ pub(crate) fn run<S: State>(
     }
 }
 
-/// [`run`] holding the thread's lease for `strategy`.
-async fn run_under_lease<S: State>(
+/// [`run`] holding the thread's lease for `strategy` (not an `async fn`: see [`start_and_run`]).
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn holds its arguments twice"
+)]
+fn run_under_lease<S: State>(
     graph: &Graph<S>,
     opts: RunOptions,
     input: RunInput<S>,
     strategy: MultitaskStrategy,
-) -> Result<Outcome<S>, GraphError> {
-    let lease = match Lease::join(graph, &opts, strategy).await {
-        Ok(lease) => Arc::new(lease),
-        Err(e) => {
-            emit_failure(&graph.inner.name, &opts, &e).await;
-            return Err(e);
-        }
-    };
-    // The run's own token: cancelled by the caller's token or by a newer run.
-    let token = CancelToken::new();
-    let mut run_opts = opts.clone();
-    run_opts.cancel = Some(token.clone());
-    run_opts.run_id = Some(lease.id.clone());
-    let settled = {
-        let lease = lease.clone();
-        Box::new(move || -> futures::future::BoxFuture<'static, ()> {
-            Box::pin(async move { lease.release().await })
-        })
-    };
-    let result = {
-        let mut run = std::pin::pin!(start_and_run(graph, run_opts, input, Some(settled)));
-        let stop = tokio::select! {
-            result = &mut run => Err(result),
-            stop = lease.watch(opts.cancel.as_ref()) => Ok(stop),
+) -> impl Future<Output = Result<Outcome<S>, GraphError>> + '_ {
+    async move {
+        let lease = match Lease::join(graph, &opts, strategy).await {
+            Ok(lease) => Arc::new(lease),
+            Err(e) => {
+                emit_failure(&graph.inner.name, &opts, &e).await;
+                return Err(e);
+            }
         };
-        match stop {
-            Err(result) => lease.explain(result, false),
-            Ok(stop) => {
-                token.cancel_because(stop.reason(&lease.thread));
-                // Still the holder while it winds down (flushing, reporting).
-                let result = tokio::select! {
-                    result = &mut run => result,
-                    () = lease.keep_alive() => run.await,
-                };
-                match (result, stop) {
-                    (Err(GraphError::Cancelled), Stop::Asked(strategy)) => {
-                        Err(GraphError::Preempted {
-                            thread_id: lease.thread.clone(),
-                            strategy,
-                        })
+        // The run's own token: cancelled by the caller's token or by a newer run.
+        let token = CancelToken::new();
+        let mut run_opts = opts.clone();
+        run_opts.cancel = Some(token.clone());
+        run_opts.run_id = Some(lease.id.clone());
+        let settled = {
+            let lease = lease.clone();
+            Box::new(move || -> futures::future::BoxFuture<'static, ()> {
+                Box::pin(async move { lease.release().await })
+            })
+        };
+        let result = {
+            let mut run = std::pin::pin!(start_and_run(graph, run_opts, input, Some(settled)));
+            let stop = tokio::select! {
+                result = &mut run => Err(result),
+                stop = lease.watch(opts.cancel.as_ref()) => Ok(stop),
+            };
+            match stop {
+                Err(result) => lease.explain(result, false),
+                Ok(stop) => {
+                    token.cancel_because(stop.reason(&lease.thread));
+                    // Still the holder while it winds down (flushing, reporting).
+                    let result = tokio::select! {
+                        result = &mut run => result,
+                        () = lease.keep_alive() => run.await,
+                    };
+                    match (result, stop) {
+                        (Err(GraphError::Cancelled), Stop::Asked(strategy)) => {
+                            Err(GraphError::Preempted {
+                                thread_id: lease.thread.clone(),
+                                strategy,
+                            })
+                        }
+                        (Err(GraphError::Cancelled), Stop::Lost) => Err(lease.lost()),
+                        (result, stop) => lease.explain(result, matches!(stop, Stop::Lost)),
                     }
-                    (Err(GraphError::Cancelled), Stop::Lost) => Err(lease.lost()),
-                    (result, stop) => lease.explain(result, matches!(stop, Stop::Lost)),
                 }
             }
-        }
-    };
-    lease.release().await;
-    result
+        };
+        lease.release().await;
+        result
+    }
 }
 
-async fn start_and_run<S: State>(
+/// Not an `async fn`, which would hold its arguments twice (see [`Exec::run`]).
+#[expect(
+    clippy::manual_async_fn,
+    reason = "an async fn holds its arguments twice"
+)]
+fn start_and_run<S: State>(
     graph: &Graph<S>,
     opts: RunOptions,
     input: RunInput<S>,
     settled: Option<super::Settled>,
-) -> Result<Outcome<S>, GraphError> {
-    match Exec::start(graph, &opts).await {
-        Ok(mut exec) => {
-            if let Some(settled) = settled {
-                exec.on_settled(settled);
+) -> impl Future<Output = Result<Outcome<S>, GraphError>> + '_ {
+    async move {
+        match Exec::start(graph, &opts).await {
+            Ok(mut exec) => {
+                if let Some(settled) = settled {
+                    exec.on_settled(settled);
+                }
+                // Boxed: held inline, the executor's future would be copied into this one's
+                // state twice over (see `run`).
+                Box::pin(exec.run(input)).await
             }
-            // Boxed: held inline, the executor's future would be copied into this one's state
-            // twice over (see `run`).
-            Box::pin(exec.run(input)).await
-        }
-        Err(e) => {
-            // A subgraph's failure is reported by the run around it.
-            if opts.namespace.is_empty() {
-                emit_failure(&graph.inner.name, &opts, &e).await;
+            Err(e) => {
+                // A subgraph's failure is reported by the run around it.
+                if opts.namespace.is_empty() {
+                    emit_failure(&graph.inner.name, &opts, &e).await;
+                }
+                Err(e)
             }
-            Err(e)
         }
     }
 }

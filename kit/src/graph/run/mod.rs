@@ -87,7 +87,9 @@ pub(crate) struct Exec<S: State> {
     inflight: Option<futures::future::BoxFuture<'static, Result<(), CheckpointError>>>,
     /// This invocation's run in the trace tree.
     trace: crate::trace::Run,
-    exit_buffer: Option<CheckpointWrite>,
+    /// The exit durability mode's one checkpoint, built up step by step (boxed: most runs
+    /// never have one, and a run's state should stay small).
+    exit_buffer: Option<Box<CheckpointWrite>>,
     /// Checkpoints (id, step) that became durable and were not reported yet (streamed runs).
     durable: Vec<(String, i64)>,
     /// The checkpoint of the write in flight (`Durability::Async`).
@@ -323,105 +325,117 @@ impl<S: State> Exec<S> {
     }
 
     /// Runs to completion, an interrupt or an error, and reports the outcome on the stream.
-    pub(crate) async fn run(mut self, input: RunInput<S>) -> Result<Outcome<S>, GraphError> {
-        self.trace = self.start_trace(&input);
-        let trace = self.trace.clone();
-        let cancel = self.run.options.cancel.clone();
-        let run = trace.clone().scope(self.run_inner(input));
-        let result = match cancel {
-            None => run.await,
-            // Cancelling drops the run where it is: its nodes, tools and requests with it.
-            Some(token) => tokio::select! {
-                biased;
-                () = token.cancelled() => Err(GraphError::Cancelled),
-                result = run => result,
-            },
-        };
-        let result = match result {
-            // Nothing is reported as done before every checkpoint is durable.
-            Ok(outcome) => match self.flush().await {
-                Ok(()) => {
-                    if let Outcome::Done(state) = &outcome {
-                        self.keep_warm(state);
+    ///
+    /// Not an `async fn`: its arguments would be held twice in its state (as arguments and as
+    /// the locals they move into), and this future is the biggest a run keeps.
+    #[expect(
+        clippy::manual_async_fn,
+        reason = "an async fn holds its arguments twice"
+    )]
+    pub(crate) fn run(
+        mut self,
+        input: RunInput<S>,
+    ) -> impl Future<Output = Result<Outcome<S>, GraphError>> {
+        async move {
+            self.trace = self.start_trace(&input);
+            let trace = self.trace.clone();
+            let cancel = self.run.options.cancel.clone();
+            let run = trace.clone().scope(self.run_inner(input));
+            let result = match cancel {
+                None => run.await,
+                // Cancelling drops the run where it is: its nodes, tools and requests with it.
+                Some(token) => tokio::select! {
+                    biased;
+                    () = token.cancelled() => Err(GraphError::Cancelled),
+                    result = run => result,
+                },
+            };
+            let result = match result {
+                // Nothing is reported as done before every checkpoint is durable.
+                Ok(outcome) => match self.flush().await {
+                    Ok(()) => {
+                        if let Outcome::Done(state) = &outcome {
+                            self.keep_warm(state);
+                        }
+                        Ok(outcome)
                     }
-                    Ok(outcome)
-                }
-                Err(e) => Err(e),
-            },
-            Err(e) => {
-                let _ = self.flush().await;
-                Err(e)
-            }
-        };
-        if let Some(settled) = self.settled.take() {
-            settled().await;
-        }
-        self.send_checkpoint_events().await;
-        match &result {
-            Ok(Outcome::Done(state)) if trace.is_recording() => {
-                trace.finish(serde_json::to_value(state).unwrap_or(Value::Null))
-            }
-            Ok(Outcome::Done(_)) => trace.finish(Value::Null),
-            Ok(Outcome::Interrupted(i)) => {
-                trace.finish(json!({"status": "interrupted", "interrupts": i.interrupts}))
-            }
-            Err(e) => trace.fail(&e.to_string()),
-        }
-        if let Some(sink) = self.run.options.events.clone() {
-            match &result {
-                Ok(Outcome::Done(state)) => {
-                    let output = serde_json::to_value(state).unwrap_or(Value::Null);
-                    let data = EventData::RunEnd {
-                        status: RunEndStatus::Done,
-                        output: Some(output),
-                        interrupts: None,
-                    };
-                    sink.send(self.event(data)).await;
-                }
-                Ok(Outcome::Interrupted(i)) => {
-                    let interrupts = serde_json::to_value(&i.interrupts).unwrap_or(Value::Null);
-                    let data = EventData::Interrupt {
-                        interrupts: interrupts.clone(),
-                    };
-                    sink.send(self.event(data)).await;
-                    let data = EventData::RunEnd {
-                        status: RunEndStatus::Interrupted,
-                        output: None,
-                        interrupts: Some(interrupts),
-                    };
-                    sink.send(self.event(data)).await;
-                }
-                // One `cancelled` event for the whole run: a subgraph's or subagent's run,
-                // cancelled with it, says nothing of its own.
-                Err(GraphError::Cancelled) if !self.ns.is_empty() => {}
-                Err(GraphError::Cancelled) => {
-                    let reason = self
-                        .run
-                        .options
-                        .cancel
-                        .as_ref()
-                        .and_then(CancelToken::reason);
-                    let data = EventData::Cancelled {
-                        reason: reason.unwrap_or("the run was cancelled").into(),
-                    };
-                    sink.send(self.event(data)).await;
-                }
+                    Err(e) => Err(e),
+                },
                 Err(e) => {
-                    let data = EventData::Error {
-                        message: e.to_string(),
-                        kind: (self.inner().error_kind)(e).to_string(),
-                    };
-                    sink.send(self.event(data)).await;
+                    let _ = self.flush().await;
+                    Err(e)
+                }
+            };
+            if let Some(settled) = self.settled.take() {
+                settled().await;
+            }
+            self.send_checkpoint_events().await;
+            match &result {
+                Ok(Outcome::Done(state)) if trace.is_recording() => {
+                    trace.finish(serde_json::to_value(state).unwrap_or(Value::Null))
+                }
+                Ok(Outcome::Done(_)) => trace.finish(Value::Null),
+                Ok(Outcome::Interrupted(i)) => {
+                    trace.finish(json!({"status": "interrupted", "interrupts": i.interrupts}))
+                }
+                Err(e) => trace.fail(&e.to_string()),
+            }
+            if let Some(sink) = self.run.options.events.clone() {
+                match &result {
+                    Ok(Outcome::Done(state)) => {
+                        let output = serde_json::to_value(state).unwrap_or(Value::Null);
+                        let data = EventData::RunEnd {
+                            status: RunEndStatus::Done,
+                            output: Some(output),
+                            interrupts: None,
+                        };
+                        sink.send(self.event(data)).await;
+                    }
+                    Ok(Outcome::Interrupted(i)) => {
+                        let interrupts = serde_json::to_value(&i.interrupts).unwrap_or(Value::Null);
+                        let data = EventData::Interrupt {
+                            interrupts: interrupts.clone(),
+                        };
+                        sink.send(self.event(data)).await;
+                        let data = EventData::RunEnd {
+                            status: RunEndStatus::Interrupted,
+                            output: None,
+                            interrupts: Some(interrupts),
+                        };
+                        sink.send(self.event(data)).await;
+                    }
+                    // One `cancelled` event for the whole run: a subgraph's or subagent's run,
+                    // cancelled with it, says nothing of its own.
+                    Err(GraphError::Cancelled) if !self.ns.is_empty() => {}
+                    Err(GraphError::Cancelled) => {
+                        let reason = self
+                            .run
+                            .options
+                            .cancel
+                            .as_ref()
+                            .and_then(CancelToken::reason);
+                        let data = EventData::Cancelled {
+                            reason: reason.unwrap_or("the run was cancelled").into(),
+                        };
+                        sink.send(self.event(data)).await;
+                    }
+                    Err(e) => {
+                        let data = EventData::Error {
+                            message: e.to_string(),
+                            kind: (self.inner().error_kind)(e).to_string(),
+                        };
+                        sink.send(self.event(data)).await;
+                    }
                 }
             }
+            result
         }
-        result
     }
 
     /// Starts this invocation's trace run: a root run, or a child of the current one (a
     /// subgraph inside a node or tool). `trace: false` options suppress it and its children.
     pub(super) fn start_trace(&self, input: &RunInput<S>) -> crate::trace::Run {
-        let options = self.run.options.trace.clone();
+        let options = self.run.options.trace.as_deref().cloned();
         if options.as_ref().is_some_and(|o| !o.is_enabled()) {
             return crate::trace::Run::disabled();
         }

@@ -185,7 +185,7 @@ impl<S: State> Exec<S> {
             }
             Durability::Exit => {
                 match &mut self.exit_buffer {
-                    None => self.exit_buffer = Some(write),
+                    None => self.exit_buffer = Some(Box::new(write)),
                     Some(buffer) => {
                         buffer.blobs.extend(write.blobs);
                         let parent = buffer.meta.parent_id.take();
@@ -237,7 +237,7 @@ impl<S: State> Exec<S> {
         if let Some(write) = self.exit_buffer.take()
             && let Some((cp, _)) = &self.persist
         {
-            cp.put(write).await?;
+            cp.put(*write).await?;
             self.durable.extend(self.exit_checkpoint.take());
         }
         Ok(())
