@@ -65,6 +65,7 @@ mod record;
 pub mod redact;
 mod run;
 mod setup;
+mod trim;
 pub mod viewer;
 
 pub use exporter::{

@@ -373,15 +373,7 @@ pub(super) fn scalar_text(v: &Value) -> String {
 }
 
 pub(super) fn truncate(mut s: String, max: usize) -> String {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.truncate(end);
-    s.push_str("…[truncated]");
+    crate::trace::trim::cut(&mut s, max);
     s
 }
 

@@ -53,7 +53,9 @@ pub struct QueueConfig {
     /// Runs the queue holds; beyond that new runs are dropped (and counted).
     pub capacity: usize,
     /// Bytes (their text, estimated from their strings) the queued runs may hold together; a
-    /// run that would go past it is dropped (and counted); 0 drops every run. With the batch
+    /// run that would go past it is dropped (and counted); 0 drops every run. A run larger than
+    /// this on its own is first trimmed to half of it (its longest strings cut; see
+    /// [`QueueStats::trimmed`](super::QueueStats::trimmed)) rather than lost. With the batch
     /// being sent (at most `max_batch_bytes`), this bounds what the exporter holds while the
     /// endpoint is slow or down, whatever the runs record (a tool result of megabytes, say).
     pub max_queued_bytes: usize,

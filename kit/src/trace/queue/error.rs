@@ -69,12 +69,11 @@ pub enum ExportError {
         "the connection to the trace endpoint failed ({0}); it will be retried if retries remain"
     )]
     Transport(String),
-    /// One run alone held more text than the queue may (`QueueConfig::max_queued_bytes`), so it
-    /// was dropped before it could be trimmed for export.
+    /// One run alone held more than the queue may (`QueueConfig::max_queued_bytes`) even after
+    /// trimming (its ids, names and tags alone were over the limit), so it was dropped.
     #[error(
-        "a run recording about {bytes} bytes is larger than the trace queue may hold \
-         ({max} bytes) and was dropped; record less (TraceOptions: hide inputs or outputs) or \
-         raise QueueConfig::max_queued_bytes"
+        "a run recording about {bytes} bytes, trimmed, is still larger than the trace queue may \
+         hold ({max} bytes) and was dropped; raise QueueConfig::max_queued_bytes"
     )]
     RunTooLarge {
         /// About the bytes of the run's text.

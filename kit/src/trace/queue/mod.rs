@@ -31,6 +31,10 @@ pub struct QueueStats {
     pub batches_ok: u64,
     /// Batches given up on (parts of a split batch count separately).
     pub batches_failed: u64,
+    /// Runs too large for the queue that were trimmed to fit: their longest strings cut (or,
+    /// failing that, their inputs and outputs left out), marked with the metadata key
+    /// `kit.truncated_from_bytes`.
+    pub trimmed: u64,
     /// The last error, if any.
     pub last_error: Option<ExportError>,
 }
@@ -42,6 +46,7 @@ struct Shared {
     queued: AtomicU64,
     exported: AtomicU64,
     dropped: AtomicU64,
+    trimmed: AtomicU64,
     failed: AtomicU64,
     requests: AtomicU64,
     retries: AtomicU64,
@@ -271,6 +276,7 @@ impl QueuedExporter {
             retries: self.shared.retries.load(Ordering::Relaxed),
             batches_ok: self.shared.batches_ok.load(Ordering::Relaxed),
             batches_failed: self.shared.batches_failed.load(Ordering::Relaxed),
+            trimmed: self.shared.trimmed.load(Ordering::Relaxed),
             last_error: self
                 .shared
                 .last_error
@@ -311,14 +317,21 @@ impl Drop for QueuedExporter {
 }
 
 impl Exporter for QueuedExporter {
-    fn export(&self, run: RunRecord) {
-        let bytes = run.approx_bytes();
+    fn export(&self, mut run: RunRecord) {
+        let mut bytes = run.approx_bytes();
+        if bytes > self.max_queued_bytes && run.trim_to(self.max_queued_bytes / 2) {
+            // Never deliverable whole: its longest values are cut (half the queue leaves room
+            // for the runs around it), and the span still reaches the endpoint.
+            self.shared.trimmed.fetch_add(1, Ordering::Relaxed);
+            bytes = run.approx_bytes();
+        }
         let queued = self.shared.queued_bytes.fetch_add(bytes, Ordering::Relaxed);
         if queued.saturating_add(bytes) > self.max_queued_bytes {
             self.shared.queued_bytes.fetch_sub(bytes, Ordering::Relaxed);
             self.shared.dropped.fetch_add(1, Ordering::Relaxed);
             if bytes > self.max_queued_bytes {
-                // Never deliverable, unlike a run that met a full queue: say so.
+                // Never deliverable even trimmed (a limit below a run's ids and names), unlike
+                // a run that met a full queue: say so.
                 self.shared.set_error(ExportError::RunTooLarge {
                     bytes,
                     max: self.max_queued_bytes,

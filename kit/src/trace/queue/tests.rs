@@ -1,4 +1,5 @@
 use serde_json::Value;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::worker::body_excerpt;
@@ -183,11 +184,19 @@ fn the_queue_holds_at_most_its_bytes_while_the_endpoint_hangs() {
 
 /// A collector on 127.0.0.1 that answers every request `200 OK` (keep-alive).
 fn answering_collector() -> String {
+    recording_collector().0
+}
+
+/// [`answering_collector`], keeping the body of every request.
+fn recording_collector() -> (String, Arc<Mutex<Vec<Vec<u8>>>>) {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/ingest", listener.local_addr().unwrap());
+    let bodies: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let kept = bodies.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
+            let kept = kept.clone();
             std::thread::spawn(move || {
                 let mut reader = BufReader::new(stream);
                 loop {
@@ -209,6 +218,7 @@ fn answering_collector() -> String {
                     if reader.read_exact(&mut body).is_err() {
                         return;
                     }
+                    kept.lock().unwrap().push(body);
                     let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
                     if reader.get_mut().write_all(answer).is_err() {
                         return;
@@ -217,7 +227,7 @@ fn answering_collector() -> String {
             });
         }
     });
-    url
+    (url, bodies)
 }
 
 /// Runs taken off the queue no longer count: waves of 800 KiB, each under the 1 MiB bound
@@ -247,35 +257,78 @@ fn bytes_taken_off_the_queue_no_longer_count() {
     assert_eq!((stats.dropped, stats.exported), (0, 40), "{stats:?}");
 }
 
-/// A run larger than the whole queue may hold can never be sent: it is dropped and named in
-/// `last_error`, while a run that merely met a full queue is only counted.
+/// A run larger than the whole queue may hold is trimmed to fit rather than lost: its longest
+/// value is cut, everything else kept, and the span reaches the endpoint marked with its size
+/// before. The run beside it is untouched. Only a limit below what a run's ids and names take
+/// drops it, and names it in `last_error`.
 #[test]
-fn a_run_larger_than_the_queue_is_named_in_the_last_error() {
+fn a_run_larger_than_the_queue_is_trimmed_and_sent() {
+    let (url, bodies) = recording_collector();
+    let config = QueueConfig {
+        max_queued_bytes: 64 * 1024,
+        batch_timeout: Duration::from_millis(5),
+        gzip: false,
+        max_retries: 0,
+        ..QueueConfig::default()
+    };
+    let exporter = QueuedExporter::new(&url, [("x-api-key", "k")], Json, config.clone()).unwrap();
+    exporter.export(big_run(0, 1024));
+    exporter.export(big_run(1, 1024 * 1024));
+    assert!(exporter.flush(Duration::from_secs(10)));
+    let stats = exporter.queue_stats();
+    assert_eq!(
+        (stats.runs.dropped, stats.runs.exported, stats.trimmed),
+        (0, 2, 1),
+        "{stats:?}"
+    );
+    assert_eq!(stats.last_error, None);
+    let runs: Vec<Value> = bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|body| serde_json::from_slice::<Vec<Value>>(body).unwrap())
+        .collect();
+    let run = |id: &str| runs.iter().find(|r| r["id"] == id).unwrap().clone();
+    let big = run("run-1");
+    let result = big["inputs"]["result"].as_str().unwrap();
+    assert!(result.ends_with("…[truncated]"), "{}", result.len());
+    assert!(
+        (16 * 1024..=32 * 1024).contains(&result.len()),
+        "{}",
+        result.len()
+    );
+    assert!(
+        big["metadata"]["kit.truncated_from_bytes"]
+            .as_u64()
+            .unwrap()
+            > 1024 * 1024
+    );
+    let small = run("run-0");
+    assert_eq!(small["inputs"]["result"].as_str().unwrap().len(), 1024);
+    assert!(small["metadata"].get("kit.truncated_from_bytes").is_none());
+
     let exporter = QueuedExporter::new(
         &answering_collector(),
         [("x-api-key", "k")],
         Json,
         QueueConfig {
-            max_queued_bytes: 64 * 1024,
-            batch_timeout: Duration::from_millis(5),
-            max_retries: 0,
-            ..QueueConfig::default()
+            max_queued_bytes: 16,
+            ..config
         },
     )
     .unwrap();
-    exporter.export(big_run(0, 1024));
-    exporter.export(big_run(1, 1024 * 1024));
+    exporter.export(big_run(2, 1024 * 1024));
     assert!(!exporter.flush(Duration::from_secs(10)));
     let stats = exporter.queue_stats();
     assert_eq!(
         (stats.runs.dropped, stats.runs.exported),
-        (1, 1),
+        (1, 0),
         "{stats:?}"
     );
     match stats.last_error {
         Some(ExportError::RunTooLarge { bytes, max }) => {
-            assert!(bytes > 1024 * 1024, "{bytes}");
-            assert_eq!(max, 64 * 1024);
+            assert!(bytes > 16, "{bytes}");
+            assert_eq!(max, 16);
         }
         other => panic!("expected RunTooLarge, got {other:?}"),
     }
