@@ -234,7 +234,11 @@ pub(crate) async fn w4_round(
 }
 
 pub(crate) fn w4() {
-    let workers = 2;
+    // `KIT_BENCH_W4_WORKERS` sets another count (to tell cross-core costs from the rest).
+    let workers = std::env::var("KIT_BENCH_W4_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(2);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()

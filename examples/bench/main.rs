@@ -12,6 +12,7 @@
 //! cargo run --release --example bench -- w5         # checkpointing: memory, SQLite x3, size
 //! cargo run --release --example bench -- w5 --only=memory   # one variant of it
 //! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w5  # + PostgreSQL
+//! KIT_BENCH_W4_WORKERS=1 cargo run --release --example bench -- w4   # W4 on one worker thread
 //! cargo run --release --example bench -- w7         # 1000 async-subagent runs on a worker
 //! KIT_BENCH_POSTGRES_URL=postgres://... cargo run --release --example bench -- w7pg
 //!                                    # W7 on 1, 2 and 4 worker processes sharing PostgreSQL
