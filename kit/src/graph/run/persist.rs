@@ -155,7 +155,8 @@ impl<S: State> Exec<S> {
     }
 
     pub(super) async fn store(&mut self, write: CheckpointWrite) -> Result<(), GraphError> {
-        let Some((cp, _)) = self.persist.clone() else {
+        // Only the checkpointer: cloning the thread id too cost an allocation every step.
+        let Some(cp) = self.persist.as_ref().map(|(cp, _)| cp.clone()) else {
             return Ok(());
         };
         // Streamed runs report each checkpoint once it is durable, when asked to.
