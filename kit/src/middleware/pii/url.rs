@@ -174,7 +174,13 @@ pub(super) fn urls(text: &str) -> Vec<(usize, usize)> {
             if next == Some('@') || is_word(next) {
                 continue;
             }
-            let www = url.len() > 4 && url[..4].eq_ignore_ascii_case("www.");
+            // Compared as bytes: with `(?i)`, `[a-z]` also matches `ſ` and the Kelvin sign, so
+            // the fourth byte may sit inside a character.
+            let www = url.len() > 4
+                && url
+                    .as_bytes()
+                    .get(..4)
+                    .is_some_and(|p| p.eq_ignore_ascii_case(b"www."));
             if www || (url.contains('/') && known_tld(url) && path_has_letter(url)) {
                 bare.push((m.start(), m.start() + url.len()));
             }
@@ -225,5 +231,20 @@ mod tests {
             ["docs.rs/regex", "example.com/about", "www.example.museum"]
         );
         assert!(found("n = x.length/2; m = self.width/3; y = a.count/total; self.dx/2").is_empty());
+    }
+
+    /// `(?i)[a-z]` also matches `ſ` (two bytes) and the Kelvin sign `K` (three): a host whose
+    /// fourth byte falls inside one of them is read without slicing the text there, is not
+    /// taken for `www.`, and a megabyte of them is read in linear time.
+    #[test]
+    fn letters_that_fold_to_ascii_do_not_break_the_www_check() {
+        for text in ["abcſ.de", "wwwſ.com", "abcK.io", "ſſſſ.de"] {
+            assert!(found(text).is_empty(), "{text}: {:?}", found(text));
+        }
+        assert_eq!(found("see www.example.com or ſ"), ["www.example.com"]);
+        for size in [1 << 10, 1 << 20] {
+            let text = "abcſ.de ".repeat(size / 9);
+            assert!(found(&text).is_empty());
+        }
     }
 }
