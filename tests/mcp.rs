@@ -761,6 +761,55 @@ async fn connecting_to_nothing_is_a_clear_error() {
     assert!(err.to_string().contains("`nobody`"), "{err}");
 }
 
+/// A body read timeout too long for the clock (`Duration::MAX`: "no limit") means no limit:
+/// a body sent in two parts is read and answered, where the deadline once overflowed and the
+/// connection's task panicked without an answer.
+#[tokio::test]
+async fn a_body_read_timeout_of_duration_max_means_no_limit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let mut config = McpHttpConfig::default();
+    config.body_read_timeout = Duration::MAX;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = McpServer::new("no-limit")
+        .tool(Add)
+        .serve_http(listener, config)
+        .unwrap();
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}
+        }
+    })
+    .to_string();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nConnection: close\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body.as_bytes()[..10]).await.unwrap();
+    // The body is not all there: the server waits for it, with a timer.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    stream.write_all(&body.as_bytes()[10..]).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("no answer within 10 s")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("no-limit"), "{answer}");
+    server.shutdown().await;
+}
+
 /// Kit's MCP HTTP server holds against slow and greedy clients: a body trickled byte by byte
 /// is cut at the body read timeout, a head that never ends at the header read timeout, and a
 /// connection over the limit is answered 503 at once; a well-behaved client is served after.

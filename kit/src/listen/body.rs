@@ -72,7 +72,11 @@ impl Body for DeadlineBody {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
             Poll::Pending => {
-                let deadline = this.started + this.timeout;
+                // `Duration::MAX` ("no limit") must not overflow the clock.
+                let deadline = Instant::from_std(crate::deadline::after(
+                    this.started.into_std(),
+                    this.timeout,
+                ));
                 let timer = this
                     .timer
                     .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
