@@ -177,6 +177,8 @@ const ERROR_500: u8 = 3;
 const SLOW: u8 = 4;
 const EMPTY_204: u8 = 5;
 const HUGE: u8 = 6;
+/// An answer nested 100 levels deep: JSON serde reads, but deeper than a thread can keep.
+const DEEP: u8 = 7;
 
 struct RawServer {
     url: String,
@@ -233,6 +235,14 @@ async fn raw_server() -> RawServer {
                 let (status, body) = match m.load(Ordering::SeqCst) {
                     MALFORMED => ("200 OK", r#"{"status": "running", "#.to_string()),
                     NOT_AN_OBJECT => ("200 OK", "[1, 2, 3]".to_string()),
+                    DEEP => (
+                        "200 OK",
+                        format!(
+                            r#"{{"run_id": "r-1", "status": "running", "x": {}1{}}}"#,
+                            "[".repeat(100),
+                            "]".repeat(100)
+                        ),
+                    ),
                     ERROR_500 => ("500 Internal Server Error", "internal boom".to_string()),
                     SLOW => {
                         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -325,6 +335,7 @@ async fn malformed_json_500s_and_slow_answers_become_error_results() {
     let expectations = [
         (MALFORMED, "sent a malformed answer"),
         (NOT_AN_OBJECT, "expected a JSON object"),
+        (DEEP, "nests more than 64 levels"),
         (ERROR_500, "answered HTTP 500: internal boom"),
         (SLOW, "did not answer within"),
     ];

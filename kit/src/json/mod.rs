@@ -38,6 +38,17 @@ pub(crate) fn to_string<T: ?Sized + Serialize>(value: &T) -> Result<String, serd
     String::from_utf8(to_vec(value)?).map_err(serde::ser::Error::custom)
 }
 
+/// Whether `value` nests at most `levels` arrays or objects deep (recursion bounded by
+/// `levels`, whatever the value's depth).
+pub(crate) fn nests_within(value: &serde_json::Value, levels: usize) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::Array(items) => levels > 0 && items.iter().all(|v| nests_within(v, levels - 1)),
+        Value::Object(map) => levels > 0 && map.values().all(|v| nests_within(v, levels - 1)),
+        _ => true,
+    }
+}
+
 /// About the bytes of `value` as JSON text: its strings' and keys' lengths, and a few bytes
 /// for everything else. One walk, nothing written or escaped: the cheap measure for bounds
 /// on memory and budgets, within a small factor of the real length.

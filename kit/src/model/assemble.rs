@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::{FinishReason, ModelChunk, ModelResponse};
+use crate::json::nests_within;
 use crate::message::{Content, ContentPart, Message, Reasoning, ToolCall, Usage};
 
 /// Accumulates [`ModelChunk`]s into the final assistant message.
@@ -265,15 +266,6 @@ pub(crate) fn kept_args(value: Value) -> Value {
         value
     } else {
         Value::String(value.to_string())
-    }
-}
-
-/// Whether `value` nests at most `levels` arrays or objects deep.
-pub(crate) fn nests_within(value: &Value, levels: usize) -> bool {
-    match value {
-        Value::Array(items) => levels > 0 && items.iter().all(|v| nests_within(v, levels - 1)),
-        Value::Object(map) => levels > 0 && map.values().all(|v| nests_within(v, levels - 1)),
-        _ => true,
     }
 }
 

@@ -6,9 +6,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
-use super::assemble::nests_within;
 use super::{MAX_ARGS_DEPTH, ModelChunk, ModelError, ModelStream};
 use crate::http::{HttpError, HttpErrorKind, MAX_ERROR_CHARS, Secrets, SseEvent, SseStream};
+use crate::json::nests_within;
 use crate::message::Usage;
 
 /// The default timeout of a model call: 10 minutes, like the official OpenAI and Anthropic

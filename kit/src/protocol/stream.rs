@@ -167,6 +167,9 @@ impl ThreadStream {
                 ))));
             }
         };
+        if !crate::json::nests_within(&data, super::client::MAX_ANSWER_DEPTH) {
+            return Some(Err(self.malformed(super::client::too_deep())));
+        }
         if kind == "missed" {
             let from = data.get("from").and_then(Value::as_u64).unwrap_or(0);
             let to = data.get("to").and_then(Value::as_u64).unwrap_or(from);
@@ -552,5 +555,21 @@ mod tests {
             "an event without seq cannot be resumed"
         );
         assert!(stream.decode(frame("x", r#"{"type":"other"}"#)).is_none());
+        // Deeper than a thread can keep: refused, whatever kind of frame it is.
+        let deep = format!(
+            r#"{{"type":"event","seq":5,"method":"values","params":{{"data":{}1{}}}}}"#,
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        let refused = stream.decode(frame("values", &deep)).unwrap().unwrap_err();
+        assert!(
+            refused.to_string().contains("nests more than 64"),
+            "{refused}"
+        );
+        assert_eq!(
+            stream.last_event_id(),
+            Some(3),
+            "a refused frame is not taken"
+        );
     }
 }

@@ -173,7 +173,7 @@ impl EventParser {
                     clip(&input, 300)
                 ))
             })?;
-            if !crate::model::assemble::nests_within(&parsed, crate::model::MAX_ARGS_DEPTH) {
+            if !crate::json::nests_within(&parsed, crate::model::MAX_ARGS_DEPTH) {
                 return Err(malformed(format!(
                     "the input of server block {index} nests more than {} levels deep",
                     crate::model::MAX_ARGS_DEPTH
