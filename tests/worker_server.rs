@@ -110,6 +110,37 @@ async fn bad_requests_get_clear_json_errors() {
             .contains("must be a JSON object")
     );
 
+    // Nested deeper than a thread can keep (serde_json reads it: 100 < 128 levels), in a
+    // message's metadata. Not kept: refused, and the thread stays readable.
+    let deep = format!(
+        r#"{{"assistant_id": "research", "input": {{"messages": [{{"role": "user", "content": "hi", "metadata": {{"x": {}1{}}}}}]}}}}"#,
+        "[".repeat(95),
+        "]".repeat(95)
+    );
+    let r = http()
+        .post(format!("{url}/runs"))
+        .header("content-type", "application/json")
+        .body(deep)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("nests more than 64 levels"),
+        "{body}"
+    );
+    // Negative case: ordinary nesting is accepted.
+    let (status, _) = post(
+        format!("{url}/runs"),
+        json!({"assistant_id": "research", "input": {"messages": [{"role": "user", "content": "tides", "metadata": {"a": {"b": {"c": [1, [2, [3]]]}}}}]}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+
     // Missing assistant_id.
     let (status, body) = post(format!("{url}/runs"), json!({"input": {}})).await;
     assert_eq!(status, 400);
