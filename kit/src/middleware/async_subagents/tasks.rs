@@ -57,6 +57,9 @@ const MAX_REFRESHING: usize = 8;
 /// The most follow-up messages a task record keeps (the newest).
 const MAX_UPDATES: usize = 64;
 
+/// The deepest a kept answer may nest (see [`crate::protocol::client`]'s limit on answers).
+const MAX_REMOTE_DEPTH: usize = 64;
+
 /// The most bytes of pending interrupts a trimmed record keeps (a review of a large write
 /// shows its arguments; the model needs them to answer).
 const MAX_INTERRUPT_BYTES: usize = 256 << 10;
@@ -67,7 +70,10 @@ const MAX_INTERRUPT_BYTES: usize = 256 << 10;
 /// and the pending interrupts (up to [`MAX_INTERRUPT_BYTES`]). A worker can answer with
 /// megabytes, saved again with the thread on every refresh.
 pub(super) fn kept_of(response: &Value) -> Value {
-    let fits = |v: &Value| crate::json::approx_len(v) <= MAX_REMOTE_BYTES;
+    // Deeper than a thread can save and read back (an answer from a client of the user's
+    // own: kit's HTTP client refuses those) counts as too large.
+    let readable = |v: &Value| crate::json::nests_within(v, MAX_REMOTE_DEPTH);
+    let fits = |v: &Value| crate::json::approx_len(v) <= MAX_REMOTE_BYTES && readable(v);
     if fits(response) {
         return response.clone();
     }
@@ -118,7 +124,7 @@ pub(super) fn kept_of(response: &Value) -> Value {
         let mut bytes = 0usize;
         for interrupt in interrupts {
             let size = crate::json::approx_len(interrupt);
-            if bytes.saturating_add(size) > MAX_INTERRUPT_BYTES {
+            if bytes.saturating_add(size) > MAX_INTERRUPT_BYTES || !readable(interrupt) {
                 small.insert("interrupts_truncated".into(), Value::Bool(true));
                 break;
             }

@@ -60,4 +60,21 @@ fn a_large_answer_is_trimmed_to_what_the_tools_need() {
     assert!(kept["error"].as_str().unwrap().starts_with("{\"code\":7"));
     assert!(serde_json::to_string(&kept).unwrap().len() < 300 << 10);
     assert_eq!(kept["thread_id"], "t");
+
+    // Small but deeper than a thread can save and read back (from a client of the user's
+    // own): only the shallow summary is kept.
+    let mut deep = json!(1);
+    for _ in 0..100 {
+        deep = json!([deep]);
+    }
+    let answer = json!({"status": "running", "run_id": "r", "values": {"x": deep.clone()},
+                        "interrupts": [{"id": "i1", "value": deep}]});
+    let kept = super::tasks::kept_of(&answer);
+    assert_eq!(kept["truncated"], true);
+    assert_eq!(
+        (&kept["status"], &kept["run_id"]),
+        (&json!("running"), &json!("r"))
+    );
+    assert_eq!(kept["interrupts"], json!([]));
+    assert!(crate::json::nests_within(&kept, 4), "{kept}");
 }
