@@ -349,6 +349,26 @@ async fn a_custom_auth_hook_names_the_identity_and_refuses_with_its_message() {
     let ok = http.get(format!("{}/ok", w.url())).send().await.unwrap();
     assert_eq!(ok.status().as_u16(), 200);
 
+    // A client without an identity is refused from its head: the worker neither waits for a
+    // body it announced (30 s of body read timeout) nor reads one over its limit (413).
+    for length in [1_000u64, 1 << 30] {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let addr = w.url().trim_start_matches("http://").to_string();
+        let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        let head = format!(
+            "POST /runs HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Content-Length: {length}\r\n\r\n{{"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = vec![0u8; 512];
+        let n = tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut answer))
+            .await
+            .expect("answered from the head, without waiting for the body")
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 401"), "{length}: {answer}");
+    }
+
     let run: Value = http
         .post(format!("{}/runs", w.url()))
         .header("x-tenant-key", "k-acme")

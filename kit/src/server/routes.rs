@@ -649,8 +649,16 @@ async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 }
 
 /// The worker's whole router.
+///
+/// A request is authenticated from its head before its body is read: a client without an
+/// identity is answered at once and holds no body buffer, however large its body.
 pub(crate) fn router(shared: Arc<Shared>, auth: Auth) -> Router {
     let limit = shared.config.body_limit;
+    let body_limits = super::body::BodyLimits {
+        max: limit,
+        timeout: shared.config.body_read_timeout,
+    };
+    // Layers run outermost last-added first: identity, then the body.
     let api = Router::new()
         .route("/runs", post(create_run))
         .route("/runs/{id}", get(get_run))
@@ -659,16 +667,12 @@ pub(crate) fn router(shared: Arc<Shared>, auth: Auth) -> Router {
         .merge(super::interop::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(from_fn_with_state(body_limits, super::body::guard))
         .layer(from_fn_with_state(auth, require_identity));
-    let body_limits = super::body::BodyLimits {
-        max: limit,
-        timeout: shared.config.body_read_timeout,
-    };
     Router::new()
         .route("/ok", get(ok))
         .merge(api)
         .layer(DefaultBodyLimit::max(limit))
-        .layer(from_fn_with_state(body_limits, super::body::guard))
         .with_state(shared)
 }
 
