@@ -287,20 +287,54 @@ pub(crate) async fn heartbeat(shared: Arc<Shared>) {
 
 fn start(shared: &Arc<Shared>, run: RunRecord) {
     let (tx, rx) = oneshot::channel();
-    lock(&shared.running).insert(run.run_id.clone(), Some(tx));
-    shared.executing.fetch_add(1, Ordering::AcqRel);
+    let mut slot = Slot::take(shared, &run.run_id, tx);
     let shared = shared.clone();
     tokio::spawn(async move {
         let ending = execute(&shared, &run, rx).await;
         // The slot is free: the scheduler claims the next run while this one's end is
         // written, so both can share a transaction.
-        shared.executing.fetch_sub(1, Ordering::AcqRel);
-        shared.wake.notify_one();
+        slot.executed();
         record(&shared, &run, ending).await;
-        lock(&shared.running).remove(&run.run_id);
-        shared.wake.notify_one();
-        shared.finished.notify_waiters();
+        drop(slot);
     });
+}
+
+/// A run's place on this worker: counted as executing until its end is known, listed as
+/// running until its end is recorded. Given back when dropped, on every path (a panic while
+/// executing or recording included): a lost place would lower the worker's capacity for good.
+struct Slot {
+    shared: Arc<Shared>,
+    run_id: String,
+    executing: bool,
+}
+
+impl Slot {
+    fn take(shared: &Arc<Shared>, run_id: &str, stop: oneshot::Sender<Stop>) -> Slot {
+        lock(&shared.running).insert(run_id.to_string(), Some(stop));
+        shared.executing.fetch_add(1, Ordering::AcqRel);
+        Slot {
+            shared: shared.clone(),
+            run_id: run_id.to_string(),
+            executing: true,
+        }
+    }
+
+    /// The run's end is known: its place may go to the next run.
+    fn executed(&mut self) {
+        if std::mem::take(&mut self.executing) {
+            self.shared.executing.fetch_sub(1, Ordering::AcqRel);
+            self.shared.wake.notify_one();
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.executed();
+        lock(&self.shared.running).remove(&self.run_id);
+        self.shared.wake.notify_one();
+        self.shared.finished.notify_waiters();
+    }
 }
 
 enum Ending {
