@@ -175,6 +175,51 @@ async fn a_sqlite_cache_outlives_the_graph_that_filled_it() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
 }
 
+/// Expired entries do not pile up: the first write and every 256th delete the expired ones,
+/// so a node that sees a new input every run keeps about what lives within its time to live.
+/// Live entries and entries without a time to live stay (negative cases).
+#[tokio::test]
+async fn a_sqlite_cache_deletes_expired_entries_as_it_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cache.sqlite");
+    let cache = SqliteCache::open(&path).unwrap();
+    let rows = || -> i64 {
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM kit_node_cache", [], |r| r.get(0))
+            .unwrap()
+    };
+    cache
+        .put("g:n", "forever", serde_json::json!(0), None)
+        .await
+        .unwrap();
+    for i in 0..600 {
+        let ttl = Some(Duration::from_millis(1));
+        cache
+            .put("g:n", &format!("k{i}"), serde_json::json!(i), ttl)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    for i in 0..256 {
+        let ttl = Some(Duration::from_secs(3600));
+        cache
+            .put("g:n", &format!("live{i}"), serde_json::json!(i), ttl)
+            .await
+            .unwrap();
+    }
+    // The sweep at the 769th write found all 600 short-lived entries expired.
+    assert_eq!(rows(), 1 + 256);
+    assert_eq!(
+        cache.get("g:n", "forever").await.unwrap(),
+        Some(serde_json::json!(0))
+    );
+    assert_eq!(
+        cache.get("g:n", "live255").await.unwrap(),
+        Some(serde_json::json!(255))
+    );
+}
+
 #[tokio::test]
 async fn a_postgres_cache_is_shared_by_every_graph_of_the_database() {
     let Ok(url) = std::env::var("KIT_TEST_POSTGRES_URL") else {
@@ -205,6 +250,27 @@ async fn a_postgres_cache_is_shared_by_every_graph_of_the_database() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert_eq!(store.get("x:y", "short").await.unwrap(), None);
+    // The expired entry is deleted by a later sweep (every 256 writes), the live one kept.
+    for i in 0..256 {
+        let ttl = Some(Duration::from_secs(3600));
+        store
+            .put("x:y", &format!("live{i}"), serde_json::json!(i), ttl)
+            .await
+            .unwrap();
+    }
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let count: i64 = client
+        .query_one(
+            &format!("SELECT COUNT(*) FROM {schema}.kit_node_cache WHERE namespace = 'x:y'"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(count, 256);
     store.drop_schema().await.unwrap();
 }
 

@@ -65,6 +65,25 @@ use serde_json::Value;
 
 use crate::state::State;
 
+/// How many writes a database cache makes between two sweeps of its expired entries.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+const SWEEP_EVERY: u64 = 256;
+
+/// Counts a database cache's writes: every [`SWEEP_EVERY`]th also deletes the expired entries.
+/// Reads skip them, but an entry no one writes over again would otherwise stay for good, one
+/// row per distinct input a node ever saw.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[derive(Default)]
+struct Sweeps(std::sync::atomic::AtomicU64);
+
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+impl Sweeps {
+    /// Whether this write sweeps (the first does, then every [`SWEEP_EVERY`]th).
+    fn due(&self) -> bool {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SWEEP_EVERY == 0
+    }
+}
+
 /// A cache store failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("node cache: {0}")]

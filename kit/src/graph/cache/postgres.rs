@@ -12,9 +12,12 @@ const MIGRATION_LOCK: i64 = 0x6b69_745f_6361_6368; // "kit_cach"
 
 /// Node outputs kept in PostgreSQL, in the table `kit_node_cache` (in `schema` when given):
 /// shared by every process of one database, so a cached node is computed once per fleet.
+/// Expired entries are skipped when read, and deleted every 256 writes of a process (an entry
+/// without a time to live stays until [`clear`](NodeCache::clear)ed).
 #[derive(Clone)]
 pub struct PostgresCache {
     db: Database,
+    sweeps: std::sync::Arc<super::Sweeps>,
 }
 
 impl std::fmt::Debug for PostgresCache {
@@ -44,12 +47,17 @@ impl PostgresCache {
                 value TEXT NOT NULL,
                 expires_at BIGINT,
                 PRIMARY KEY (namespace, key)
-            )",
+            );
+            CREATE INDEX IF NOT EXISTS kit_node_cache_expires ON kit_node_cache (expires_at)
+                WHERE expires_at IS NOT NULL;",
         )
         .await
         .map_err(fail)?;
         tx.commit().await.map_err(fail)?;
-        Ok(PostgresCache { db })
+        Ok(PostgresCache {
+            db,
+            sweeps: std::sync::Arc::default(),
+        })
     }
 
     /// Drops the schema given to [`connect`](Self::connect) with its tables (tests).
@@ -110,6 +118,15 @@ impl NodeCache for PostgresCache {
             )
             .await
             .map_err(|e| failed("write", &e))?;
+        if self.sweeps.due() {
+            client
+                .execute(
+                    "DELETE FROM kit_node_cache WHERE expires_at IS NOT NULL AND expires_at <= $1",
+                    &[&now_millis()],
+                )
+                .await
+                .map_err(|e| failed("sweep of expired entries", &e))?;
+        }
         Ok(())
     }
 

@@ -10,7 +10,8 @@ use serde_json::Value;
 use super::{CacheError, NodeCache};
 
 /// Node outputs kept in a SQLite file (the checkpointer's file, or one of their own), in the
-/// table `kit_node_cache`. Expired entries are skipped when read and removed when written over.
+/// table `kit_node_cache`. Expired entries are skipped when read, and deleted every 256 writes
+/// (an entry without a time to live stays until [`clear`](NodeCache::clear)ed).
 ///
 /// ```
 /// use kit::graph::{NodeCache, SqliteCache};
@@ -26,6 +27,7 @@ use super::{CacheError, NodeCache};
 pub struct SqliteCache {
     conn: Arc<Mutex<Connection>>,
     location: Arc<str>,
+    sweeps: Arc<super::Sweeps>,
 }
 
 impl std::fmt::Debug for SqliteCache {
@@ -42,7 +44,9 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS kit_node_cache (
     value TEXT NOT NULL,
     expires_at INTEGER,
     PRIMARY KEY (namespace, key)
-)";
+);
+CREATE INDEX IF NOT EXISTS kit_node_cache_expires ON kit_node_cache (expires_at)
+    WHERE expires_at IS NOT NULL;";
 
 impl SqliteCache {
     /// Opens (creating when missing) the file and its cache table.
@@ -62,6 +66,7 @@ impl SqliteCache {
         Ok(SqliteCache {
             conn: Arc::new(Mutex::new(conn)),
             location,
+            sweeps: Arc::default(),
         })
     }
 
@@ -123,14 +128,21 @@ impl NodeCache for SqliteCache {
         let (namespace, key, text) = (namespace.to_string(), key.to_string(), value.to_string());
         let expires = ttl
             .map(|t| now_millis().saturating_add(i64::try_from(t.as_millis()).unwrap_or(i64::MAX)));
+        let sweep = self.sweeps.due();
         self.with("write", move |c| {
             c.execute(
                 "INSERT INTO kit_node_cache (namespace, key, value, expires_at) VALUES (?1, ?2, ?3, ?4) \
                  ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, \
                  expires_at = excluded.expires_at",
                 params![namespace, key, text, expires],
-            )
-            .map(|_| ())
+            )?;
+            if sweep {
+                c.execute(
+                    "DELETE FROM kit_node_cache WHERE expires_at IS NOT NULL AND expires_at <= ?1",
+                    params![now_millis()],
+                )?;
+            }
+            Ok(())
         })
         .await
     }
