@@ -508,8 +508,12 @@ async fn record_finish(
     let run_id = run.run_id.as_str();
     let ending = finish.events.len();
     finish.events.splice(0..0, unwritten);
+    // Tried until it is written or the worker stops: while this worker lives it renews the
+    // run's lease, so a run whose end was given up on would stay `running` (and its thread's
+    // later runs `pending`) until a restart.
     let mut delay = Duration::from_millis(50);
-    for attempt in 0..8 {
+    let mut attempt = 0u64;
+    loop {
         match shared
             .store
             .finish(run_id, &shared.worker_id, &finish)
@@ -534,15 +538,23 @@ async fn record_finish(
                 return;
             }
             Err(e) => {
-                tracing::error!(run_id, attempt, error = %e, "could not record the end of a run; retrying");
+                if shared.shutting_down() {
+                    tracing::error!(
+                        run_id,
+                        error = %e,
+                        "could not record the end of a run before the worker stopped; another \
+                         worker recovers it when its lease expires, or this one at its next start"
+                    );
+                    return;
+                }
+                // Every failure of the first few, then one in thirty (a long outage).
+                if attempt < 8 || attempt % 30 == 0 {
+                    tracing::error!(run_id, attempt, error = %e, "could not record the end of a run; retrying");
+                }
+                attempt += 1;
                 tokio::time::sleep(delay).await;
                 delay = (delay * 2).min(Duration::from_secs(2));
             }
         }
     }
-    tracing::error!(
-        run_id,
-        "gave up recording the end of a run; it will be recovered when its lease expires or \
-         the worker restarts"
-    );
 }
