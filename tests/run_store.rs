@@ -188,6 +188,14 @@ async fn contract(store: &dyn RunStore) {
         .create_run(owned_run("m4", "tm", "alice"))
         .await
         .unwrap();
+    // A thread's runs that have not ended, oldest first; none for a thread whose runs all
+    // ended or an unknown one.
+    assert_eq!(
+        ids(&store.active_thread_runs("tm").await.unwrap()),
+        ["m1", "m4"]
+    );
+    assert!(store.active_thread_runs("t1").await.unwrap().is_empty());
+    assert!(store.active_thread_runs("none").await.unwrap().is_empty());
     let taken = store.create_thread("tm", "bob", json!({})).await.unwrap();
     assert_eq!(taken.owner, "alice", "an existing thread keeps its owner");
     let bobs = store.create_thread("tb", "bob", json!({})).await.unwrap();

@@ -349,7 +349,9 @@ pub(crate) async fn submit(shared: &Shared, s: Submit) -> ApiResult<RunRecord> {
                 ));
             }
             Strategy::Interrupt => {
-                for run in &active {
+                // Newest first: the queued runs are cancelled before the running one ends
+                // and would let the next of them start.
+                for run in active.iter().rev() {
                     cancel_run(shared, run, false).await?;
                 }
             }
@@ -371,14 +373,9 @@ pub(crate) async fn submit(shared: &Shared, s: Submit) -> ApiResult<RunRecord> {
     Ok(run)
 }
 
-/// The pending and running runs of a thread (among its 100 newest runs: a thread's runs
-/// execute in order, so older ones have ended).
+/// The pending and running runs of a thread.
 async fn active_runs(shared: &Shared, thread_id: &str) -> ApiResult<Vec<RunRecord>> {
-    let runs = shared.store.thread_runs(thread_id, 100, 0).await?;
-    Ok(runs
-        .into_iter()
-        .filter(|r| !r.status.is_terminal())
-        .collect())
+    Ok(shared.store.active_thread_runs(thread_id).await?)
 }
 
 /// Cancels a run: a pending one at once; a running one is stopped (here, or through the

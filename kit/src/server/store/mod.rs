@@ -354,6 +354,16 @@ pub trait RunStore: Send + Sync + 'static {
         offset: usize,
     ) -> Result<Vec<RunRecord>, StoreError>;
 
+    /// The runs of a thread that have not ended (`pending` or `running`), oldest first. A new
+    /// run on a thread reads them, so the back-ends answer from an index of those alone: the
+    /// cost does not grow with the thread's history. The default reads the 100 newest runs.
+    async fn active_thread_runs(&self, thread_id: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let mut runs = self.thread_runs(thread_id, 100, 0).await?;
+        runs.retain(|r| !r.status.is_terminal());
+        runs.reverse();
+        Ok(runs)
+    }
+
     /// Claims up to `max` claimable pending runs of the given graphs for `worker_id`, oldest
     /// first, with a lease until `lease_until` (ms); they become `running` and their `attempts`
     /// grows by one.

@@ -56,6 +56,9 @@ CREATE TABLE IF NOT EXISTS kit_worker_runs (
 );
 CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, seq);
 CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
+-- The runs of a thread that have not ended (read by every new run on the thread).
+CREATE INDEX IF NOT EXISTS kit_worker_runs_active ON kit_worker_runs (thread_id, seq)
+    WHERE status IN ('pending', 'running');
 -- Owners (added after the first release: existing rows belong to the shared identity).
 ALTER TABLE kit_worker_threads ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
 ALTER TABLE kit_worker_runs ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT '';
@@ -525,6 +528,20 @@ impl RunStore for PostgresRunStore {
                     &i64::try_from(offset).unwrap_or(i64::MAX),
                 ],
             )
+            .await
+            .map_err(|e| sql_error(op, e))?;
+        rows.iter().map(run_from_row).collect()
+    }
+
+    async fn active_thread_runs(&self, thread_id: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let op = "listing a thread's active runs";
+        let client = self.client(op).await?;
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM kit_worker_runs
+             WHERE thread_id = $1 AND status IN ('pending', 'running') ORDER BY seq"
+        );
+        let rows = client
+            .query(&prepared(&client, &sql).await?, &[&thread_id])
             .await
             .map_err(|e| sql_error(op, e))?;
         rows.iter().map(run_from_row).collect()

@@ -55,6 +55,9 @@ CREATE TABLE IF NOT EXISTS kit_worker_runs (
 );
 CREATE INDEX IF NOT EXISTS kit_worker_runs_status ON kit_worker_runs (status, seq);
 CREATE INDEX IF NOT EXISTS kit_worker_runs_thread ON kit_worker_runs (thread_id, seq);
+-- The runs of a thread that have not ended (read by every new run on the thread).
+CREATE INDEX IF NOT EXISTS kit_worker_runs_active ON kit_worker_runs (thread_id, seq)
+    WHERE status IN ('pending', 'running');
 ";
 
 /// A [`RunStore`] in a SQLite file (or in memory).
@@ -368,6 +371,18 @@ impl RunStore for SqliteRunStore {
                     i64::try_from(limit).unwrap_or(i64::MAX),
                     i64::try_from(offset).unwrap_or(i64::MAX)
                 ],
+            )
+        })
+        .await
+    }
+
+    async fn active_thread_runs(&self, thread_id: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let thread_id = thread_id.to_string();
+        self.with("listing a thread's active runs", move |conn| {
+            runs_where(
+                conn,
+                "thread_id = ?1 AND status IN ('pending', 'running') ORDER BY seq",
+                params![thread_id],
             )
         })
         .await
