@@ -548,7 +548,7 @@ async fn record_finish(
                     return;
                 }
                 // Every failure of the first few, then one in thirty (a long outage).
-                if attempt < 8 || attempt % 30 == 0 {
+                if attempt < 8 || attempt.is_multiple_of(30) {
                     tracing::error!(run_id, attempt, error = %e, "could not record the end of a run; retrying");
                 }
                 attempt += 1;

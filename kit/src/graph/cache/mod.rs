@@ -80,7 +80,9 @@ struct Sweeps(std::sync::atomic::AtomicU64);
 impl Sweeps {
     /// Whether this write sweeps (the first does, then every [`SWEEP_EVERY`]th).
     fn due(&self) -> bool {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % SWEEP_EVERY == 0
+        self.0
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .is_multiple_of(SWEEP_EVERY)
     }
 }
 
