@@ -158,6 +158,37 @@ pub struct RunRecord {
     pub tool: Option<ToolInfo>,
 }
 
+#[cfg(test)]
+impl RunRecord {
+    /// A finished run (started at 10 ns, ended at 20, ok) with only an id, a name and a kind,
+    /// its own trace's root: what a test changes the fields it is about on.
+    pub(crate) fn for_test(id: &str, name: &str, kind: RunKind) -> RunRecord {
+        RunRecord {
+            id: id.into(),
+            trace_id: id.into(),
+            parent_id: None,
+            name: name.into(),
+            kind,
+            start_ns: 10,
+            end_ns: 20,
+            status: RunStatus::Ok,
+            error: None,
+            inputs: Value::Null,
+            outputs: Value::Null,
+            metadata: Default::default(),
+            tags: Vec::new(),
+            thread_id: None,
+            user_id: None,
+            session_id: None,
+            execution_mode: None,
+            environment: None,
+            custom_fields: Default::default(),
+            model: None,
+            tool: None,
+        }
+    }
+}
+
 impl RunRecord {
     /// About the bytes of a run's text: its strings' lengths, and a few bytes for every other
     /// value. Cheaper than writing it (no escaping, no numbers formatted), and as close as a

@@ -143,32 +143,17 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::trace::{RunKind, RunStatus};
+    use crate::trace::RunKind;
 
     fn run(inputs: Value, outputs: Value) -> RunRecord {
-        RunRecord {
-            id: "0195a1b2-0000-7000-8000-000000000001".into(),
-            trace_id: "0195a1b2-0000-7000-8000-000000000001".into(),
-            parent_id: None,
-            name: "read_file".into(),
-            kind: RunKind::Tool,
-            start_ns: 1,
-            end_ns: 2,
-            status: RunStatus::Ok,
-            error: None,
-            inputs,
-            outputs,
-            metadata: Default::default(),
-            tags: Vec::new(),
-            thread_id: None,
-            user_id: None,
-            session_id: None,
-            execution_mode: None,
-            environment: None,
-            custom_fields: Default::default(),
-            model: None,
-            tool: None,
-        }
+        let mut run = RunRecord::for_test(
+            "0195a1b2-0000-7000-8000-000000000001",
+            "read_file",
+            RunKind::Tool,
+        );
+        run.inputs = inputs;
+        run.outputs = outputs;
+        run
     }
 
     /// A run within the limit is left as it is, and carries no mark.

@@ -15,29 +15,10 @@ use crate::message::Usage;
 use crate::trace::record::ToolInfo;
 
 fn record(kind: RunKind, name: &str) -> RunRecord {
-    RunRecord {
-        id: "0190f3c2-a7b8-7c3e-9a1b-2c3d4e5f6071".into(),
-        trace_id: "0190f3c2-a7b8-7c3e-8000-000000000001".into(),
-        parent_id: Some("0190f3c2-a7b8-7c3e-8000-000000000001".into()),
-        name: name.into(),
-        kind,
-        start_ns: 10,
-        end_ns: 20,
-        status: RunStatus::Ok,
-        error: None,
-        inputs: Value::Null,
-        outputs: Value::Null,
-        metadata: Default::default(),
-        tags: Vec::new(),
-        thread_id: None,
-        user_id: None,
-        session_id: None,
-        execution_mode: None,
-        environment: None,
-        custom_fields: Default::default(),
-        model: None,
-        tool: None,
-    }
+    let mut run = RunRecord::for_test("0190f3c2-a7b8-7c3e-9a1b-2c3d4e5f6071", name, kind);
+    run.trace_id = "0190f3c2-a7b8-7c3e-8000-000000000001".into();
+    run.parent_id = Some("0190f3c2-a7b8-7c3e-8000-000000000001".into());
+    run
 }
 
 fn attrs(span: &Span) -> BTreeMap<String, any_value::Value> {

@@ -108,29 +108,13 @@ impl BatchEncoder for Json {
 
 /// A run recording `bytes` of input.
 fn big_run(i: usize, bytes: usize) -> RunRecord {
-    RunRecord {
-        id: format!("run-{i}"),
-        trace_id: format!("run-{i}"),
-        parent_id: None,
-        name: "tool".into(),
-        kind: super::super::record::RunKind::Tool,
-        start_ns: 1,
-        end_ns: 2,
-        status: super::super::record::RunStatus::Ok,
-        error: None,
-        inputs: serde_json::json!({"result": "x".repeat(bytes)}),
-        outputs: Value::Null,
-        metadata: Default::default(),
-        tags: Vec::new(),
-        thread_id: None,
-        user_id: None,
-        session_id: None,
-        execution_mode: None,
-        environment: None,
-        custom_fields: Default::default(),
-        model: None,
-        tool: None,
-    }
+    let mut run = RunRecord::for_test(
+        &format!("run-{i}"),
+        "tool",
+        super::super::record::RunKind::Tool,
+    );
+    run.inputs = serde_json::json!({"result": "x".repeat(bytes)});
+    run
 }
 
 /// A collector that takes connections and never answers: the worker is stuck on its first
