@@ -38,6 +38,12 @@ pub(crate) fn to_string<T: ?Sized + Serialize>(value: &T) -> Result<String, serd
     String::from_utf8(to_vec(value)?).map_err(serde::ser::Error::custom)
 }
 
+/// The deepest JSON kit keeps from a peer (a worker's answer, a request body). What it keeps
+/// is saved a few levels deeper (in a thread's state) and wrapped again in event logs, and
+/// serde_json reads no deeper than 128 levels: deeper JSON would be saved and then make its
+/// thread unreadable.
+pub(crate) const MAX_KEPT_DEPTH: usize = 64;
+
 /// Whether `value` nests at most `levels` arrays or objects deep (recursion bounded by
 /// `levels`, whatever the value's depth).
 pub(crate) fn nests_within(value: &serde_json::Value, levels: usize) -> bool {

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::Endpoint;
 use crate::http::{HttpClient, HttpError, HttpErrorKind, HttpRequest, Method};
-use crate::json::nests_within;
+use crate::json::{MAX_KEPT_DEPTH, nests_within};
 
 /// Talking to a worker failed. The message says what happened and what to check; the task
 /// record is kept either way.
@@ -218,7 +218,7 @@ impl HttpRunClient {
             return Ok(json!({}));
         }
         match serde_json::from_str::<Value>(&text) {
-            Ok(v @ Value::Object(_)) if nests_within(&v, MAX_ANSWER_DEPTH) => Ok(v),
+            Ok(v @ Value::Object(_)) if nests_within(&v, MAX_KEPT_DEPTH) => Ok(v),
             Ok(Value::Object(_)) => Err(RunClientError::Malformed {
                 url,
                 message: too_deep(),
@@ -235,16 +235,11 @@ impl HttpRunClient {
     }
 }
 
-/// The deepest a worker's answer may nest. What it answers is kept in the supervisor's
-/// thread (an async task's `remote` record, a few levels down) and wrapped again in event
-/// logs, and serde_json reads no deeper than 128 levels: a deeper answer would be saved and
-/// then make its thread unreadable.
-pub(crate) const MAX_ANSWER_DEPTH: usize = 64;
-
-/// Why an answer nesting deeper than [`MAX_ANSWER_DEPTH`] is refused.
+/// Why an answer nesting deeper than [`MAX_KEPT_DEPTH`] is refused (it is kept in the
+/// supervisor's thread, in an async task's record).
 pub(crate) fn too_deep() -> String {
     format!(
-        "the answer nests more than {MAX_ANSWER_DEPTH} levels deep, deeper than kit can keep in \
+        "the answer nests more than {MAX_KEPT_DEPTH} levels deep, deeper than kit can keep in \
          a thread; is this a kit worker?"
     )
 }

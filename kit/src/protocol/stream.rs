@@ -167,7 +167,7 @@ impl ThreadStream {
                 ))));
             }
         };
-        if !crate::json::nests_within(&data, super::client::MAX_ANSWER_DEPTH) {
+        if !crate::json::nests_within(&data, crate::json::MAX_KEPT_DEPTH) {
             return Some(Err(self.malformed(super::client::too_deep())));
         }
         if kind == "missed" {

@@ -168,11 +168,6 @@ pub(crate) fn thread_unavailable(id: &str) -> ApiError {
 }
 
 /// Parses a request body as a JSON object; an empty body is `{}`.
-/// The deepest a request body may nest. Its input is kept in the thread's state and wrapped
-/// again in event logs; a body much deeper would be saved and then make the thread and its
-/// stream unreadable (serde_json reads no deeper than 128 levels).
-const MAX_BODY_DEPTH: usize = 64;
-
 pub(crate) fn body_object(
     body: Result<Bytes, BytesRejection>,
     limit: usize,
@@ -195,11 +190,12 @@ pub(crate) fn body_object(
         return Ok(Map::new());
     }
     match serde_json::from_slice::<Value>(&bytes) {
-        Ok(v @ Value::Object(_)) if !crate::json::nests_within(&v, MAX_BODY_DEPTH) => {
+        Ok(v @ Value::Object(_)) if !crate::json::nests_within(&v, crate::json::MAX_KEPT_DEPTH) => {
             Err(ApiError::bad_request(format!(
-                "the request body nests more than {MAX_BODY_DEPTH} levels deep; kit keeps what \
+                "the request body nests more than {} levels deep; kit keeps what \
                  it is sent in threads and event logs, which read no deeper than 128 levels: \
-                 send a flatter body"
+                 send a flatter body",
+                crate::json::MAX_KEPT_DEPTH
             )))
         }
         Ok(Value::Object(map)) => Ok(map),

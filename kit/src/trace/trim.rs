@@ -16,7 +16,7 @@ const MARK: &str = "…[truncated]";
 
 /// The metadata key a trimmed run carries: its size (see [`RunRecord::approx_bytes`]) before it
 /// was trimmed.
-pub(crate) const TRIMMED_FROM: &str = "kit.truncated_from_bytes";
+const TRIMMED_FROM: &str = "kit.truncated_from_bytes";
 
 impl RunRecord {
     /// Shrinks the run to at most about `max` bytes (as [`approx_bytes`](Self::approx_bytes)
@@ -30,7 +30,7 @@ impl RunRecord {
         // Room for the key saying it was trimmed.
         let max = max.saturating_sub(TRIMMED_FROM.len() + 32);
         let lengths = string_lengths(self.values_mut());
-        if let Some(keep) = longest_kept(&lengths, before - max.min(before)) {
+        if let Some(keep) = longest_kept(&lengths, before.saturating_sub(max)) {
             cut_strings(self.values_mut(), keep);
         }
         if self.approx_bytes() > max {
@@ -85,8 +85,9 @@ fn saved(lengths: &[usize], keep: usize) -> usize {
         .sum()
 }
 
-/// The longest length strings may keep so that cutting them saves at least `excess` bytes;
-/// `None` when even cutting every string to nothing does not.
+/// The longest length strings may keep so that cutting them saves at least `excess` bytes: 0
+/// when even cutting every string to nothing does not (the rest is then left out), `None`
+/// when there is no string.
 fn longest_kept(lengths: &[usize], excess: usize) -> Option<usize> {
     let longest = lengths.iter().copied().max()?;
     if saved(lengths, 0) < excess {

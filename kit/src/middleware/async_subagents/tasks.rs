@@ -57,9 +57,6 @@ const MAX_REFRESHING: usize = 8;
 /// The most follow-up messages a task record keeps (the newest).
 const MAX_UPDATES: usize = 64;
 
-/// The deepest a kept answer may nest (see [`crate::protocol::client`]'s limit on answers).
-const MAX_REMOTE_DEPTH: usize = 64;
-
 /// The most bytes of pending interrupts a trimmed record keeps (a review of a large write
 /// shows its arguments; the model needs them to answer).
 const MAX_INTERRUPT_BYTES: usize = 256 << 10;
@@ -72,7 +69,7 @@ const MAX_INTERRUPT_BYTES: usize = 256 << 10;
 pub(super) fn kept_of(response: &Value) -> Value {
     // Deeper than a thread can save and read back (an answer from a client of the user's
     // own: kit's HTTP client refuses those) counts as too large.
-    let readable = |v: &Value| crate::json::nests_within(v, MAX_REMOTE_DEPTH);
+    let readable = |v: &Value| crate::json::nests_within(v, crate::json::MAX_KEPT_DEPTH);
     let fits = |v: &Value| crate::json::approx_len(v) <= MAX_REMOTE_BYTES && readable(v);
     if fits(response) {
         return response.clone();
