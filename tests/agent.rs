@@ -363,6 +363,60 @@ async fn max_concurrency_bounds_the_calls_of_one_answer() {
 }
 
 #[tokio::test]
+async fn an_answer_with_too_many_tool_calls_runs_none_and_says_so() {
+    // Up to the limit the calls run; one more and none runs, on the streamed path too.
+    let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Tool::from_fn("count", "Counts.", json!({"type": "object"}), {
+        let ran = ran.clone();
+        move |_args, _ctx| {
+            let ran = ran.clone();
+            async move {
+                ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok::<_, ToolError>("ok")
+            }
+        }
+    });
+    let answer = |n: usize| {
+        Message::assistant_with_tool_calls(
+            "",
+            (0..n)
+                .map(|i| ToolCall::with_id(format!("c{i}"), "count", json!({})))
+                .collect(),
+        )
+    };
+    let agent = |n: usize| {
+        let model = ScriptedModel::new([answer(n), Message::assistant("done")]);
+        Agent::builder()
+            .model(model)
+            .tool(count.clone())
+            .max_calls_per_answer(256)
+            .build()
+            .unwrap()
+    };
+    let out = agent(256).invoke("go").await.unwrap();
+    assert_eq!(tool_messages(&out.into_state()).len(), 256);
+    assert_eq!(ran.swap(0, std::sync::atomic::Ordering::SeqCst), 256);
+
+    let err = agent(257).invoke("go").await.unwrap_err().to_string();
+    assert!(
+        err.contains("257 tool calls at once, more than the 256"),
+        "{err}"
+    );
+    assert!(err.contains("max_calls_per_answer"), "{err}");
+    let events: Vec<kit::Event> = agent(257)
+        .stream_events("go", &RunOptions::new())
+        .collect()
+        .await;
+    let end = events.last().unwrap().data.to_json();
+    assert_eq!(end["kind"], "malformed_response", "{end}");
+    assert!(
+        end["message"].as_str().unwrap().contains("257 tool calls"),
+        "{end}"
+    );
+    assert_eq!(ran.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
 async fn hooks_fire_in_the_documented_order() {
     let log = Arc::new(Mutex::new(Vec::new()));
     let model = ScriptedModel::new([

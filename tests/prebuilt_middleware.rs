@@ -598,6 +598,7 @@ async fn tool_call_limit_blocks_thousands_of_calls_in_one_pass() {
     let agent = Agent::builder()
         .model(model.clone())
         .tools([tool("search")])
+        .max_calls_per_answer(n)
         .middleware(ToolCallLimitMiddleware::for_tool("search").run_limit(2))
         .build()
         .unwrap();

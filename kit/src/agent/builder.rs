@@ -80,6 +80,7 @@ pub struct AgentBuilder {
     checkpointer: Option<Arc<dyn Checkpointer>>,
     store: Option<Arc<dyn Store>>,
     recursion_limit: Option<usize>,
+    max_calls_per_answer: Option<usize>,
     response_format: Option<StructuredOutput>,
     config: Option<crate::config::Config>,
 }
@@ -158,6 +159,27 @@ impl AgentBuilder {
     /// per middleware hook; tool calls of a turn share one). Default 1000.
     pub fn recursion_limit(mut self, limit: usize) -> Self {
         self.recursion_limit = Some(limit);
+        self
+    }
+
+    /// The most tool calls the agent runs from one model answer. An answer asking for more
+    /// runs none of them and fails the model call with
+    /// [`ModelError::MalformedResponse`](crate::model::ModelError::MalformedResponse) saying
+    /// how many it asked for. Models ask for a handful at a time; thousands are a model gone
+    /// astray or a hostile endpoint, each call a concurrent task and a message kept in the
+    /// thread. Default 1000.
+    ///
+    /// ```
+    /// use kit::{Agent, testing::ScriptedModel};
+    /// let agent = Agent::builder()
+    ///     .model(ScriptedModel::new(["hi"]))
+    ///     .max_calls_per_answer(50)
+    ///     .build()
+    ///     .unwrap();
+    /// # let _ = agent;
+    /// ```
+    pub fn max_calls_per_answer(mut self, limit: usize) -> Self {
+        self.max_calls_per_answer = Some(limit);
         self
     }
 
@@ -321,6 +343,9 @@ impl AgentBuilder {
             tool_specs: tool_specs.into(),
             structured,
             recursion_limit: self.recursion_limit,
+            max_calls_per_answer: self
+                .max_calls_per_answer
+                .unwrap_or(super::compile::DEFAULT_MAX_CALLS_PER_ANSWER),
             tracer,
         });
         let graph = build_graph(core.clone(), schema, self.checkpointer, self.store)?;

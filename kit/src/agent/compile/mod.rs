@@ -46,10 +46,16 @@ pub(crate) struct AgentCore {
         crate::agent::StructuredStrategy,
     )>,
     pub(crate) recursion_limit: Option<usize>,
+    /// The most tool calls run from one answer (see
+    /// [`AgentBuilder::max_calls_per_answer`](crate::agent::AgentBuilder::max_calls_per_answer)).
+    pub(crate) max_calls_per_answer: usize,
     /// The tracer a configuration set in code asks for (its trace endpoint and key), used
     /// where a run names none.
     pub(crate) tracer: Option<crate::trace::Tracer>,
 }
+
+/// [`AgentCore::max_calls_per_answer`] unless the builder sets it.
+pub(crate) const DEFAULT_MAX_CALLS_PER_ANSWER: usize = 1000;
 
 /// The node names of the loop, resolved once.
 pub(super) struct Layout {

@@ -53,6 +53,7 @@ pub(super) async fn model_node(
     let served: Arc<std::sync::Mutex<Option<Arc<dyn ChatModel>>>> = Arc::default();
     let served_by = served.clone();
     let agent_model = core.model.clone();
+    let limit = core.max_calls_per_answer;
     let base = move |request: ModelRequest,
                      model: Arc<dyn ChatModel>|
           -> BoxFuture<'_, Result<ModelExecution, AgentError>> {
@@ -63,7 +64,7 @@ pub(super) async fn model_node(
             *slot = Some(model.clone());
         }
         Box::pin(async move {
-            call_model(model.as_ref(), request, &ctx)
+            call_model(model.as_ref(), request, &ctx, limit)
                 .await
                 .map(Into::into)
         })
@@ -261,6 +262,7 @@ async fn call_model(
     model: &dyn ChatModel,
     request: ModelRequest,
     ctx: &NodeContext,
+    limit: usize,
 ) -> Result<ModelResponse, AgentError> {
     if let Some(sink) = ctx.events_of(EventKind::ModelStart) {
         let start = EventData::ModelStart {
@@ -272,7 +274,7 @@ async fn call_model(
         sink.send(ctx.event(model.model_name(), start)).await;
     }
     let Some(sink) = ctx.events_of(EventKind::ModelDelta) else {
-        return Ok(model.generate(&request).await?);
+        return within_call_limit(model, model.generate(&request).await?, limit);
     };
     let model_name = model.model_name().to_string();
     let mut stream = model.stream(&request).await?;
@@ -307,5 +309,26 @@ async fn call_model(
         }
         assembler.push(&chunk);
     }
-    Ok(assembler.finish())
+    within_call_limit(model, assembler.finish(), limit)
+}
+
+/// The answer, unless it asks for more tool calls than the agent runs from one.
+fn within_call_limit(
+    model: &dyn ChatModel,
+    response: ModelResponse,
+    limit: usize,
+) -> Result<ModelResponse, AgentError> {
+    let calls = response.message.tool_calls.len();
+    if calls <= limit {
+        return Ok(response);
+    }
+    Err(crate::model::ModelError::MalformedResponse {
+        provider: model.provider().to_string(),
+        message: format!(
+            "the answer asks for {calls} tool calls at once, more than the {limit} the agent \
+             runs from one answer; none was run — ask the model for fewer calls per turn, or \
+             raise `max_calls_per_answer`"
+        ),
+    }
+    .into())
 }
