@@ -4,7 +4,8 @@
 //! - reasoning deltas (`reasoning_content`, `reasoning`, `reasoning_details`, Mistral
 //!   `thinking` chunks) become reasoning chunks, each form its own block;
 //! - tool-call pieces with an `index`, or without one (a piece with a new id starts a call, a
-//!   piece without an id continues the last one), and with `id: ""`;
+//!   piece without an id continues the last one), and with `id: ""`; a new id at an index
+//!   another call holds starts a call (Ollama sends index 0 for every parallel call);
 //! - a blank `finish_reason` on every chunk (not an end), and a usage-only last chunk with no
 //!   choices (or usage on the finish chunk itself);
 //! - an error object mid-stream, typed by its own code or type (a 400 is not a retryable 500),
@@ -12,7 +13,7 @@
 //! - the response id, model and fingerprint, kept for the closing metadata chunk with the
 //!   cost; usage where servers put it (`usage`, or Groq's `x_groq.usage`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde_json::{Value, json};
 
@@ -35,6 +36,12 @@ pub(super) struct ChunkParser {
     meta: StreamMeta,
     /// Tool-call ids → their index, for servers that send pieces without an `index`.
     call_ids: HashMap<String, usize>,
+    /// A server's call index → the call it names now.
+    by_given: HashMap<usize, usize>,
+    /// The calls that have an id.
+    with_id: HashSet<usize>,
+    /// Every call so far.
+    used: HashSet<usize>,
     /// The call the last piece belonged to.
     last_call: Option<usize>,
     /// One past the highest call index seen.
@@ -51,28 +58,44 @@ impl ChunkParser {
             finished: false,
             meta: StreamMeta::default(),
             call_ids: HashMap::new(),
+            by_given: HashMap::new(),
+            with_id: HashSet::new(),
+            used: HashSet::new(),
             last_call: None,
             next_call: 0,
             refusal: String::new(),
         }
     }
 
-    /// The index of a tool-call piece: its own `index` when it has one; otherwise the call of
-    /// its id (a new id is a new call), or the last call for a piece without an id.
+    /// The index of a tool-call piece. A piece whose id is known continues that call. Otherwise
+    /// its own `index` places it, unless a call with another id already holds that index: a
+    /// new id there is a new call (Ollama numbers every parallel call 0). A piece with neither
+    /// starts a call when it has a new id, and continues the last call when it has none.
     fn call_index(&mut self, call: &Value, id: Option<&str>) -> usize {
-        let index = match call.get("index").and_then(Value::as_u64) {
-            Some(i) => usize::try_from(i).unwrap_or(usize::MAX),
-            None => match id {
-                Some(id) => match self.call_ids.get(id) {
-                    Some(&i) => i,
-                    None => self.next_call,
-                },
-                None => self.last_call.unwrap_or(self.next_call),
+        let given = call
+            .get("index")
+            .and_then(Value::as_u64)
+            .map(|i| usize::try_from(i).unwrap_or(usize::MAX));
+        let known = id.and_then(|id| self.call_ids.get(id).copied());
+        let index = match (known, given) {
+            (Some(index), _) => index,
+            (None, Some(given)) => match self.by_given.get(&given) {
+                Some(&index) if id.is_some() && self.with_id.contains(&index) => self.next_call,
+                Some(&index) => index,
+                None if self.used.contains(&given) => self.next_call,
+                None => given,
             },
+            (None, None) if id.is_some() => self.next_call,
+            (None, None) => self.last_call.unwrap_or(self.next_call),
         };
+        if let Some(given) = given {
+            self.by_given.insert(given, index);
+        }
         if let Some(id) = id {
+            self.with_id.insert(index);
             self.call_ids.entry(id.to_string()).or_insert(index);
         }
+        self.used.insert(index);
         self.last_call = Some(index);
         self.next_call = self.next_call.max(index.saturating_add(1));
         index

@@ -256,6 +256,72 @@ fn stream_pieces_without_index_start_a_call_by_id() {
     assert!(matches!(out.back(), Some(ModelChunk::Metadata { .. })));
 }
 
+/// The answer a stream of Chat Completions chunks assembles to.
+fn assemble_chunks(chunks: &[&str]) -> crate::model::ModelResponse {
+    let mut p = ChunkParser::new("srv", "m");
+    let mut out = VecDeque::new();
+    for data in chunks {
+        let event = SseEvent {
+            data: (*data).into(),
+            ..Default::default()
+        };
+        p.on_event(event, &mut out).unwrap();
+    }
+    p.at_end(&mut out).unwrap();
+    let mut a = crate::model::StreamAssembler::new();
+    out.iter().for_each(|c| a.push(c));
+    a.finish()
+}
+
+#[test]
+fn parallel_calls_all_numbered_zero_stay_apart() {
+    // Ollama's OpenAI-compatible stream: each parallel call whole, every one at index 0.
+    let r = assemble_chunks(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"w","arguments":"{\"p\":1}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"b","type":"function","function":{"name":"w","arguments":"{\"p\":2}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"v","arguments":"{}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+    ]);
+    let calls: Vec<_> = r
+        .message
+        .tool_calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.args.clone()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("a", "w", json!({"p": 1})),
+            ("b", "w", json!({"p": 2})),
+            ("c", "v", json!({}))
+        ]
+    );
+}
+
+#[test]
+fn interleaved_pieces_by_index_continue_their_own_call() {
+    // OpenAI's shape: the id on the first piece only, later pieces by index, interleaved; a
+    // server repeating the id on every piece continues the call too.
+    let r = assemble_chunks(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"w","arguments":""}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"v","arguments":"{\"q\""}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"p\":"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"b","function":{"arguments":":2}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+    ]);
+    let calls: Vec<_> = r
+        .message
+        .tool_calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.args.clone()))
+        .collect();
+    assert_eq!(
+        calls,
+        [("a", "w", json!({"p": 1})), ("b", "v", json!({"q": 2}))]
+    );
+}
+
 #[test]
 fn stream_without_end_is_malformed() {
     let mut p = ChunkParser::new("openai", "gpt-4o-mini");
