@@ -105,6 +105,9 @@ impl SseError {
 /// ```
 #[derive(Debug)]
 pub struct SseDecoder {
+    /// How many bytes of a leading byte-order mark were read; 3 once the stream's start is
+    /// past (a stream may begin with one, which the format says to ignore).
+    bom: u8,
     line: Vec<u8>,
     skip_lf: bool,
     event: Option<String>,
@@ -135,6 +138,7 @@ impl SseDecoder {
     /// An empty decoder with these limits on lines and events.
     pub fn with_limits(limits: &HttpLimits) -> Self {
         SseDecoder {
+            bom: 0,
             line: Vec::new(),
             skip_lf: false,
             event: None,
@@ -160,6 +164,21 @@ impl SseDecoder {
     pub fn try_feed(&mut self, mut bytes: &[u8]) -> Result<(), SseError> {
         if let Some(e) = self.error {
             return Err(e);
+        }
+        while self.bom < 3
+            && let Some((&first, rest)) = bytes.split_first()
+        {
+            /// U+FEFF in UTF-8.
+            const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+            if first == BOM[usize::from(self.bom)] {
+                self.bom += 1;
+                bytes = rest;
+            } else {
+                // Not a mark after all: what looked like its start is text.
+                let seen = usize::from(self.bom);
+                self.bom = 3;
+                self.push_line(&BOM[..seen])?;
+            }
         }
         while !bytes.is_empty() {
             if self.skip_lf {
@@ -424,6 +443,28 @@ mod tests {
                 "split every {size}"
             );
         }
+    }
+
+    #[test]
+    fn one_leading_byte_order_mark_is_ignored_however_split() {
+        let input = "\u{feff}data: a\n\ndata: b\n\n";
+        for size in 1..input.len() {
+            let data: Vec<String> = decode_in_pieces(input.as_bytes(), size)
+                .into_iter()
+                .map(|e| e.data)
+                .collect();
+            assert_eq!(data, ["a", "b"], "split every {size}");
+        }
+        // Only a leading one, and only a whole one: a second mark is a field name's text (so
+        // that line is no `data` field), a lone first byte of one is kept as text.
+        let twice = decode_in_pieces("\u{feff}\u{feff}data: a\n\ndata: b\n\n".as_bytes(), 1);
+        assert_eq!(twice.len(), 1);
+        assert_eq!(twice[0].data, "b");
+        let partial = decode_in_pieces(b"\xEF\xBBdata: a\n\ndata: b\n\n", 1);
+        assert_eq!(partial.len(), 1);
+        assert_eq!(partial[0].data, "b");
+        let late = decode_in_pieces("data: a\n\n\u{feff}data: b\n\n".as_bytes(), 2);
+        assert_eq!(late.len(), 1);
     }
 
     /// The last id is carried by every later event (as a browser's `lastEventId` is), and

@@ -206,6 +206,10 @@ impl SseParser for EventParser {
         event: SseEvent,
         out: &mut VecDeque<ModelChunk>,
     ) -> Result<(), ModelError> {
+        // An event with no data (a keep-alive some proxies send) says nothing.
+        if event.data.trim().is_empty() {
+            return Ok(());
+        }
         let v = event_json(PROVIDER, &event)?;
         let kind = v
             .get("type")

@@ -165,3 +165,28 @@ fn data_urls_become_base64_sources() {
     assert_eq!(default_max_tokens("claude-3-haiku-20240307"), 4096);
     assert_eq!(default_max_tokens("claude-3-5-haiku-latest"), 8192);
 }
+
+#[test]
+fn a_stream_event_without_data_is_skipped() {
+    // A keep-alive with an empty `data:` line, between Anthropic's real events.
+    let body = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude\",\"usage\":{\"input_tokens\":3,\"output_tokens\":0}}}\n\n\
+                event: ping\ndata:\n\n\
+                event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+                event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n\
+                data: \n\n\
+                event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+                event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\n\
+                event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    let model = AnthropicModel::new("claude-sonnet-4-5", "k");
+    let answer = model
+        .replay_stream(body.as_bytes(), &crate::http::HttpLimits::default())
+        .unwrap();
+    assert_eq!(answer.message.text(), "Hi");
+    // Bad data is still an error: only an empty event is skipped.
+    let bad = body.replace("data:\n\n", "data: {oops\n\n");
+    assert!(
+        model
+            .replay_stream(bad.as_bytes(), &crate::http::HttpLimits::default())
+            .is_err()
+    );
+}
