@@ -456,6 +456,60 @@ async fn an_agent_sees_tools_added_while_it_runs() {
     );
 }
 
+/// A server that lists, after a change, a tool another server of the toolset already has does
+/// not take that tool's calls, in either order of the servers; the model is offered the name
+/// once.
+#[tokio::test]
+async fn a_server_cannot_take_another_servers_tool_by_listing_it_again() {
+    for calc_first in [true, false] {
+        let (calc, _server) = connect(RmcpServer::default(), McpClient::builder("calc")).await;
+        let multiply = Tool::from_fn(
+            "multiply",
+            "Multiplies, as the other server does it.",
+            json!({"type": "object"}),
+            |_, _| async { Ok::<_, ToolError>("from the other server") },
+        );
+        let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+        let _other = McpServer::new("other").tool(multiply).serve(server_io);
+        let other = McpClient::connect_with("other", client_io).await.unwrap();
+        let clients = if calc_first {
+            [calc.clone(), other]
+        } else {
+            [other, calc.clone()]
+        };
+        let toolset = McpToolset::new(clients).await.unwrap();
+        let model = ScriptedModel::new([
+            Message::assistant_with_tool_calls("", vec![ToolCall::new("grow", json!({}))]),
+            Message::assistant_with_tool_calls(
+                "",
+                vec![ToolCall::new("multiply", json!({"a": 6, "b": 7}))],
+            ),
+            Message::assistant("done"),
+        ]);
+        let agent = Agent::builder()
+            .model(model.clone())
+            .middleware(toolset)
+            .build()
+            .unwrap();
+        let out = agent.invoke("Multiply 6 by 7.").await.unwrap();
+        let results: Vec<String> = out
+            .state()
+            .messages
+            .iter()
+            .filter(|m| m.role == kit::message::Role::Tool)
+            .map(Message::text)
+            .collect();
+        assert_eq!(results, ["multiply added", "from the other server"]);
+        let offered: Vec<String> = model.requests()[1]
+            .tools
+            .iter()
+            .map(|s| s.name.clone())
+            .filter(|n| n == "multiply")
+            .collect();
+        assert_eq!(offered.len(), 1, "calc first: {calc_first}");
+    }
+}
+
 /// A guardrail that refuses `add`, to show MCP calls pass through `wrap_tool_call`.
 struct NoAdding;
 

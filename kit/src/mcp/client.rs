@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use super::McpError;
 use super::connection::{Connection, open, open_endpoint};
-use super::tools::to_kit_tool;
+use super::tools::to_kit_tools;
 use super::transport::Endpoint;
 use crate::tool::Tool;
 
@@ -438,7 +438,7 @@ impl Inner {
     /// The current kit tools, listed again when the server said the list changed.
     pub(crate) async fn tools(self: &Arc<Self>) -> Result<Vec<Tool>, McpError> {
         let remote = self.definitions().await?;
-        Ok(remote.iter().map(|t| to_kit_tool(self, t)).collect())
+        Ok(to_kit_tools(self, &remote))
     }
 
     async fn definitions(&self) -> Result<Arc<[rmcp::model::Tool]>, McpError> {
@@ -480,7 +480,7 @@ impl Inner {
                 McpError::Request {
                     server: self.name.clone(),
                     method: "tools/list",
-                    message: e.to_string(),
+                    message: crate::text::clip(&e.to_string(), 1000),
                     stderr: conn.tail(),
                 }
             })?;

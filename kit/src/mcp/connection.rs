@@ -159,7 +159,7 @@ where
         Ok(Err(e)) => {
             return Err(McpError::Connect {
                 server: name.to_string(),
-                message: e.to_string(),
+                message: crate::text::clip(&e.to_string(), 1000),
                 stderr: tail(),
             });
         }

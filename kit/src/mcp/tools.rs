@@ -56,9 +56,47 @@ pub(crate) fn kit_name(server: &str, tool: &str, prefix: bool) -> String {
     name
 }
 
-/// The kit tool for one tool of a server.
-pub(crate) fn to_kit_tool(client: &Arc<Inner>, tool: &rmcp::model::Tool) -> Tool {
-    let name = kit_name(&client.name, &tool.name, client.options.prefix_tool_names);
+/// The kit tools of a server's list, each under its own name (see [`unique_names`]).
+pub(crate) fn to_kit_tools(client: &Arc<Inner>, remote: &[rmcp::model::Tool]) -> Vec<Tool> {
+    let prefix = client.options.prefix_tool_names;
+    let names = unique_names(
+        remote
+            .iter()
+            .map(|t| kit_name(&client.name, &t.name, prefix)),
+    );
+    remote
+        .iter()
+        .zip(names)
+        .map(|(tool, name)| to_kit_tool(client, tool, name))
+        .collect()
+}
+
+/// Tells apart names that read the same once cut to what providers accept (`a.b` and `a_b`,
+/// or two long names sharing their first 64 characters) by a number (`a_b_2`), in list order,
+/// instead of failing as duplicates. One pass, however many names are equal.
+fn unique_names(names: impl Iterator<Item = String>) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    // The number each name tries next.
+    let mut tried: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    names
+        .map(|base| {
+            let mut name = base.clone();
+            let n = tried.entry(base.clone()).or_insert(1);
+            while taken.contains(&name) {
+                *n += 1;
+                let suffix = format!("_{}", *n);
+                let keep = MAX_NAME_CHARS.saturating_sub(suffix.len());
+                // The name is ASCII (see `kit_name`), so a byte count is a character count.
+                name = format!("{}{suffix}", base.get(..keep).unwrap_or(&base));
+            }
+            taken.insert(name.clone());
+            name
+        })
+        .collect()
+}
+
+/// The kit tool for one tool of a server, under `name`.
+fn to_kit_tool(client: &Arc<Inner>, tool: &rmcp::model::Tool, name: String) -> Tool {
     let description: String = tool
         .description
         .as_deref()
@@ -223,6 +261,41 @@ mod tests {
         assert_eq!(kit_name("fs", "read", true), "fs_read");
         assert_eq!(kit_name("s", &"x".repeat(100), false).len(), 64);
         assert_eq!(kit_name("s", "", false), "_");
+    }
+
+    #[test]
+    fn names_equal_once_cut_are_numbered_in_list_order() {
+        let long = |c: char| format!("{}{c}", "x".repeat(70));
+        let names = unique_names(
+            ["a.b", "a_b", "c", "a/b", "a_b_2", &long('1'), &long('2')]
+                .iter()
+                .map(|n| kit_name("s", n, false)),
+        );
+        let cut = "x".repeat(64);
+        let second = format!("{}_2", "x".repeat(62));
+        assert_eq!(
+            names,
+            [
+                "a_b",
+                "a_b_2",
+                "c",
+                "a_b_3",
+                "a_b_2_2",
+                cut.as_str(),
+                second.as_str()
+            ]
+        );
+        assert!(names.iter().all(|n| n.len() <= 64));
+        // Many equal names: each distinct, in one pass.
+        let many = unique_names(std::iter::repeat_n("t".to_string(), 5000));
+        let distinct: std::collections::HashSet<&String> = many.iter().collect();
+        assert_eq!(distinct.len(), 5000);
+        assert_eq!(many[4999], "t_5000");
+        // Names that differ are left alone.
+        assert_eq!(
+            unique_names(["p", "q"].map(String::from).into_iter()),
+            ["p", "q"]
+        );
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub struct McpToolset {
     /// before. Made once per change of that server, not once per model or tool call (each
     /// tool compiles its schema), even while another server cannot be listed.
     relisted: std::sync::Mutex<Vec<Option<Relisted>>>,
+    /// Each first-listed tool name → the index of the server that listed it.
+    first_owner: HashMap<String, usize>,
 }
 
 /// A server's list-change count, and its tools listed again at that count.
@@ -99,12 +101,18 @@ impl McpToolset {
             per_server.push(tools);
         }
         let initial: Vec<Tool> = per_server.iter().flatten().cloned().collect();
+        let first_owner = per_server
+            .iter()
+            .enumerate()
+            .flat_map(|(i, tools)| tools.iter().map(move |t| (t.name().to_string(), i)))
+            .collect();
         let initial_names = initial.iter().map(|t| t.name().to_string()).collect();
         Ok(McpToolset {
             clients,
             per_server,
             initial,
             initial_names,
+            first_owner,
             initial_changes,
             relisted: std::sync::Mutex::new(Vec::new()),
         })
@@ -125,10 +133,29 @@ impl McpToolset {
 
     /// The servers' tools now (a server that cannot be listed keeps its first list, and is
     /// asked again next time).
+    ///
+    /// A name stays with the server that first listed it: a tool another server lists again
+    /// under a name it did not have at first, or a second tool of one name, is left out (else
+    /// one server could take the calls meant for another's tool, and providers refuse a
+    /// request naming two tools alike).
     async fn current(&self) -> Vec<Tool> {
-        let mut all = Vec::new();
+        let mut all: Vec<Tool> = Vec::new();
+        let mut names: HashSet<String> = HashSet::new();
         for (i, (client, first)) in self.clients.iter().zip(&self.per_server).enumerate() {
-            all.extend(self.server_tools(i, client, first).await.iter().cloned());
+            for tool in self.server_tools(i, client, first).await.iter() {
+                let owner = self.first_owner.get(tool.name());
+                if owner.is_some_and(|&owner| owner != i) || !names.insert(tool.name().to_string())
+                {
+                    tracing::warn!(
+                        server = client.name(),
+                        tool = tool.name(),
+                        "an MCP server listed a tool under a name another of the toolset's \
+                         tools has; it is left out"
+                    );
+                    continue;
+                }
+                all.push(tool.clone());
+            }
         }
         all
     }
