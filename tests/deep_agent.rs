@@ -125,6 +125,56 @@ async fn two_write_todos_calls_in_one_turn_are_both_refused() {
     assert_eq!(state.final_text(), "sorry");
 }
 
+/// Another middleware may answer a call of the same answer first (a call limit's block, a
+/// review's rejection): the two plan calls are still both refused, not both run (two writes of
+/// the todo list in one step would fail the run).
+#[tokio::test]
+async fn two_plan_calls_are_refused_after_another_middleware_answered_a_call() {
+    use kit::middleware::call_limits::ToolCallLimitMiddleware;
+    let plan = |id: &str, item: &str| {
+        ToolCall::with_id(
+            id,
+            "write_todos",
+            json!({"todos": [{"content": item, "status": "pending"}]}),
+        )
+    };
+    let model = ScriptedModel::new([
+        Message::assistant_with_tool_calls(
+            "",
+            vec![
+                plan("p1", "x"),
+                plan("p2", "y"),
+                ToolCall::with_id("s1", "search", json!({})),
+            ],
+        ),
+        Message::assistant("sorry"),
+    ]);
+    let search = Tool::from_fn(
+        "search",
+        "Searches.",
+        json!({"type": "object"}),
+        |_, _| async { Ok::<_, ToolError>("found") },
+    );
+    let agent = Agent::builder()
+        .model(model)
+        .tool(search)
+        .middleware(TodoMiddleware::new())
+        .middleware(ToolCallLimitMiddleware::for_tool("search").run_limit(0))
+        .build()
+        .unwrap();
+    let state = agent.invoke("plan twice").await.unwrap().into_state();
+    assert!(state.todos.is_empty(), "neither plan call applied");
+    let results: Vec<(&str, bool)> = state
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| (m.tool_call_id.as_deref().unwrap(), m.is_error()))
+        .collect();
+    assert_eq!(results.len(), 3, "one result per call: {results:?}");
+    assert!(results.iter().all(|(_, error)| *error), "{results:?}");
+    assert_eq!(state.final_text(), "sorry");
+}
+
 /// A tool that writes a file through a state update (what the filesystem middleware does).
 fn note_tool() -> Tool {
     Tool::from_fn(

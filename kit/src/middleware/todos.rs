@@ -7,7 +7,7 @@ use crate::agent::{
     AgentState, AgentStateUpdate, Hook, HookResult, HookUpdate, Middleware, Runtime, Todo,
     TodoStatus,
 };
-use crate::message::{Message, Role};
+use crate::message::Message;
 use crate::tool::{Tool, ToolError, ToolOutput};
 
 /// The default name of the planning tool (the name prompts written for deepagents and
@@ -144,14 +144,13 @@ impl Middleware for TodoMiddleware {
         ))
     }
 
-    /// Refuses parallel calls of the tool, answering each with an error.
+    /// Refuses parallel calls of the tool, answering each with an error. The calls are those
+    /// of the last answer still without a result: an earlier hook (a review's rejection, a
+    /// call limit) may already have answered others, and put its results after the answer.
     async fn after_model(&self, state: &AgentState, _rt: &Runtime) -> HookResult {
-        let Some(last) = state.messages.last().filter(|m| m.role == Role::Assistant) else {
-            return Ok(None);
-        };
-        let calls: Vec<_> = last
-            .tool_calls
-            .iter()
+        let calls: Vec<_> = state
+            .pending_tool_calls()
+            .into_iter()
             .filter(|c| c.name == self.tool_name)
             .collect();
         if calls.len() < 2 {
