@@ -17,9 +17,6 @@ use foldhash::fast::{FoldHasher, SeedableRandomState};
 /// A `HashMap` hashed with foldhash, OS-seeded.
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, Seeded>;
 
-/// A `HashSet` hashed with foldhash, OS-seeded.
-pub(crate) type FastSet<K> = std::collections::HashSet<K, Seeded>;
-
 /// 64 random bits from the operating system: std seeds each `RandomState` from it, and the
 /// hash of a constant under a fresh one is as random as its keys.
 fn os_random() -> u64 {
@@ -29,7 +26,7 @@ fn os_random() -> u64 {
 /// The seed every map of this process shares (each map adds its own per-map seed).
 static SHARED: LazyLock<SharedSeed> = LazyLock::new(|| SharedSeed::from_u64(os_random()));
 
-/// foldhash with an OS-random seed: the hasher of [`FastMap`] and [`FastSet`].
+/// foldhash with an OS-random seed: the hasher of [`FastMap`].
 #[derive(Clone, Debug)]
 pub(crate) struct Seeded(SeedableRandomState);
 
@@ -71,7 +68,7 @@ mod tests {
         assert_eq!(process_hash(a.as_str()), process_hash(a.clone().as_str()));
         assert_ne!(process_hash(a.as_str()), process_hash(b.as_str()));
         // Ids that differ in one character only (what a counter makes) still differ.
-        let hashes: FastSet<u64> = (0..10_000)
+        let hashes: std::collections::HashSet<u64, Seeded> = (0..10_000)
             .map(|i| process_hash(format!("call_{i}").as_str()))
             .collect();
         assert_eq!(hashes.len(), 10_000);

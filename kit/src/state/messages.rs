@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::hash::{FastMap, FastSet, process_hash};
+use crate::hash::{FastMap, process_hash};
 use crate::message::{Message, Role};
 
 /// Below this many messages an id is found by a scan from the end: a scan is cheaper than
@@ -52,9 +52,11 @@ struct List {
     /// message has another id (two ids with one hash) falls back to a scan. `None` until the
     /// list is long enough, and after a removal (rebuilt on the next lookup).
     index: Option<FastMap<u64, u32>>,
-    /// Ids of tool calls no later tool result answers: kept up to date by appends, computed on
-    /// first use after any other edit. Tells in O(1) that a history needs no dangling-call patch.
-    open_calls: OnceLock<FastSet<Box<str>>>,
+    /// Ids of tool calls no later tool result answers, with how many calls of that id are
+    /// open (providers that number calls per answer reuse ids): kept up to date by appends,
+    /// computed on first use after any other edit. Tells in O(1) that a history needs no
+    /// dangling-call patch.
+    open_calls: OnceLock<FastMap<Box<str>, u32>>,
 }
 
 /// The hash an id is indexed by (one function per process, so clones of a list agree).
@@ -99,9 +101,9 @@ impl List {
         self.open_calls = OnceLock::new();
     }
 
-    fn open_calls(&self) -> &FastSet<Box<str>> {
+    fn open_calls(&self) -> &FastMap<Box<str>, u32> {
         self.open_calls.get_or_init(|| {
-            let mut open = FastSet::default();
+            let mut open = FastMap::default();
             for message in &self.items {
                 track_calls(&mut open, message);
             }
@@ -111,13 +113,23 @@ impl List {
 }
 
 /// Follows one message through the open tool calls: an assistant message opens its calls, a
-/// tool result closes the call it answers.
-fn track_calls(open: &mut FastSet<Box<str>>, message: &Message) {
+/// tool result closes one open call of its id.
+fn track_calls(open: &mut FastMap<Box<str>, u32>, message: &Message) {
     match message.role {
-        Role::Assistant => open.extend(message.tool_calls.iter().map(|c| c.id.as_str().into())),
+        Role::Assistant => {
+            for call in &message.tool_calls {
+                let n = open.entry(call.id.as_str().into()).or_insert(0);
+                *n = n.saturating_add(1);
+            }
+        }
         Role::Tool => {
-            if let Some(id) = message.tool_call_id.as_deref() {
-                open.remove(id);
+            if let Some(id) = message.tool_call_id.as_deref()
+                && let Some(n) = open.get_mut(id)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    open.remove(id);
+                }
             }
         }
         _ => {}
@@ -450,6 +462,14 @@ mod tests {
         let last = m[m.len() - 1].id.clone();
         assert!(m.remove(&last).is_some());
         assert!(!m.has_open_tool_calls());
+        // An id reused by a later answer: each call needs its own result.
+        let mut m = Messages::from(vec![calls(&["call_0"]), Message::user("stop")]);
+        m.push(calls(&["call_0"]));
+        m.push(Message::tool("call_0", "ok"));
+        assert!(m.has_open_tool_calls(), "the first call_0 is still open");
+        m.push(calls(&["call_0"]));
+        m.push(Message::tool("call_0", "ok"));
+        assert!(m.has_open_tool_calls());
     }
 
     #[test]
