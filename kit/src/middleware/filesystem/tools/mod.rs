@@ -422,6 +422,11 @@ fn looks_like_regex(pattern: &str) -> bool {
             .any(|w| w[0] == b'\\' && b".wWdDsSbB(){}[]|+*?^$".contains(&w[1]))
 }
 
+/// The largest compiled `grep` expression, in bytes: a tenth of the `regex` crate's default.
+/// Unicode classes are large (`\w{20}` compiles to most of it); `\w{200}`, which the
+/// default takes, costs seconds per MiB searched once the lazy DFA gives up.
+const MAX_REGEX_BYTES: usize = 1024 * 1024;
+
 enum Matcher {
     Literal(String),
     Regex(regex::Regex),
@@ -429,12 +434,17 @@ enum Matcher {
 
 impl Matcher {
     /// The matcher of a `grep` call: the literal text, or a regular expression (the `regex`
-    /// crate: linear-time matching, and a bounded compiled size).
+    /// crate: time linear in the text for a given expression, times the expression's compiled
+    /// size once its lazy DFA gives up, so that size is bounded by [`MAX_REGEX_BYTES`]).
     fn new(pattern: &str, use_regex: bool) -> Result<Matcher, String> {
         if !use_regex {
             return Ok(Matcher::Literal(pattern.to_string()));
         }
-        let regex = regex::Regex::new(pattern).map_err(|e| {
+        let regex = regex::RegexBuilder::new(pattern)
+            .size_limit(MAX_REGEX_BYTES)
+            .dfa_size_limit(2 * MAX_REGEX_BYTES)
+            .build()
+            .map_err(|e| {
             format!(
                 "Error: invalid regular expression '{pattern}': {e}\nFix the expression, or set \
                  `regex` to false to search for the literal text."
@@ -502,6 +512,8 @@ async fn grep(s: &Shared, limits: &FsLimits, args: &Value, ctx: &ToolContext) ->
     let mut truncated = false;
     let mut too_large: Vec<String> = Vec::new();
     'files: for path in files {
+        // A search over many large files gives other tasks (and a timeout) a turn per file.
+        tokio::task::yield_now().await;
         let file = match s
             .backend
             .read_limited(ctx, &path, limits.max_file_bytes)

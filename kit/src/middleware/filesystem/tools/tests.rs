@@ -808,3 +808,25 @@ async fn schemas_use_the_anchor_argument_names() {
     let custom = build(FsTool::Ls, shared, Some("List it."));
     assert_eq!(custom.description(), "List it.");
 }
+
+/// An expression whose compiled form is large is refused with the reason (its matching could
+/// cost that size per byte searched); everyday expressions compile.
+#[test]
+fn a_huge_regular_expression_is_refused_and_everyday_ones_compile() {
+    for everyday in [
+        r"fn\s+\w+\(",
+        r"\w{20}",
+        r"(?i)todo|fixme",
+        r"^\s*#\[derive\(",
+    ] {
+        assert!(super::Matcher::new(everyday, true).is_ok(), "{everyday}");
+    }
+    // `regex`'s default limit takes this one, and it costs seconds per MiB searched.
+    let Err(e) = super::Matcher::new(r"\w{200}z", true) else {
+        panic!("a huge expression was accepted");
+    };
+    assert!(e.contains("size limit"), "{e}");
+    assert!(e.contains("set `regex` to false"), "{e}");
+    // As a literal, the same text is fine.
+    assert!(super::Matcher::new(r"\w{200}z", false).is_ok());
+}
