@@ -452,6 +452,41 @@ async fn tool_retry_exhausted_tells_the_model_or_stops_the_run() {
     let opts = RunOptions::default().thread_id("t");
     let state = agent.graph().get_state(&opts).await.unwrap().unwrap();
     assert_eq!(tool_texts(&state.values).len(), 1);
+
+    // Two parallel calls failing for good in one step: the run stops with the first one's
+    // error (not a state error), and both results are kept.
+    let runs = Arc::new(AtomicUsize::new(0));
+    let model = ScriptedModel::new([
+        calls(&[("c1", "flaky"), ("c2", "flaky")]),
+        Message::assistant("never"),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(flaky(100, runs.clone()))
+        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .middleware(
+            ToolRetryMiddleware::new()
+                .max_retries(1)
+                .initial_delay(Duration::ZERO)
+                .on_failure(OnFailure::Error),
+        )
+        .build()
+        .unwrap();
+    let err = agent.invoke("Go").thread_id("t2").await.unwrap_err();
+    let exhausted = err.downcast_middleware::<ToolRetryExhausted>();
+    assert!(
+        exhausted.is_some(),
+        "a typed error, not a state error: {err}"
+    );
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        4,
+        "two calls, two attempts each"
+    );
+    assert_eq!(model.calls(), 1);
+    let opts = RunOptions::default().thread_id("t2");
+    let state = agent.graph().get_state(&opts).await.unwrap().unwrap();
+    assert_eq!(tool_texts(&state.values).len(), 2);
 }
 
 // ---------------------------------------------------------------------------------------------

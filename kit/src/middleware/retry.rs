@@ -436,7 +436,9 @@ impl Middleware for ToolRetryMiddleware {
 
     fn state_channels(&self) -> Vec<(String, Option<DynReducer>)> {
         match self.on_failure {
-            OnFailure::Error => vec![(EXHAUSTED_KEY.to_string(), None)],
+            // Parallel calls may each fail for good in one step: the first failure of a run
+            // is kept (two plain writes would be a state error that loses every result).
+            OnFailure::Error => vec![(EXHAUSTED_KEY.to_string(), Some(keep_first_of_run()))],
             _ => Vec::new(),
         }
     }
@@ -526,6 +528,16 @@ impl Middleware for ToolRetryMiddleware {
         }
         Ok(failed)
     }
+}
+
+/// Keeps a run's first stash: a later one replaces it only when it is of another run.
+fn keep_first_of_run() -> DynReducer {
+    Arc::new(|current: &mut Value, update: Value| {
+        let run = |v: &Value| v.get("run_id").and_then(Value::as_str).map(str::to_owned);
+        if current.is_null() || run(current) != run(&update) {
+            *current = update;
+        }
+    })
 }
 
 /// A pause carried through [`traced`] (which wants a displayable error).
