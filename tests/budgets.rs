@@ -530,6 +530,14 @@ async fn a_large_subagent_result_goes_to_the_filesystem_with_a_pointer() {
 
 #[tokio::test]
 async fn a_subagent_spends_from_the_parents_budget() {
+    // Whatever the call id (a `|` in it once changed the child's namespace, so the child
+    // found no share and ran unlimited).
+    for call_id in ["job", "c|", "a||b"] {
+        spends_from_the_parents_budget(call_id).await;
+    }
+}
+
+async fn spends_from_the_parents_budget(call_id: &str) {
     // The child would work forever; the parent's budget of 4 model calls holds: the parent's
     // first call leaves 3 to the child, and the parent then has none left for another call.
     let child = worker(100, usage(10, 1), 0.01);
@@ -537,7 +545,7 @@ async fn a_subagent_spends_from_the_parents_budget() {
         Message::assistant_with_tool_calls(
             "",
             vec![ToolCall::with_id(
-                "job",
+                call_id,
                 "task",
                 json!({"description": "Grind", "subagent_type": "grinder"}),
             )],
@@ -560,7 +568,11 @@ async fn a_subagent_spends_from_the_parents_budget() {
         .thread_id("t")
         .await
         .unwrap();
-    assert_eq!(child.calls(), 3, "the child gets what the parent had left");
+    assert_eq!(
+        child.calls(),
+        3,
+        "the child gets what the parent had left ({call_id})"
+    );
     assert_eq!(parent.calls(), 1);
     assert!(
         out.state()

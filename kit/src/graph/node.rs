@@ -522,6 +522,12 @@ impl NodeContext {
         &self.task.run_id
     }
 
+    /// The run id of the task that started this run as a child ([`child_options`](Self::child_options)),
+    /// if one did.
+    pub(crate) fn parent_task_id(&self) -> Option<&str> {
+        self.task.run.options.parent_ids.last().map(String::as_str)
+    }
+
     /// The id of this invocation (`invoke`, `resume`, a stream): the same for every task of
     /// one invocation, new for the next. What per-run counters (call limits, budgets) reset
     /// on.

@@ -14,7 +14,7 @@ struct Entry {
     spent: Spent,
 }
 
-/// Subagent runs by their namespace (`…|task:<name>:<call id>`).
+/// Subagent runs by the run id of the `task` call that started each.
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     entries: Mutex<HashMap<String, Entry>>,
@@ -72,12 +72,4 @@ impl Drop for Share<'_> {
     fn drop(&mut self) {
         self.ledger.close(&self.key);
     }
-}
-
-/// The namespace key of the subagent run of `task` call `call_id` to `subagent`, made from
-/// the parent's namespace (as the subagent middleware names it).
-pub(crate) fn child_key(parent: &[String], subagent: &str, call_id: &str) -> String {
-    let mut segments = parent.to_vec();
-    segments.push(format!("task:{subagent}:{call_id}"));
-    segments.join("|")
 }

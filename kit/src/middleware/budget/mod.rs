@@ -78,7 +78,7 @@ use serde_json::{Value, json};
 
 pub use limits::{Budget, BudgetExceeded, BudgetLimit, Spent};
 
-use ledger::{Ledger, child_key};
+use ledger::Ledger;
 
 use super::subagents::TASK_TOOL;
 use super::support::{report, set_custom, with_custom};
@@ -157,9 +157,13 @@ impl BudgetMiddleware {
         let Some(parent) = &self.reports_to else {
             return (self.budget, None);
         };
-        let key = rt.node().namespace().join("|");
-        match parent.cap(&key) {
-            Some(cap) => (self.budget.min(&cap), Some(key)),
+        // The parent's share is keyed by the run of the `task` call that started this run
+        // (not by namespace: a reused call id or a `|` in one changes the child's namespace).
+        let Some(key) = rt.node().parent_task_id() else {
+            return (self.budget, None);
+        };
+        match parent.cap(key) {
+            Some(cap) => (self.budget.min(&cap), Some(key.to_string())),
             None => (self.budget, None),
         }
     }
@@ -394,8 +398,8 @@ impl Middleware for BudgetMiddleware {
         };
         // A subagent run may spend what this run has left, and what it spends counts here.
         let child = (call.name == TASK_TOOL).then(|| {
-            let subagent = call.args["subagent_type"].as_str().unwrap_or_default();
-            let key = child_key(&rt.node().namespace(), subagent, &call.id);
+            // Each call runs as a task of its own: its run is the subagent run's parent.
+            let key = rt.node().run_id().to_string();
             self.ledger.open(key, budget.left_after(&spent, elapsed))
         });
         let result = match budget.wall_time {
