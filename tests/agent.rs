@@ -850,3 +850,52 @@ async fn agent_attribute_declares_a_working_agent() {
     // build() makes a fresh instance each time; agent() is shared.
     assert!(std::ptr::eq(Calculator::agent().unwrap(), agent));
 }
+
+/// A short report.
+#[derive(Deserialize, schemars::JsonSchema, Debug, PartialEq)]
+struct Report {
+    title: String,
+    score: u8,
+}
+
+/// An invalid answer through the format tool, beside another call: each call of the message
+/// gets exactly one result (the other call is not run), and the corrected answer is taken.
+#[tokio::test]
+async fn an_invalid_structured_answer_beside_another_call_answers_both() {
+    use kit::agent::{StructuredOutput, StructuredStrategy};
+    let model = ScriptedModel::new([
+        calls(&[
+            ("w1", "weather", json!({"city": "Paris"})),
+            ("r1", "Report", json!({"title": "Q3"})),
+        ]),
+        calls(&[("r2", "Report", json!({"title": "Q3", "score": 7}))]),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(Weather::tool())
+        .response_format(StructuredOutput::of::<Report>().strategy(StructuredStrategy::Tool))
+        .build()
+        .unwrap();
+    let out = agent.invoke("Rate Q3.").await.unwrap();
+    let report: Report = out.structured().unwrap().unwrap();
+    assert_eq!(report.score, 7);
+    let second = &model.requests()[1];
+    let results: Vec<(String, bool)> = second
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| (m.tool_call_id.clone().unwrap(), m.is_error()))
+        .collect();
+    assert_eq!(
+        results,
+        [("r1".to_string(), true), ("w1".to_string(), true)],
+        "one result per call, before the model is asked again"
+    );
+    let w1 = second
+        .messages
+        .iter()
+        .find(|m| m.tool_call_id.as_deref() == Some("w1"))
+        .unwrap();
+    assert!(w1.text().starts_with("Not run"), "{}", w1.text());
+    assert!(!w1.text().contains("cancelled"), "{}", w1.text());
+}

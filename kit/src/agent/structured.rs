@@ -296,7 +296,7 @@ impl StructuredOutput {
                         "the final answer must be given by calling the `{}` tool",
                         self.format.name
                     )];
-                    return self.retry(errors, text, None, history);
+                    return self.retry(errors, text, None, &[], history);
                 };
                 (Ok(call.args.clone()), Some(call))
             }
@@ -347,7 +347,7 @@ impl StructuredOutput {
                 };
                 Ok(Verdict::Valid { value, ack })
             }
-            Err(errors) => self.retry(errors, shown, call, history),
+            Err(errors) => self.retry(errors, shown, call, &answer.tool_calls, history),
         }
     }
 
@@ -356,6 +356,7 @@ impl StructuredOutput {
         errors: Vec<String>,
         answer: String,
         call: Option<&crate::message::ToolCall>,
+        calls: &[crate::message::ToolCall],
         history: &[Message],
     ) -> Result<Verdict, AgentError> {
         let attempts = earlier_attempts(history) + 1;
@@ -383,7 +384,22 @@ impl StructuredOutput {
         message
             .metadata
             .insert(RETRY_MARK.to_string(), Value::Bool(true));
-        Ok(Verdict::Retry(vec![message]))
+        let mut feedback = vec![message];
+        // The answer goes back to the model: the other calls of its message are not run, and
+        // each still gets its one result.
+        if let Some(call) = call {
+            for other in calls.iter().filter(|c| c.id != call.id) {
+                feedback.push(
+                    Message::tool_error(
+                        &other.id,
+                        "Not run: the final answer in the same message was invalid; call the \
+                         tool again if it is still needed.",
+                    )
+                    .with_name(&other.name),
+                );
+            }
+        }
+        Ok(Verdict::Retry(feedback))
     }
 }
 
