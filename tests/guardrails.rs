@@ -1558,6 +1558,12 @@ async fn moderation_end_stops_the_run_with_the_violation_message() {
     assert_eq!(state.final_text(), VIOLENCE);
     assert_eq!(state.messages[1].text(), "We attack now.");
     assert!(log.lock().unwrap().is_empty());
+    // The call that did not run still has its one result, so the thread stays valid.
+    assert_eq!(state.messages.len(), 4);
+    assert_eq!(state.messages[2].tool_call_id.as_deref(), Some("c1"));
+    assert!(state.messages[2].is_error());
+    assert!(state.messages[2].text().contains("flagged"));
+    assert!(state.pending_tool_calls().is_empty());
 }
 
 #[tokio::test]

@@ -405,9 +405,7 @@ impl Middleware for ModerationMiddleware {
             }
             let (message, stage) = targets[*i];
             match self.on_flagged(stage, result, &texts[*i])? {
-                Flagged::End(text) => {
-                    return Ok(Some(HookUpdate::end_with(Message::assistant(text))));
-                }
+                Flagged::End(text) => return Ok(Some(end_answering(state, text))),
                 Flagged::Replace(text) => {
                     let mut m = message.clone();
                     m.content = text.into();
@@ -433,7 +431,7 @@ impl Middleware for ModerationMiddleware {
             return Ok(None);
         };
         Ok(Some(match self.on_flagged("output", result, &text)? {
-            Flagged::End(violation) => HookUpdate::end_with(Message::assistant(violation)),
+            Flagged::End(violation) => end_answering(state, violation),
             Flagged::Replace(violation) => {
                 let mut m = answer.clone();
                 m.content = violation.into();
@@ -441,6 +439,21 @@ impl Middleware for ModerationMiddleware {
             }
         }))
     }
+}
+
+/// Ends the run with `text`, first answering the calls still without a result (a flagged
+/// answer's calls are not run), so the thread keeps one result per call.
+fn end_answering(state: &AgentState, text: String) -> HookUpdate {
+    let mut messages: Vec<Message> = state
+        .pending_tool_calls()
+        .into_iter()
+        .map(|call| {
+            Message::tool_error(&call.id, "Not run: the answer was flagged by moderation.")
+                .with_name(&call.name)
+        })
+        .collect();
+    messages.push(Message::assistant(text));
+    HookUpdate::messages(messages).jump_to(crate::agent::JumpTo::End)
 }
 
 #[cfg(test)]
