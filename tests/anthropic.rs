@@ -442,3 +442,31 @@ async fn init_resolves_anthropic_and_checks_the_key_first() {
     assert_eq!(body["temperature"], 0.2, "sent as written");
     assert_eq!(body["max_tokens"], 4096, "Claude 3 Haiku's output limit");
 }
+
+/// A streamed request answered with `application/json` (a gateway's whole answer, or an error
+/// object with a 200) gives that answer or that error.
+#[tokio::test]
+async fn a_streamed_request_answered_with_json_gives_the_answer_or_the_error() {
+    let server = MockAnthropic::start().await.unwrap();
+    server.enqueue(anthropic::json(anthropic::text_message("whole at once")));
+    server.enqueue(MockResponse::json(
+        200,
+        &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+    ));
+    let model = server.model("claude-sonnet-4-5");
+    let request = || ModelRequest::new(vec![Message::user("hi")]);
+    let (chunks, error) = collect(&model, request()).await;
+    assert!(error.is_none(), "{error:?}");
+    let mut answer = kit::model::StreamAssembler::new();
+    chunks.iter().for_each(|c| answer.push(c));
+    assert_eq!(answer.finish().message.text(), "whole at once");
+    // Known before any chunk: the stream call itself fails.
+    let Err(error) = model.stream(&request()).await else {
+        panic!("the error in the body was lost");
+    };
+    assert!(error.to_string().contains("Overloaded"), "{error}");
+    assert!(
+        error.is_transient(),
+        "overloaded is worth retrying: {error:?}"
+    );
+}

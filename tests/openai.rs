@@ -614,3 +614,47 @@ async fn init_resolves_openai_responses_to_the_responses_api() {
     .unwrap();
     assert!(err.to_string().contains("openai-responses"), "{err}");
 }
+
+/// A proxy may answer a streamed request with `application/json`: the whole answer, or an
+/// error with a 200. Either reaches the caller, instead of an empty stream that ended early;
+/// an event stream is still read as one, and a JSON body that does not read is a clear error.
+#[tokio::test]
+async fn a_streamed_request_answered_with_json_gives_the_answer_or_the_error() {
+    let server = MockOpenAi::start().await.unwrap();
+    server.enqueue(openai::json(openai::completion("whole at once")));
+    server.enqueue(MockResponse::json(
+        200,
+        &json!({"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}),
+    ));
+    server.enqueue(MockResponse::raw(
+        200,
+        "application/json; charset=utf-8",
+        "<html>gateway</html>",
+    ));
+    let model = server.model("gpt-4o-mini");
+    let request = || ModelRequest::new(vec![Message::user("hi")]);
+
+    let (chunks, error) = collect(&model, request()).await;
+    assert!(error.is_none(), "{error:?}");
+    let mut answer = kit::model::StreamAssembler::new();
+    chunks.iter().for_each(|c| answer.push(c));
+    assert_eq!(answer.finish().message.text(), "whole at once");
+
+    // Known before any chunk: the stream call itself fails.
+    let Err(error) = model.stream(&request()).await else {
+        panic!("the error in the body was lost");
+    };
+    assert!(
+        error.to_string().contains("exceeded your current quota"),
+        "{error}"
+    );
+
+    let Err(error) = model.stream(&request()).await else {
+        panic!("a body that does not read was taken");
+    };
+    assert!(
+        matches!(error, ModelError::MalformedResponse { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("<html>gateway"), "{error}");
+}

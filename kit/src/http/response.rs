@@ -98,6 +98,46 @@ impl HttpStream {
     pub fn sse(self) -> SseStream {
         SseStream::with_context(self.body, self.sse)
     }
+
+    /// Whether the response says its body is JSON (`application/json`, or a `+json` type)
+    /// rather than an event stream: what a proxy may answer a streamed request with, an error
+    /// or a whole answer.
+    pub fn is_json(&self) -> bool {
+        let Some(kind) = self
+            .headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+        else {
+            return false;
+        };
+        let essence = kind.split(';').next().unwrap_or_default().trim();
+        essence.eq_ignore_ascii_case("application/json")
+            || essence
+                .get(essence.len().saturating_sub(5)..)
+                .is_some_and(|end| end.eq_ignore_ascii_case("+json"))
+    }
+
+    /// The whole body, within [`HttpLimits::max_body_bytes`] (a larger body is an
+    /// [`HttpErrorKind::TooLarge`] error), and the stream's own idle and total limits.
+    pub async fn read_all(mut self) -> Result<Bytes, HttpError> {
+        let max = self.sse.limits.max_body_bytes;
+        let mut body = bytes::BytesMut::new();
+        while let Some(piece) = self.body.next().await {
+            let piece = piece?;
+            if (body.len().saturating_add(piece.len()) as u64) > max {
+                return Err(super::client::limit_error(
+                    &self.sse.method,
+                    &self.sse.shown,
+                    HttpErrorKind::TooLarge,
+                    "max_body_bytes",
+                    format!("more than {max} bytes arrived"),
+                    1,
+                ));
+            }
+            body.extend_from_slice(&piece);
+        }
+        Ok(body.freeze())
+    }
 }
 
 pub(super) struct BodyMeta {

@@ -55,6 +55,37 @@ pub(crate) fn nests_within(value: &serde_json::Value, levels: usize) -> bool {
     }
 }
 
+/// Whether the JSON text `bytes` holds at most `max` objects and arrays (brackets inside
+/// strings do not count). One pass, stopping at the first one past `max`; not a validation.
+///
+/// Parsed into a [`serde_json::Value`], every non-empty object costs a B-tree node of about
+/// 600 bytes: `{"a":0}` takes 90 times its 7 bytes. Counting first bounds what a peer's
+/// payload may cost to parse.
+pub(crate) fn containers_within(bytes: &[u8], max: usize) -> bool {
+    let mut count = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if b == b'{' || b == b'[' {
+            count += 1;
+            if count > max {
+                return false;
+            }
+        }
+    }
+    true
+}
+
 /// About the bytes of `value` as JSON text: its strings' and keys' lengths, and a few bytes
 /// for everything else. One walk, nothing written or escaped: the cheap measure for bounds
 /// on memory and budgets, within a small factor of the real length.

@@ -441,3 +441,28 @@ fn integers_of_every_width_come_out_as_serde_json_writes_them() {
         same(&(rng.next() as u128 * rng.next() as u128));
     }
 }
+
+/// Counting objects and arrays: brackets in strings (escaped quotes included) do not count;
+/// the count is exact at the bound; 1 KiB and 1 MiB of the same shape count the same per
+/// repeat.
+#[test]
+fn containers_are_counted_outside_strings() {
+    use super::containers_within;
+    assert!(containers_within(br#"{"a":[1,2],"b":{}}"#, 3));
+    assert!(!containers_within(br#"{"a":[1,2],"b":{}}"#, 2));
+    // Not counted: brackets inside strings, after escaped quotes and escaped backslashes.
+    let text = br#"{"s":"[{[{ \" [{ \\","t":"\\\"{["}"#;
+    assert!(containers_within(text, 1));
+    assert!(serde_json::from_slice::<Value>(text).is_ok());
+    // Nothing at all, and a bare string.
+    assert!(containers_within(b"", 0));
+    assert!(containers_within(br#""[[[[""#, 0));
+    for size in [1 << 10, 1 << 20] {
+        let repeats = size / 8;
+        let objects = format!("[{}{{\"a\":0}}]", "{\"a\":0},".repeat(repeats - 1));
+        assert!(containers_within(objects.as_bytes(), repeats + 1), "{size}");
+        assert!(!containers_within(objects.as_bytes(), repeats), "{size}");
+        let text = format!("\"{}\"", "[{".repeat(size / 2));
+        assert!(containers_within(text.as_bytes(), 0), "{size}");
+    }
+}

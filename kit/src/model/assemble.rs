@@ -239,8 +239,9 @@ pub(crate) fn merge_usage(into: &mut Usage, more: &Usage) {
 /// arguments are kept as their text, and the tool answers with what to fix.
 pub const MAX_ARGS_DEPTH: usize = 64;
 
-/// Parses tool-call arguments; an empty string is `{}`. Invalid JSON, and JSON nested deeper
-/// than [`MAX_ARGS_DEPTH`], is kept as a string (the tool answers it with an error the model
+/// Parses tool-call arguments; an empty string is `{}`. Invalid JSON, JSON nested deeper
+/// than [`MAX_ARGS_DEPTH`], and JSON of more than 100,000 objects and arrays, is kept as a
+/// string (the tool answers it with an error the model
 /// can act on).
 ///
 /// ```
@@ -252,6 +253,10 @@ pub const MAX_ARGS_DEPTH: usize = 64;
 pub fn parse_args(raw: &str) -> Value {
     if raw.trim().is_empty() {
         return Value::Object(Default::default());
+    }
+    // Arguments of a hundred thousand objects would cost some 90 times their size parsed.
+    if !super::common::parses_within_bounds(raw.as_bytes()) {
+        return Value::String(raw.to_string());
     }
     match serde_json::from_str(raw) {
         Ok(value) if nests_within(&value, MAX_ARGS_DEPTH) => value,

@@ -409,6 +409,41 @@ pub(crate) fn model_stream<P: SseParser>(
     .boxed()
 }
 
+/// The JSON body a server answered a streamed request with (a proxy's error, or the whole
+/// answer at once), read within [`HttpLimits::max_body_bytes`](crate::http::HttpLimits) and
+/// parsed within the bounds of a `generate` body. (Read as an event stream it would hold no
+/// event, and the answer or the error would be lost.)
+pub(crate) async fn json_answer_of_stream(
+    provider: &str,
+    response: crate::http::HttpStream,
+    secrets: &Secrets,
+) -> Result<Value, ModelError> {
+    let body = response
+        .read_all()
+        .await
+        .map_err(|e| map_http_error_scrubbed(provider, e, secrets))?;
+    within_answer_bounds(provider, "the answer", &body)?;
+    let v = serde_json::from_slice(&body).map_err(|e| {
+        ModelError::MalformedResponse {
+            provider: provider.to_string(),
+            message: format!(
+                "the streamed request was answered with `application/json` that does not read \
+                 ({e}): {}",
+                clip(&String::from_utf8_lossy(&body[..body.len().min(4096)]), 300)
+            ),
+        }
+        .scrubbed(secrets)
+    })?;
+    within_answer_depth(provider, v)
+}
+
+/// A complete answer as the stream of chunks it would have been streamed as.
+pub(crate) fn answer_stream(response: &super::ModelResponse) -> super::ModelStream {
+    Box::pin(futures::stream::iter(
+        super::assemble::chunks_of(response).into_iter().map(Ok),
+    ))
+}
+
 /// Decodes a whole event-stream body and replays it through `parser` into the answer a
 /// streamed call would assemble: what [`model_stream`] does, without a connection (for
 /// [`crate::fuzz`]).
@@ -470,8 +505,43 @@ pub(crate) fn within_answer_depth(provider: &str, v: Value) -> Result<Value, Mod
     })
 }
 
+/// The most JSON objects and arrays kit parses from one answer body, stream event or set of
+/// tool-call arguments: about 60 MB parsed at worst. A model's longest answer holds far fewer.
+pub(crate) const MAX_ANSWER_CONTAINERS: usize = 100_000;
+
+/// Payloads shorter than this are parsed without counting their containers (they cannot cost
+/// more than a few MB).
+pub(crate) const COUNT_CONTAINERS_FROM: usize = 64 * 1024;
+
+/// Whether a payload of a model's answer is small enough to parse: at most
+/// [`MAX_ANSWER_CONTAINERS`] objects and arrays.
+pub(crate) fn parses_within_bounds(bytes: &[u8]) -> bool {
+    bytes.len() < COUNT_CONTAINERS_FROM
+        || crate::json::containers_within(bytes, MAX_ANSWER_CONTAINERS)
+}
+
+/// `Ok` when an answer's payload may be parsed (see [`parses_within_bounds`]), else a
+/// malformed-answer error naming `what` it was.
+pub(crate) fn within_answer_bounds(
+    provider: &str,
+    what: &str,
+    bytes: &[u8],
+) -> Result<(), ModelError> {
+    if parses_within_bounds(bytes) {
+        return Ok(());
+    }
+    Err(ModelError::MalformedResponse {
+        provider: provider.to_string(),
+        message: format!(
+            "{what} holds more than {MAX_ANSWER_CONTAINERS} JSON objects and arrays, more \
+             than any model's answer; it was not read"
+        ),
+    })
+}
+
 /// Parses an SSE data payload as JSON, or explains what was wrong.
 pub(crate) fn event_json(provider: &str, event: &SseEvent) -> Result<Value, ModelError> {
+    within_answer_bounds(provider, "a stream event", event.data.as_bytes())?;
     let v = serde_json::from_str(&event.data).map_err(|e| ModelError::MalformedResponse {
         provider: provider.to_string(),
         message: format!(
@@ -485,6 +555,30 @@ pub(crate) fn event_json(provider: &str, event: &SseEvent) -> Result<Value, Mode
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream event of a mebibyte of tiny objects is refused before it is parsed (it would
+    /// take some 90 MiB parsed); one of a mebibyte of text, or of 1 KiB of objects, is read.
+    #[test]
+    fn a_stream_event_of_too_many_objects_is_refused_unread() {
+        let event = |data: String| SseEvent {
+            data,
+            ..Default::default()
+        };
+        for (size, read) in [(1 << 10, true), (1 << 20, false)] {
+            let objects = format!("[{}{{\"a\":0}}]", "{\"a\":0},".repeat(size / 8 - 1));
+            let result = event_json("p", &event(objects));
+            assert_eq!(result.is_ok(), read, "{size}");
+            if let Err(e) = result {
+                assert!(e.to_string().contains("100000 JSON objects"), "{e}");
+            }
+            let text = format!("{{\"text\":\"{}\"}}", "x".repeat(size));
+            assert!(event_json("p", &event(text)).is_ok(), "{size}");
+        }
+        // Tool-call arguments of as many objects are kept as their text.
+        let args = format!("[{}1]", "{\"a\":0},".repeat(1 << 17));
+        assert!(crate::model::parse_args(&args).is_string());
+        assert!(crate::model::parse_args(r#"[{"a":0},{"a":1}]"#).is_array());
+    }
 
     /// An error message of a mebibyte (in a successful answer or a stream event, which no
     /// error-body limit clips) is kept to its first 8,000 characters, as at a kibibyte it is

@@ -491,9 +491,7 @@ pub trait ChatModel: Send + Sync + 'static {
     /// Streams an answer.
     async fn stream(&self, request: &ModelRequest) -> Result<ModelStream, ModelError> {
         let response = self.generate(request).await?;
-        Ok(Box::pin(futures::stream::iter(
-            assemble::chunks_of(&response).into_iter().map(Ok),
-        )))
+        Ok(common::answer_stream(&response))
     }
 }
 

@@ -53,8 +53,8 @@ use wire::{mark_last_message, turns};
 use serde_json::{Map, Value, json};
 
 use super::common::{
-    DEFAULT_MODEL_TIMEOUT, f32_json, map_http_error_scrubbed, merge_extra, model_stream,
-    within_answer_depth,
+    DEFAULT_MODEL_TIMEOUT, answer_stream, f32_json, json_answer_of_stream, map_http_error_scrubbed,
+    merge_extra, model_stream, within_answer_bounds, within_answer_depth,
 };
 use super::{
     ChatModel, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse, ModelStream,
@@ -426,6 +426,7 @@ impl ChatModel for AnthropicModel {
             .send(http_request)
             .await
             .map_err(|e| map_http_error_scrubbed("anthropic", e, &secrets))?;
+        within_answer_bounds(wire::PROVIDER, "the answer", &response.body)?;
         let v: Value = response
             .json()
             .map_err(|e| map_http_error_scrubbed("anthropic", e, &secrets))?;
@@ -441,6 +442,11 @@ impl ChatModel for AnthropicModel {
             .send_stream(http_request)
             .await
             .map_err(|e| map_http_error_scrubbed("anthropic", e, &secrets))?;
+        if response.is_json() {
+            let v = json_answer_of_stream(wire::PROVIDER, response, &secrets).await?;
+            let answer = self.parse_response(&v).map_err(|e| e.scrubbed(&secrets))?;
+            return Ok(answer_stream(&answer));
+        }
         Ok(model_stream(
             "anthropic",
             response.sse(),

@@ -63,7 +63,8 @@ use wire::openai_context_window;
 use serde_json::Value;
 
 use super::common::{
-    DEFAULT_MODEL_TIMEOUT, map_http_error_scrubbed, model_stream, within_answer_depth,
+    DEFAULT_MODEL_TIMEOUT, answer_stream, json_answer_of_stream, map_http_error_scrubbed,
+    model_stream, within_answer_bounds, within_answer_depth,
 };
 use super::{
     ChatModel, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse, ModelStream,
@@ -404,6 +405,7 @@ impl ChatModel for OpenAiModel {
             .send(http_request)
             .await
             .map_err(|e| self.map_error(e, &secrets))?;
+        within_answer_bounds(&self.provider, "the answer", &response.body)?;
         let v: Value = response.json().map_err(|e| self.map_error(e, &secrets))?;
         let v = within_answer_depth(&self.provider, v)?;
         self.parse_body(&v).map_err(|e| e.scrubbed(&secrets))
@@ -417,6 +419,11 @@ impl ChatModel for OpenAiModel {
             .send_stream(http_request)
             .await
             .map_err(|e| self.map_error(e, &secrets))?;
+        if response.is_json() {
+            let v = json_answer_of_stream(&self.provider, response, &secrets).await?;
+            let answer = self.parse_body(&v).map_err(|e| e.scrubbed(&secrets))?;
+            return Ok(answer_stream(&answer));
+        }
         Ok(match self.api {
             OpenAiApi::ChatCompletions => model_stream(
                 &self.provider,
