@@ -537,6 +537,56 @@ async fn a_subagent_spends_from_the_parents_budget() {
     }
 }
 
+/// Two `task` calls of one answer run at once, each held to what the parent had left: each
+/// child has its own share (a run that does not stream once gave every task the same empty id,
+/// so the first child to end took the second's share away and it ran on unlimited).
+#[tokio::test]
+async fn parallel_subagents_each_keep_their_share() {
+    let child = worker(100, usage(10, 1), 0.01);
+    let task = |id: &str| {
+        ToolCall::with_id(
+            id,
+            "task",
+            json!({"description": "Grind", "subagent_type": "grinder"}),
+        )
+    };
+    let parent = ScriptedModel::new([
+        Message::assistant_with_tool_calls("", vec![task("a"), task("b")]),
+        Message::assistant("never"),
+    ]);
+    let out = Agent::builder()
+        .model(parent.clone())
+        .subagents([SubagentSpec::new("grinder", "Grinds.")
+            .model(child.clone())
+            // Each step waits a moment, so the two children take turns.
+            .tools([Tool::from_fn(
+                "work",
+                "Does a step of work.",
+                json!({"type": "object"}),
+                |_args: Value, _ctx| async {
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                    Ok::<_, ToolError>("step done")
+                },
+            )])])
+        .general_purpose_subagent(false)
+        .budget(Budget::new().max_model_calls(4))
+        .build()
+        .unwrap()
+        .invoke("Delegate twice")
+        .await
+        .unwrap();
+    assert_eq!(
+        child.calls(),
+        6,
+        "each child gets the 3 calls the parent had left"
+    );
+    assert!(
+        out.state().final_text().starts_with("Budget exhausted"),
+        "{}",
+        out.state().final_text()
+    );
+}
+
 async fn spends_from_the_parents_budget(call_id: &str) {
     // The child would work forever; the parent's budget of 4 model calls holds: the parent's
     // first call leaves 3 to the child, and the parent then has none left for another call.

@@ -410,7 +410,18 @@ pub(crate) struct TaskContext {
     pub(crate) resume: HashMap<String, Value>,
     pub(crate) interrupts_raised: AtomicUsize,
     pub(crate) arg: Option<SendArg>,
-    pub(crate) run_id: String,
+    /// The task's run id: set up front when the run streams events (they carry it), else
+    /// made on first use (a child run's parent, a budget's share).
+    pub(crate) run_id: std::sync::OnceLock<String>,
+}
+
+/// A task run id set now (`Some`), or left to be made on first use.
+pub(crate) fn task_run_id(id: Option<String>) -> std::sync::OnceLock<String> {
+    let cell = std::sync::OnceLock::new();
+    if let Some(id) = id {
+        let _ = cell.set(id);
+    }
+    cell
 }
 
 /// Per-invocation data shared by every task.
@@ -437,7 +448,8 @@ impl NodeContext {
                 resume: t.resume.clone(),
                 interrupts_raised: AtomicUsize::new(0),
                 arg: t.arg.clone(),
-                run_id: t.run_id.clone(),
+                // The same run id on every attempt (made now if no attempt needed it yet).
+                run_id: task_run_id(Some(self.run_id().to_string())),
             }),
         }
     }
@@ -517,9 +529,10 @@ impl NodeContext {
         &self.task.run.graph_name
     }
 
-    /// The id of this task's run, used as the parent of events it emits.
+    /// The id of this task's run, used as the parent of events it emits and of child runs
+    /// it starts. Unique per task.
     pub fn run_id(&self) -> &str {
-        &self.task.run_id
+        self.task.run_id.get_or_init(ids::random)
     }
 
     /// The run id of the task that started this run as a child ([`child_options`](Self::child_options)),
@@ -647,7 +660,7 @@ impl NodeContext {
         Event {
             data,
             name: self.task.node.to_string(),
-            run_id: self.task.run_id.clone(),
+            run_id: self.run_id().to_string(),
             parent_ids,
             metadata: EventMetadata {
                 node: Some(self.task.node.to_string()),
@@ -661,7 +674,7 @@ impl NodeContext {
     pub fn parent_ids(&self) -> Vec<String> {
         let mut ids = self.task.run.options.parent_ids.clone();
         ids.push(self.task.run.run_id.clone());
-        ids.push(self.task.run_id.clone());
+        ids.push(self.run_id().to_string());
         ids
     }
 

@@ -44,14 +44,10 @@ impl<S: State> Exec<S> {
                     resume = std::mem::take(&mut p.resume);
                 }
             }
-            let run_id = if streaming {
-                ids::random()
-            } else {
-                String::new()
-            };
-            if streaming {
+            let run_id = streaming.then(ids::random);
+            if let Some(id) = &run_id {
                 self.task_run_ids.resize(i, String::new());
-                self.task_run_ids.push(run_id.clone());
+                self.task_run_ids.push(id.clone());
             }
             let ctx = NodeContext {
                 task: Arc::new(TaskContext {
@@ -62,7 +58,7 @@ impl<S: State> Exec<S> {
                     resume,
                     interrupts_raised: AtomicUsize::new(0),
                     arg: task.arg.clone(),
-                    run_id,
+                    run_id: crate::graph::node::task_run_id(run_id),
                 }),
             };
             if let Some(sink) = self.events_of(EventKind::NodeStart) {

@@ -500,7 +500,7 @@ impl<S: State> Graph<S> {
                 resume: task.resume.clone(),
                 interrupts_raised: AtomicUsize::new(0),
                 arg: task.arg.clone().map(SendArg::Json),
-                run_id: ids::random(),
+                run_id: crate::graph::node::task_run_id(None),
             }),
         };
         let state = Arc::new(state);
