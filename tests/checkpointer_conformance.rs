@@ -1755,3 +1755,60 @@ async fn postgres_errors_are_clear_and_hide_the_password() {
         .unwrap_err();
     assert!(err.to_string().contains("schema name"), "{err}");
 }
+
+/// A back-end that writes at once (kit's in-memory one) is handed each step's checkpoint by
+/// reference (`Checkpointer::put_now`); one that does not (a wrapper that only forwards `put`)
+/// is handed the owned write. Both store the same checkpoints: the same links, steps, nodes
+/// due, metadata, bodies and channel data (full values and deltas alike).
+#[tokio::test]
+async fn a_checkpoint_by_reference_stores_what_an_owned_write_stores() {
+    let direct: Arc<kit::checkpoint::MemoryCheckpointer> = Arc::default();
+    let wrapped = Arc::new(Counting::new(Arc::new(
+        kit::checkpoint::MemoryCheckpointer::new(),
+    )));
+    // Enough messages for deltas and, past 16 KiB, a new full value.
+    let steps = 400;
+    chat_until(direct.clone(), "t", steps).await;
+    chat_until(wrapped.clone(), "t", steps).await;
+    assert_eq!(wrapped.puts().len(), steps as usize + 1, "owned writes");
+    let by_ref = direct.history("t", "", None).await.unwrap();
+    let owned = wrapped.history("t", "", None).await.unwrap();
+    assert_eq!(by_ref.len(), owned.len());
+    let mut kinds = std::collections::BTreeSet::new();
+    for (a, b) in by_ref.iter().zip(&owned) {
+        assert_eq!(
+            (
+                a.step,
+                a.source,
+                &a.next,
+                &a.metadata,
+                a.parent_id.is_some()
+            ),
+            (
+                b.step,
+                b.source,
+                &b.next,
+                &b.metadata,
+                b.parent_id.is_some()
+            )
+        );
+        let la = direct.load("t", "", Some(&a.id)).await.unwrap().unwrap();
+        let lb = wrapped.load("t", "", Some(&b.id)).await.unwrap().unwrap();
+        assert_eq!(la.body, lb.body);
+        assert_eq!(la.meta.parent_id, a.parent_id);
+        let data = |l: &LoadedCheckpoint| -> Vec<(String, Option<Vec<u8>>, Vec<Vec<u8>>)> {
+            l.channels
+                .iter()
+                .map(|c| (c.name.clone(), c.full.clone(), c.deltas.clone()))
+                .collect()
+        };
+        assert_eq!(data(&la), data(&lb), "step {}", a.step);
+        for c in &la.channels {
+            kinds.insert((c.full.is_some(), !c.deltas.is_empty()));
+        }
+    }
+    assert!(
+        kinds.contains(&(true, true)),
+        "deltas on a full value were compared: {kinds:?}"
+    );
+}

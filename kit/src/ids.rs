@@ -73,9 +73,10 @@ pub fn now_rfc3339_millis() -> String {
     rfc3339_from_millis(now_millis(), true)
 }
 
-/// [`rfc3339_from_millis`] with milliseconds, remembered for the last millisecond written on
-/// this thread: a run stamps many checkpoints within one millisecond.
-pub(crate) fn rfc3339_millis_cached(ms: u64) -> String {
+/// [`rfc3339_from_millis`] with milliseconds into `out` (replacing what it held), remembered
+/// for the last millisecond written on this thread: a run stamps many checkpoints within one
+/// millisecond, and a buffer kept from step to step takes it without allocating.
+pub(crate) fn rfc3339_millis_cached_into(ms: u64, out: &mut String) {
     thread_local! {
         static LAST: std::cell::RefCell<(u64, String)> =
             const { std::cell::RefCell::new((u64::MAX, String::new())) };
@@ -85,7 +86,7 @@ pub(crate) fn rfc3339_millis_cached(ms: u64) -> String {
         if last.0 != ms {
             *last = (ms, rfc3339_from_millis(ms, true));
         }
-        last.1.clone()
+        out.clone_from(&last.1);
     })
 }
 
@@ -221,6 +222,7 @@ mod tests {
 
     #[test]
     fn the_remembered_timestamp_is_the_one_asked_for() {
+        let mut out = String::from("stale");
         for ms in [
             5,
             5,
@@ -229,7 +231,9 @@ mod tests {
             1_709_164_800_001,
             1_709_164_800_001,
         ] {
-            assert_eq!(rfc3339_millis_cached(ms), rfc3339_from_millis(ms, true));
+            // Into a buffer that held the last one (what a run's buffer does).
+            rfc3339_millis_cached_into(ms, &mut out);
+            assert_eq!(out, rfc3339_from_millis(ms, true));
         }
     }
 

@@ -170,9 +170,9 @@ impl AgentBuilder {
     /// thread. Default 1000.
     ///
     /// ```
-    /// use kit::{Agent, testing::ScriptedModel};
+    /// use kit::{Agent, Message, testing::ScriptedModel};
     /// let agent = Agent::builder()
-    ///     .model(ScriptedModel::new(["hi"]))
+    ///     .model(ScriptedModel::new([Message::assistant("hi")]))
     ///     .max_calls_per_answer(50)
     ///     .build()
     ///     .unwrap();

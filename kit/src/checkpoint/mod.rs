@@ -25,6 +25,7 @@
 //! Writes are optimistic: a [`CheckpointWrite`] names the head it expects the thread to have, and
 //! the back-end refuses it with [`CheckpointError::Conflict`] when another writer got there first.
 
+mod borrowed;
 pub mod lease;
 mod memory;
 mod packed;
@@ -36,6 +37,7 @@ mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+pub use borrowed::{BlobRef, CheckpointRef};
 pub use lease::{LeaseOp, LeaseOptions, LeaseState, MultitaskStrategy, ThreadActivity};
 pub use memory::MemoryCheckpointer;
 #[cfg(feature = "postgres")]
@@ -329,6 +331,15 @@ pub trait Checkpointer: Send + Sync + 'static {
     /// checkpoint's id is new to (thread, ns) ([`CheckpointError::DuplicateId`] otherwise: a
     /// stored checkpoint is never replaced). Either error writes nothing.
     async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError>;
+
+    /// Stores a checkpoint given by reference, as [`put`](Self::put) would, when the back-end
+    /// can without waiting (kit's in-memory back-end: no copy of the write is made); `None`
+    /// when it cannot, and the caller hands `put` the write [`CheckpointRef::to_write`] makes.
+    /// The default is `None`.
+    fn put_now(&self, write: &CheckpointRef<'_>) -> Option<Result<(), CheckpointError>> {
+        let _ = write;
+        None
+    }
 
     /// Records pending writes against a checkpoint (upsert by task id and channel).
     async fn put_writes(

@@ -134,11 +134,18 @@ pub(crate) struct Fields<'a> {
     pub step: i64,
     pub source: CheckpointSource,
     pub created_at: &'a str,
-    pub metadata: &'a Value,
+    pub metadata: Metadata<'a>,
     /// (channel index, version).
     pub channel_versions: Vec<(u32, &'a str)>,
     pub body: &'a [u8],
     pub blobs: Vec<BlobFields<'a>>,
+}
+
+/// A checkpoint's metadata as [`pack`] takes it: any JSON value, or an object by its map.
+#[derive(Clone, Copy)]
+pub(crate) enum Metadata<'a> {
+    Value(&'a Value),
+    Object(&'a serde_json::Map<String, Value>),
 }
 
 /// A blob the checkpoint wrote, as [`pack`] takes it.
@@ -180,19 +187,10 @@ pub(crate) struct Unpacked<'a> {
 impl Unpacked<'_> {
     /// The checkpoint's metadata; the nodes due next are read from the executor's body.
     pub(crate) fn meta(&self, id: String) -> CheckpointMeta {
-        #[derive(serde::Deserialize, Default)]
-        struct Next {
-            #[serde(default)]
-            next: Vec<Task>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Task {
-            node: String,
-        }
         // A listing goes on past a body it cannot read (loading that checkpoint reports it).
-        let next: Next = serde_json::from_slice(self.body).unwrap_or_else(|e| {
+        let next = super::borrowed::next_nodes(self.body).unwrap_or_else(|e| {
             tracing::warn!(checkpoint = %id, error = %e, "a checkpoint's body does not read");
-            Next::default()
+            Vec::new()
         });
         CheckpointMeta {
             id,
@@ -200,7 +198,7 @@ impl Unpacked<'_> {
             step: self.step,
             source: self.source,
             created_at: self.created_at.clone(),
-            next: next.next.into_iter().map(|t| t.node).collect(),
+            next,
             metadata: self.metadata.clone(),
         }
     }
@@ -274,9 +272,14 @@ pub(crate) fn pack(id: &str, own: &Id, fields: &Fields<'_>) -> Option<Box<[u8]>>
         }
     }
     match fields.metadata {
-        Value::Object(m) if m.is_empty() => put_varint(&mut out, 0),
-        Value::Null => put_varint(&mut out, 0),
-        other => put_bytes(&mut out, &serde_json::to_vec(other).unwrap_or_default()),
+        Metadata::Value(Value::Object(m)) | Metadata::Object(m) if m.is_empty() => {
+            put_varint(&mut out, 0);
+        }
+        Metadata::Value(Value::Null) => put_varint(&mut out, 0),
+        Metadata::Value(other) => {
+            put_bytes(&mut out, &serde_json::to_vec(other).unwrap_or_default());
+        }
+        Metadata::Object(m) => put_bytes(&mut out, &serde_json::to_vec(m).unwrap_or_default()),
     }
     put_varint(&mut out, fields.channel_versions.len() as u64);
     for (channel, version) in &fields.channel_versions {
@@ -607,7 +610,7 @@ mod tests {
             step,
             source: CheckpointSource::Update,
             created_at: created,
-            metadata,
+            metadata: Metadata::Value(metadata),
             channel_versions: versions,
             body: br#"{"next":[{"node":"a"},{"node":"b","send":0}]}"#,
             blobs,

@@ -1,17 +1,17 @@
 //! An in-process checkpointer for tests and local use.
 
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use std::time::{Duration, SystemTime};
 
 use super::retention::timestamp;
 use super::{
-    ChannelBlob, CheckpointError, CheckpointMeta, CheckpointWrite, Checkpointer, LeaseOp,
-    LeaseState, LoadedCheckpoint, PendingWrite, PruneReport, PruneStrategy, ThreadActivity,
-    ThreadInfo, resolve_channels, upsert_writes,
+    BlobRef, ChannelBlob, CheckpointError, CheckpointMeta, CheckpointRef, CheckpointWrite,
+    Checkpointer, LeaseOp, LeaseState, LoadedCheckpoint, PendingWrite, PruneReport, PruneStrategy,
+    ThreadActivity, ThreadInfo, resolve_channels, upsert_writes,
 };
+use crate::hash::FastMap;
 
 mod lease;
 mod retention;
@@ -31,14 +31,16 @@ use super::packed::{self, BlobFields, Fields, Id, Unpacked};
 /// ```
 #[derive(Default)]
 pub struct MemoryCheckpointer {
-    threads: RwLock<HashMap<String, Arc<Mutex<ThreadData>>>>,
+    /// foldhash, OS-seeded (as kit's other maps keyed by peer data): SipHash of the thread id
+    /// was a visible part of every write.
+    threads: RwLock<FastMap<String, Arc<Mutex<ThreadData>>>>,
     /// Thread leases (see [`crate::checkpoint::lease`]): the rows of each busy thread.
-    leases: Mutex<HashMap<String, Vec<crate::checkpoint::lease::LeaseRow>>>,
+    leases: Mutex<FastMap<String, Vec<crate::checkpoint::lease::LeaseRow>>>,
 }
 
 #[derive(Default)]
 struct ThreadData {
-    namespaces: HashMap<String, NsData>,
+    namespaces: FastMap<String, NsData>,
     updated_at: String,
     /// Set when the thread is taken out of the map: a writer that reached it just before must
     /// write to the thread's next incarnation instead (or its write would be lost).
@@ -55,8 +57,8 @@ struct NsData {
     /// Channel names; checkpoints refer to them by index.
     channels: Vec<Box<str>>,
     /// Blobs whose version is not a stored checkpoint (intermediate steps of exit durability).
-    orphan_blobs: HashMap<Box<str>, Vec<ChannelBlob>>,
-    writes: HashMap<String, Vec<PendingWrite>>,
+    orphan_blobs: FastMap<Box<str>, Vec<ChannelBlob>>,
+    writes: FastMap<String, Vec<PendingWrite>>,
 }
 
 /// A checkpoint: its id, and the rest packed into one buffer (see [`packed`]).
@@ -200,86 +202,107 @@ impl MemoryCheckpointer {
     }
 }
 
-/// Writes a checkpoint into a locked thread (`write.thread_id` was taken out into `thread_id`).
+/// Writes a checkpoint into a locked thread, with its metadata as given (an owned write's may
+/// be any JSON value). `orphans` are blobs of other versions the write carries (intermediate
+/// steps of exit durability), kept apart.
 fn put_locked(
     data: &mut ThreadData,
-    thread_id: &str,
-    mut write: CheckpointWrite,
+    write: &CheckpointRef<'_>,
+    metadata: packed::Metadata<'_>,
+    orphans: impl Iterator<Item = ChannelBlob>,
 ) -> Result<(), CheckpointError> {
-    // The write's own name is the key (moved, not copied: this is every step's path).
-    let entry = data.namespaces.entry(std::mem::take(&mut write.ns));
-    let own = Id::new(&write.meta.id);
-    let (head, slot) = match &entry {
-        Entry::Occupied(o) => (o.get().head.as_deref(), o.get().slot_for(&own)),
-        Entry::Vacant(_) => (None, Some(0)),
+    let own = Id::new(write.id);
+    let (head, slot) = match data.namespaces.get(write.ns) {
+        Some(ns) => (ns.head.as_deref(), ns.slot_for(&own)),
+        None => (None, Some(0)),
     };
-    if head != write.expected_head.as_deref() {
+    if head != write.expected_head {
         return Err(CheckpointError::Conflict {
-            thread_id: thread_id.to_string(),
-            expected: write.expected_head,
+            thread_id: write.thread_id.to_string(),
+            expected: write.expected_head.map(String::from),
             found: head.map(String::from),
         });
     }
     let Some(at) = slot else {
         return Err(CheckpointError::DuplicateId {
-            thread_id: thread_id.to_string(),
-            ns: entry.key().clone(),
-            checkpoint_id: write.meta.id,
+            thread_id: write.thread_id.to_string(),
+            ns: write.ns.to_string(),
+            checkpoint_id: write.id.to_string(),
         });
     };
-    let ns = entry.or_default();
-    let id = write.meta.id.as_str();
+    // The namespace's name is copied once, when it is new.
+    if !data.namespaces.contains_key(write.ns) {
+        data.namespaces
+            .insert(write.ns.to_string(), NsData::default());
+    }
+    let Some(ns) = data.namespaces.get_mut(write.ns) else {
+        return Err(CheckpointError::Corrupt(format!(
+            "namespace `{}` of thread {} vanished while it was written; this is a bug in kit, \
+             please report it",
+            write.ns, write.thread_id
+        )));
+    };
     let channel_versions = write
         .channel_versions
         .iter()
         .map(|(channel, version)| (ns.channel_index(channel), version.as_str()))
         .collect();
-    let mut blobs = Vec::with_capacity(write.blobs.len());
-    for b in write.blobs.iter().filter(|b| b.version == id) {
-        blobs.push(BlobFields {
-            channel: ns.channel_index(&b.channel),
-            prev_version: b.prev_version.as_deref(),
+    let blobs = write
+        .blobs
+        .iter()
+        .map(|b| BlobFields {
+            channel: ns.channel_index(b.channel),
+            prev_version: b.prev_version,
             kind: b.kind,
-            data: &b.data,
-        });
-    }
-    let meta = &write.meta;
+            data: b.data,
+        })
+        .collect();
     let packed = packed::pack(
-        id,
+        write.id,
         &own,
         &Fields {
-            parent_id: meta.parent_id.as_deref(),
-            parent_parsed: ns.head_id.as_ref().filter(|_| meta.parent_id == ns.head),
-            step: meta.step,
-            source: meta.source,
-            created_at: &meta.created_at,
-            metadata: &meta.metadata,
+            parent_id: write.parent_id,
+            parent_parsed: ns
+                .head_id
+                .as_ref()
+                .filter(|_| write.parent_id == ns.head.as_deref()),
+            step: write.step,
+            source: write.source,
+            created_at: write.created_at,
+            metadata,
             channel_versions,
-            body: &write.body,
+            body: write.body,
             blobs,
         },
     )
-    .ok_or_else(|| packed::too_large(id))?;
+    .ok_or_else(|| packed::too_large(write.id))?;
     let head_id = own.clone();
     ns.checkpoints.insert(at, Stored { id: own, packed });
-    for mut blob in write.blobs {
-        if blob.version != write.meta.id {
-            // Kept for good: without the room a delta was built with.
-            blob.data.shrink_to_fit();
-            ns.orphan_blobs
-                .entry(blob.version.as_str().into())
-                .or_default()
-                .push(blob);
-        }
+    for mut blob in orphans {
+        // Kept for good: without the room a delta was built with.
+        blob.data.shrink_to_fit();
+        ns.orphan_blobs
+            .entry(blob.version.as_str().into())
+            .or_default()
+            .push(blob);
     }
-    ns.set_head(Some((write.meta.id, head_id)));
-    data.updated_at = write.meta.created_at;
+    // The head's and the time's buffers are reused: this is every step's path.
+    match &mut ns.head {
+        Some(head) => {
+            head.clear();
+            head.push_str(write.id);
+        }
+        None => ns.head = Some(write.id.to_string()),
+    }
+    ns.head_id = Some(head_id);
+    data.updated_at.clear();
+    data.updated_at.push_str(write.created_at);
     Ok(())
 }
 
 /// Gives memory back once the map is mostly empty: shrinking at every removal rehashed the
 /// whole map each time.
-fn shrink_if_sparse<V>(threads: &mut HashMap<String, V>) {
+fn shrink_if_sparse<V>(threads: &mut FastMap<String, V>) {
     if threads.capacity() > 64 && threads.len() < threads.capacity() / 4 {
         threads.shrink_to_fit();
     }
@@ -363,11 +386,49 @@ impl NsData {
 #[async_trait::async_trait]
 impl Checkpointer for MemoryCheckpointer {
     async fn put(&self, write: CheckpointWrite) -> Result<(), CheckpointError> {
-        let mut write = write;
-        // Taken out (not cloned: this is every step's path) to name the thread while `write`
-        // moves into the closure.
-        let thread_id = std::mem::take(&mut write.thread_id);
-        self.with_live_thread(&thread_id, |data| put_locked(data, &thread_id, write))
+        let id = write.meta.id.as_str();
+        let (own, orphans): (Vec<ChannelBlob>, Vec<ChannelBlob>) =
+            write.blobs.into_iter().partition(|b| b.version == id);
+        let blobs: Vec<BlobRef<'_>> = own
+            .iter()
+            .map(|b| BlobRef {
+                channel: &b.channel,
+                prev_version: b.prev_version.as_deref(),
+                kind: b.kind,
+                data: &b.data,
+            })
+            .collect();
+        // Given apart (it may be any JSON value here), so the borrowed map is left empty.
+        let unused = serde_json::Map::new();
+        let borrowed = CheckpointRef {
+            thread_id: &write.thread_id,
+            ns: &write.ns,
+            id,
+            parent_id: write.meta.parent_id.as_deref(),
+            step: write.meta.step,
+            source: write.meta.source,
+            created_at: &write.meta.created_at,
+            metadata: &unused,
+            channel_versions: &write.channel_versions,
+            blobs: &blobs,
+            body: &write.body,
+            expected_head: write.expected_head.as_deref(),
+        };
+        let metadata = packed::Metadata::Value(&write.meta.metadata);
+        self.with_live_thread(&write.thread_id, |data| {
+            put_locked(data, &borrowed, metadata, orphans.into_iter())
+        })
+    }
+
+    fn put_now(&self, write: &CheckpointRef<'_>) -> Option<Result<(), CheckpointError>> {
+        Some(self.with_live_thread(write.thread_id, |data| {
+            put_locked(
+                data,
+                write,
+                packed::Metadata::Object(write.metadata),
+                std::iter::empty(),
+            )
+        }))
     }
 
     async fn put_writes(

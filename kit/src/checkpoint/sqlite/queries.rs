@@ -94,7 +94,7 @@ pub(super) fn put_tx(tx: &Connection, a: &PutArgs) -> R<Added> {
             step: w.meta.step,
             source: w.meta.source,
             created_at: &w.meta.created_at,
-            metadata: &w.meta.metadata,
+            metadata: packed::Metadata::Value(&w.meta.metadata),
             channel_versions,
             body: &w.body,
             blobs,

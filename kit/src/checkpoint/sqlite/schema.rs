@@ -186,7 +186,7 @@ fn pack_row(
             step: row.get(4)?,
             source,
             created_at: &created_at,
-            metadata: &metadata,
+            metadata: packed::Metadata::Value(&metadata),
             channel_versions,
             body: &body,
             blobs: owned

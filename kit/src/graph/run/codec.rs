@@ -14,17 +14,30 @@ pub(super) struct TaskOut<'a> {
     pub(super) arg: Option<&'a SendArg>,
 }
 
-/// Executor data stored with each checkpoint, as JSON: the tasks due (each `Send` argument
-/// written straight from its typed value) and the join barriers; read back as a [`Body`].
-///
-/// Written by hand rather than through `Serialize`: every checkpoint has one, and its shape is
-/// fixed. The bytes are what `#[derive(Serialize)]` writes for that shape, with empty lists,
-/// absent fields and join barriers that are all zero left out (the tests hold the two together).
+/// [`write_body_into`] a new buffer.
+#[cfg(test)]
 pub(super) fn write_body<'a>(
     tasks: impl ExactSizeIterator<Item = TaskOut<'a>>,
     joins: &[u64],
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(32 + 24 * tasks.len());
+    write_body_into(&mut out, tasks, joins);
+    out
+}
+
+/// Executor data stored with each checkpoint, as JSON, into `out` (cleared first: a buffer
+/// kept from step to step): the tasks due (each `Send` argument written straight from its
+/// typed value) and the join barriers; read back as a [`Body`].
+///
+/// Written by hand rather than through `Serialize`: every checkpoint has one, and its shape is
+/// fixed. The bytes are what `#[derive(Serialize)]` writes for that shape, with empty lists,
+/// absent fields and join barriers that are all zero left out (the tests hold the two together).
+pub(super) fn write_body_into<'a>(
+    out: &mut Vec<u8>,
+    tasks: impl ExactSizeIterator<Item = TaskOut<'a>>,
+    joins: &[u64],
+) {
+    out.clear();
     out.push(b'{');
     if tasks.len() > 0 {
         out.extend_from_slice(b"\"next\":[");
@@ -33,14 +46,14 @@ pub(super) fn write_body<'a>(
                 out.push(b',');
             }
             out.extend_from_slice(b"{\"node\":");
-            json::write_str(&mut out, task.node);
+            json::write_str(out, task.node);
             if let Some(send) = task.send {
                 out.extend_from_slice(b",\"send\":");
                 out.extend_from_slice(itoa::Buffer::new().format(send).as_bytes());
             }
             if let Some(arg) = task.arg {
                 out.extend_from_slice(b",\"arg\":");
-                arg.write_json(&mut out);
+                arg.write_json(out);
             }
             out.push(b'}');
         }
@@ -60,7 +73,6 @@ pub(super) fn write_body<'a>(
         out.push(b']');
     }
     out.push(b'}');
-    out
 }
 
 #[derive(Deserialize, Default)]

@@ -87,6 +87,8 @@ pub(crate) struct Exec<S: State> {
     inflight: Option<futures::future::BoxFuture<'static, Result<(), CheckpointError>>>,
     /// This invocation's run in the trace tree.
     trace: crate::trace::Run,
+    /// Buffers for the parts of each step's checkpoint.
+    scratch: persist::WriteScratch,
     /// The exit durability mode's one checkpoint, built up step by step (boxed: most runs
     /// never have one, and a run's state should stay small).
     exit_buffer: Option<Box<CheckpointWrite>>,
@@ -168,6 +170,7 @@ impl<S: State> Exec<S> {
             last_yield: None,
             inflight: None,
             trace: crate::trace::Run::disabled(),
+            scratch: persist::WriteScratch::default(),
             exit_buffer: None,
             durable: Vec::new(),
             inflight_checkpoint: None,

@@ -2,11 +2,9 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use super::Exec;
 use super::codec::{self, TaskOut};
-use crate::checkpoint::{BlobKind, ChannelBlob, CheckpointMeta, CheckpointSource, CheckpointWrite};
+use crate::checkpoint::{BlobKind, BlobRef, CheckpointRef, CheckpointSource, CheckpointWrite};
 use crate::event::{EventData, EventKind};
 use crate::graph::error::GraphError;
 use crate::graph::options::Durability;
@@ -27,13 +25,38 @@ pub(super) struct ChannelStats {
     pub(super) delta_bytes: u64,
 }
 
+/// The checkpoint of a step, made but not yet written: its id, and its blobs' data. Its other
+/// parts are the executor's own (links, versions, body in [`WriteScratch`]); a back-end that
+/// writes at once borrows them all ([`Exec::borrowed`]).
+pub(super) struct Prepared {
+    id: String,
+    blobs: Vec<PreparedBlob>,
+}
+
+struct PreparedBlob {
+    /// Index into [`State::channels`].
+    channel: usize,
+    kind: BlobKind,
+    data: Vec<u8>,
+    /// The version a delta extends: an index into [`WriteScratch::prev`].
+    prev: Option<usize>,
+}
+
+/// Buffers a run keeps from step to step for its checkpoints' parts, so a write allocates only
+/// its id and its blobs' data.
+#[derive(Default)]
+pub(super) struct WriteScratch {
+    body: Vec<u8>,
+    created_at: String,
+    /// The versions this step's deltas extend (taken before the step's own replaces them).
+    prev: Vec<String>,
+}
+
 impl<S: State> Exec<S> {
-    /// Builds the checkpoint for the current step from the recorded channel changes.
-    pub(super) fn build_write(
-        &mut self,
-        source: CheckpointSource,
-        full_all: bool,
-    ) -> Result<CheckpointWrite, GraphError> {
+    /// Makes the current step's checkpoint from the recorded channel changes (every channel in
+    /// full with `full_all`): its id, the blobs, the body and the time; moves every changed
+    /// channel's version to the new id.
+    fn prepare(&mut self, full_all: bool) -> Result<Prepared, GraphError> {
         let (id, millis) = ids::time_ordered_with_millis();
         let channels = S::channels();
         let mut blobs = Vec::with_capacity(self.changes.len());
@@ -46,6 +69,7 @@ impl<S: State> Exec<S> {
                 })
                 .collect();
         }
+        let mut prevs = 0;
         for change in changes.drain(..) {
             let name = channels[change.channel].name;
             let stats = &mut self.stats[change.channel];
@@ -53,12 +77,20 @@ impl<S: State> Exec<S> {
             let blob = match change.delta {
                 Some(delta) if stats.delta_bytes + delta.len() as u64 <= threshold => {
                     stats.delta_bytes += delta.len() as u64;
-                    ChannelBlob {
-                        channel: name.to_string(),
-                        version: id.clone(),
-                        prev_version: self.versions.get(name).cloned(),
+                    let prev = self.versions.get(name).map(|version| {
+                        let slot = &mut self.scratch.prev;
+                        match slot.get_mut(prevs) {
+                            Some(kept) => kept.clone_from(version),
+                            None => slot.push(version.clone()),
+                        }
+                        prevs += 1;
+                        prevs - 1
+                    });
+                    PreparedBlob {
+                        channel: change.channel,
                         kind: BlobKind::Delta,
                         data: delta,
+                        prev,
                     }
                 }
                 _ => {
@@ -72,12 +104,11 @@ impl<S: State> Exec<S> {
                         full_bytes: data.len() as u64,
                         delta_bytes: 0,
                     };
-                    ChannelBlob {
-                        channel: name.to_string(),
-                        version: id.clone(),
-                        prev_version: None,
+                    PreparedBlob {
+                        channel: change.channel,
                         kind: BlobKind::Full,
                         data,
+                        prev: None,
                     }
                 }
             };
@@ -94,7 +125,8 @@ impl<S: State> Exec<S> {
         }
         self.changes = changes;
         let nodes = &self.graph.inner.nodes;
-        let body = codec::write_body(
+        codec::write_body_into(
+            &mut self.scratch.body,
             self.next.iter().map(|t| TaskOut {
                 node: &nodes[t.node].name,
                 send: t.send_index,
@@ -102,45 +134,118 @@ impl<S: State> Exec<S> {
             }),
             &self.joins,
         );
-        let meta = CheckpointMeta {
-            id: id.clone(),
-            // Moved: this checkpoint becomes the next one's parent below.
-            parent_id: self.parent.take(),
-            step: self.step,
-            source,
-            created_at: ids::rfc3339_millis_cached(millis),
-            next: self
-                .next
-                .iter()
-                .map(|t| nodes[t.node].name.to_string())
-                .collect(),
-            metadata: Value::Object(self.run.options.metadata.clone()),
-        };
-        let previous_head = self.head.replace(id.clone());
-        let (thread_id, expected_head) = match &self.persist {
-            Some((_, t)) => (t.clone(), previous_head),
-            None => (String::new(), None),
-        };
-        self.parent = Some(id);
-        Ok(CheckpointWrite {
-            thread_id,
-            ns: self.ns.clone(),
-            meta,
-            channel_versions: self.versions.clone(),
-            blobs,
-            body,
-            expected_head,
-        })
+        ids::rfc3339_millis_cached_into(millis, &mut self.scratch.created_at);
+        Ok(Prepared { id, blobs })
     }
 
-    /// Takes a checkpoint according to the durability mode.
+    /// The blobs of a prepared checkpoint, by reference.
+    fn blob_refs<'a>(&'a self, prepared: &'a Prepared) -> Vec<BlobRef<'a>> {
+        let channels = S::channels();
+        prepared
+            .blobs
+            .iter()
+            .map(|b| BlobRef {
+                channel: channels[b.channel].name,
+                prev_version: b
+                    .prev
+                    .and_then(|i| self.scratch.prev.get(i))
+                    .map(String::as_str),
+                kind: b.kind,
+                data: &b.data,
+            })
+            .collect()
+    }
+
+    /// A prepared checkpoint with the executor's parts, by reference.
+    fn borrowed<'a>(
+        &'a self,
+        prepared: &'a Prepared,
+        blobs: &'a [BlobRef<'a>],
+        source: CheckpointSource,
+    ) -> CheckpointRef<'a> {
+        CheckpointRef {
+            thread_id: self.persist.as_ref().map_or("", |(_, t)| t.as_str()),
+            ns: &self.ns,
+            id: &prepared.id,
+            parent_id: self.parent.as_deref(),
+            step: self.step,
+            source,
+            created_at: &self.scratch.created_at,
+            metadata: &self.run.options.metadata,
+            channel_versions: &self.versions,
+            blobs,
+            body: &self.scratch.body,
+            expected_head: self.head.as_deref(),
+        }
+    }
+
+    /// The checkpoint just written is the thread's head and the next one's parent (their
+    /// buffers reused).
+    fn advance(&mut self, id: String) {
+        match &mut self.parent {
+            Some(parent) => parent.clone_from(&id),
+            None => self.parent = Some(id.clone()),
+        }
+        self.head = Some(id);
+    }
+
+    /// Builds the checkpoint for the current step as an owned write (exit durability's buffer,
+    /// forks, back-ends that do not write at once).
+    pub(super) fn build_write(
+        &mut self,
+        source: CheckpointSource,
+        full_all: bool,
+    ) -> Result<CheckpointWrite, GraphError> {
+        let prepared = self.prepare(full_all)?;
+        let write = {
+            let blobs = self.blob_refs(&prepared);
+            let mut write = self.borrowed(&prepared, &blobs, source).to_write();
+            if self.persist.is_none() {
+                write.expected_head = None;
+            }
+            write
+        };
+        self.advance(prepared.id);
+        Ok(write)
+    }
+
+    /// Takes a checkpoint according to the durability mode. A back-end that writes at once
+    /// (in memory) is handed the step's checkpoint by reference; any other gets an owned write.
     pub(super) async fn save(&mut self, source: CheckpointSource) -> Result<(), GraphError> {
-        if self.persist.is_none() {
+        let Some(cp) = self.persist.as_ref().map(|(cp, _)| cp.clone()) else {
             self.changes.clear();
             return Ok(());
+        };
+        if self.run.options.durability == Durability::Exit {
+            let write = self.build_write(source, false)?;
+            return self.store(write).await;
         }
-        let write = self.build_write(source, false)?;
-        self.store(write).await
+        // A write still in flight goes first: checkpoints land in order.
+        self.await_inflight().await?;
+        let prepared = self.prepare(false)?;
+        let owned = {
+            let blobs = self.blob_refs(&prepared);
+            let borrowed = self.borrowed(&prepared, &blobs, source);
+            match cp.put_now(&borrowed) {
+                Some(written) => {
+                    written?;
+                    None
+                }
+                None => Some(borrowed.to_write()),
+            }
+        };
+        // Streamed runs report each checkpoint once it is durable, when asked to.
+        let written = self
+            .events_of(EventKind::Checkpoint)
+            .map(|_| (prepared.id.clone(), self.step));
+        self.advance(prepared.id);
+        match owned {
+            Some(write) => self.store(write).await,
+            None => {
+                self.durable.extend(written);
+                Ok(())
+            }
+        }
     }
 
     /// Writes a checkpoint holding every channel in full (forks).
