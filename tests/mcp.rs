@@ -510,6 +510,130 @@ async fn a_server_cannot_take_another_servers_tool_by_listing_it_again() {
     }
 }
 
+/// A server listing its tools a page at a time, each tool with a long description.
+#[derive(Clone)]
+struct Paged {
+    pages: usize,
+    description_bytes: usize,
+}
+
+impl ServerHandler for Paged {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let page: usize = request
+            .and_then(|r| r.cursor)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let tool = kit::mcp::rmcp::model::Tool::new(
+            format!("tool_{page}"),
+            "d".repeat(self.description_bytes),
+            empty(),
+        );
+        let mut result = ListToolsResult::with_all_items(vec![tool]);
+        result.next_cursor = (page + 1 < self.pages).then(|| (page + 1).to_string());
+        Ok(result)
+    }
+}
+
+/// A tool list read page by page is held, all pages together, to `max_message_bytes`: every
+/// model call sends it. Under the limit every page is read.
+#[tokio::test]
+async fn a_paged_tool_list_is_bounded_by_its_bytes_in_all() {
+    // Descriptions are cut to 4,096 characters, but what a server sends is counted as sent.
+    for (pages, listed) in [(3, true), (40, false)] {
+        let server = Paged {
+            pages,
+            description_bytes: 4000,
+        };
+        let (client_io, server_io) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            if let Ok(running) = server.serve(server_io).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let client = McpClient::builder("paged")
+            .max_message_bytes(64 * 1024)
+            .connect_with(client_io)
+            .await
+            .unwrap();
+        match client.tools().await {
+            Ok(tools) => {
+                assert!(listed, "{pages} pages of 4 KB passed a 64 KiB limit");
+                assert_eq!(tools.len(), pages);
+            }
+            Err(e) => {
+                assert!(!listed, "{pages} pages: {e}");
+                let text = e.to_string();
+                assert!(text.contains("max_message_bytes"), "{text}");
+            }
+        }
+    }
+}
+
+/// kit's server runs at most `max_concurrent_calls` tool calls at once; one more is answered
+/// at once as busy, and once a call finishes the next one runs.
+#[tokio::test]
+async fn kits_server_bounds_the_calls_it_runs_at_once() {
+    let release = Arc::new(tokio::sync::Semaphore::new(0));
+    let running = Arc::new(AtomicUsize::new(0));
+    let wait = Tool::from_fn(
+        "wait",
+        "Waits to be released.",
+        json!({"type": "object"}),
+        {
+            let (release, running) = (release.clone(), running.clone());
+            move |_, _| {
+                let (release, running) = (release.clone(), running.clone());
+                async move {
+                    running.fetch_add(1, Ordering::SeqCst);
+                    let _ = release.acquire().await.map(|p| p.forget());
+                    Ok::<_, ToolError>("released")
+                }
+            }
+        },
+    );
+    let (client_io, server_io) = tokio::io::duplex(1 << 20);
+    let _serving = McpServer::new("slow")
+        .tool(wait)
+        .max_concurrent_calls(2)
+        .serve(server_io);
+    let client = McpClient::connect_with("slow", client_io).await.unwrap();
+    let tools = client.tools().await.unwrap();
+    let spawn_call = || {
+        let tools = tools.clone();
+        tokio::spawn(async move { call(&tools, "wait", json!({})).await })
+    };
+    let (first, second) = (spawn_call(), spawn_call());
+    while running.load(Ordering::SeqCst) < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A third is refused at once, not queued.
+    let busy = tokio::time::timeout(Duration::from_secs(10), call(&tools, "wait", json!({})))
+        .await
+        .expect("answered at once");
+    assert_eq!(busy.status, Some(ToolStatus::Error));
+    assert!(
+        busy.text().contains("the server is busy"),
+        "{}",
+        busy.text()
+    );
+    assert_eq!(running.load(Ordering::SeqCst), 2, "the third never ran");
+    release.add_permits(2);
+    for done in [first, second] {
+        assert_eq!(done.await.unwrap().text(), "released");
+    }
+    // Room again: the next call runs.
+    release.add_permits(1);
+    assert_eq!(call(&tools, "wait", json!({})).await.text(), "released");
+}
+
 /// A guardrail that refuses `add`, to show MCP calls pass through `wrap_tool_call`.
 struct NoAdding;
 

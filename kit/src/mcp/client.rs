@@ -466,6 +466,7 @@ impl Inner {
 
     async fn list_all(&self) -> Result<Vec<rmcp::model::Tool>, McpError> {
         let mut all = Vec::new();
+        let mut bytes = 0usize;
         let mut cursor = None;
         for _ in 0..MAX_LIST_PAGES {
             let params = cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
@@ -484,7 +485,23 @@ impl Inner {
                     stderr: conn.tail(),
                 }
             })?;
+            bytes = page
+                .tools
+                .iter()
+                .fold(bytes, |sum, t| sum.saturating_add(tool_bytes(t)));
             all.extend(page.tools);
+            // Every model call sends the list, so the pages together are held to what one
+            // message may hold.
+            if bytes > self.options.max_message_bytes {
+                return Err(McpError::Limit {
+                    server: self.name.clone(),
+                    message: format!(
+                        "its tool list takes more than {} bytes of names, descriptions and \
+                         schemas; raise `max_message_bytes` if that is expected",
+                        self.options.max_message_bytes
+                    ),
+                });
+            }
             if all.len() > self.options.max_tools {
                 return Err(McpError::Limit {
                     server: self.name.clone(),
@@ -576,4 +593,17 @@ impl Inner {
             )),
         }
     }
+}
+
+/// About the bytes of a listed tool: its name, description and input schema.
+fn tool_bytes(tool: &rmcp::model::Tool) -> usize {
+    let schema: usize = tool
+        .input_schema
+        .iter()
+        .map(|(k, v)| k.len().saturating_add(crate::json::approx_len(v)))
+        .fold(0, usize::saturating_add);
+    tool.name
+        .len()
+        .saturating_add(tool.description.as_deref().map_or(0, str::len))
+        .saturating_add(schema)
 }

@@ -51,7 +51,11 @@ pub struct McpServer {
     version: String,
     instructions: Option<String>,
     tools: Vec<Tool>,
+    max_concurrent_calls: usize,
 }
+
+/// [`McpServer::max_concurrent_calls`] unless set.
+const DEFAULT_MAX_CONCURRENT_CALLS: usize = 64;
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -73,7 +77,17 @@ impl McpServer {
             version: env!("CARGO_PKG_VERSION").to_string(),
             instructions: None,
             tools: Vec::new(),
+            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
         }
+    }
+
+    /// The most tool calls run at once, over every client of this server (default 64). A
+    /// call past it is answered at once with an error result saying the server is busy: a
+    /// client may send requests faster than tools finish (each of an agent tool is a whole
+    /// run), and each waiting one would hold its arguments and a task.
+    pub fn max_concurrent_calls(mut self, calls: usize) -> Self {
+        self.max_concurrent_calls = calls.max(1);
+        self
     }
 
     /// The version clients see (default: kit's).
@@ -160,6 +174,8 @@ impl McpServer {
                 instructions: self.instructions,
                 tools: self.tools,
                 index,
+                calls: Arc::new(tokio::sync::Semaphore::new(self.max_concurrent_calls)),
+                max_calls: self.max_concurrent_calls,
             }),
         }
     }
@@ -210,6 +226,9 @@ struct Shared {
     instructions: Option<String>,
     tools: Vec<Tool>,
     index: HashMap<String, usize>,
+    /// Permits for the calls running now.
+    calls: Arc<tokio::sync::Semaphore>,
+    max_calls: usize,
 }
 
 /// The rmcp [`ServerHandler`] of an [`McpServer`] (what [`McpServer::http_service`] serves).
@@ -285,6 +304,15 @@ impl ServerHandler for McpHandler {
                 ),
                 None,
             ));
+        };
+        let Ok(_running) = self.inner.calls.clone().try_acquire_owned() else {
+            return Ok(CallToolResponse::Complete(CallToolResult::error(vec![
+                ContentBlock::text(format!(
+                    "the server is busy: {} tool calls are running, its most at once; try \
+                     again when one has finished",
+                    self.inner.max_calls
+                )),
+            ])));
         };
         let args = Value::Object(request.arguments.unwrap_or_default());
         let call = ToolCall::new(tool.name(), args);

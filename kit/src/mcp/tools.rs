@@ -175,13 +175,60 @@ impl DynTool for McpTool {
     }
 }
 
+/// The most base64 bytes of images kept from one tool result (Anthropic takes images up to
+/// 5 MB; every later model call of the thread sends them again).
+const MAX_IMAGE_BYTES: usize = 5 * 1024 * 1024;
+
+/// An image block as an image part, when every provider takes it: PNG, JPEG, GIF or WebP, as
+/// valid base64, within [`MAX_IMAGE_BYTES`] for the result (`kept` counts them). Any other
+/// becomes a line of text saying why it is not shown: one the provider refused would fail every
+/// later model call of the thread.
+fn image_part(mime_type: String, data: String, kept: &mut usize) -> ContentPart {
+    let lower = mime_type.trim().to_ascii_lowercase();
+    let media = match lower.as_str() {
+        "image/png" | "image/jpeg" | "image/gif" | "image/webp" => lower,
+        "image/jpg" => "image/jpeg".to_string(),
+        _ => {
+            return ContentPart::text(format!(
+                "[image ({}) not shown: models take PNG, JPEG, GIF and WebP]",
+                crate::text::clip(&mime_type, 100)
+            ));
+        }
+    };
+    if !is_base64(&data) {
+        return ContentPart::text(format!(
+            "[image ({media}) not shown: its data is not base64]"
+        ));
+    }
+    if kept.saturating_add(data.len()) > MAX_IMAGE_BYTES {
+        return ContentPart::text(format!(
+            "[image ({media}, {} bytes of base64) not shown: the result's images would pass \
+             {MAX_IMAGE_BYTES} bytes]",
+            data.len()
+        ));
+    }
+    *kept += data.len();
+    ContentPart::image_base64(media, data)
+}
+
+/// Whether `data` is base64 (standard alphabet, padded or not, no whitespace).
+fn is_base64(data: &str) -> bool {
+    let body = data.trim_end_matches('=');
+    data.len() - body.len() <= 2
+        && !body.is_empty()
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+}
+
 /// A server's answer as a tool result.
 pub(crate) fn map_result(result: CallToolResult) -> ToolOutput {
     let mut parts: Vec<ContentPart> = Vec::new();
+    let mut image_bytes = 0usize;
     for block in result.content {
         match block {
             ContentBlock::Text(t) => parts.push(ContentPart::text(t.text)),
-            ContentBlock::Image(i) => parts.push(ContentPart::image_base64(i.mime_type, i.data)),
+            ContentBlock::Image(i) => parts.push(image_part(i.mime_type, i.data, &mut image_bytes)),
             ContentBlock::Audio(a) => parts.push(ContentPart::text(format!(
                 "[audio ({}, {} bytes of base64) not shown: models take no audio in tool results]",
                 a.mime_type,
@@ -296,6 +343,49 @@ mod tests {
             unique_names(["p", "q"].map(String::from).into_iter()),
             ["p", "q"]
         );
+    }
+
+    /// Images every provider takes are kept; any other type, data that is not base64, and
+    /// images past the result's budget become a line of text, at 1 KiB as at 1 MiB.
+    #[test]
+    fn only_images_providers_take_are_kept() {
+        let kept = |blocks: Vec<ContentBlock>| -> Vec<String> {
+            match map_result(CallToolResult::success(blocks)).content {
+                Content::Parts(parts) => parts
+                    .iter()
+                    .map(|p| match p {
+                        ContentPart::Text { text } => text.clone(),
+                        ContentPart::Image { .. } => "image".to_string(),
+                        other => format!("{other:?}"),
+                    })
+                    .collect(),
+                Content::Text(text) => vec![text],
+            }
+        };
+        for size in [1 << 10, 1 << 20] {
+            let data = "iVBO".repeat(size / 4);
+            let shown = kept(vec![
+                ContentBlock::image(data.clone(), "image/png"),
+                ContentBlock::image(data.clone(), "IMAGE/JPG"),
+                ContentBlock::image(data.clone(), "image/svg+xml"),
+                ContentBlock::image(format!("{data}!"), "image/png"),
+                ContentBlock::image("", "image/png"),
+            ]);
+            assert_eq!(shown[..2], ["image", "image"], "{size}");
+            assert!(shown[2].contains("image/svg+xml") && shown[2].contains("not shown"));
+            assert!(shown[3].contains("not base64"), "{}", shown[3]);
+            assert!(shown[4].contains("not base64"), "{}", shown[4]);
+        }
+        // Six images of 1 MiB: five fit the 5 MiB budget.
+        let data = "A".repeat(1 << 20);
+        let shown = kept(
+            (0..6)
+                .map(|_| ContentBlock::image(data.clone(), "image/webp"))
+                .collect(),
+        );
+        assert_eq!(shown.iter().filter(|s| *s == "image").count(), 5);
+        assert!(shown[5].contains("not shown"), "{}", shown[5]);
+        assert!(is_base64("aGk=") && is_base64("aGk") && !is_base64("a===") && !is_base64("a b"));
     }
 
     #[test]
