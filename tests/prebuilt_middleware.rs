@@ -622,6 +622,68 @@ async fn tool_call_limit_blocks_only_the_calls_over_the_limit_and_continues() {
     assert!(blocked.unwrap().is_error());
 }
 
+/// A tool-call limit holds in subagents: the general-purpose subagent (which has the parent's
+/// tools) may make only the calls the parent had left, and what it made counts toward the
+/// parent's run. One email in all, however the work is delegated.
+#[tokio::test]
+async fn a_tool_call_limit_holds_through_a_subagent() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let send_email = Tool::from_fn(
+        "send_email",
+        "Sends an email.",
+        json!({"type": "object"}),
+        {
+            let sent = sent.clone();
+            move |_args: Value, _ctx| {
+                let sent = sent.clone();
+                async move {
+                    sent.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, ToolError>("sent")
+                }
+            }
+        },
+    );
+    let model = ScriptedModel::new([
+        // The parent delegates.
+        Message::assistant_with_tool_calls(
+            "",
+            vec![ToolCall::with_id(
+                "t1",
+                "task",
+                json!({"description": "Email everyone", "subagent_type": "general-purpose"}),
+            )],
+        ),
+        // The subagent sends one, then tries a second.
+        calls(&[("e1", "send_email")]),
+        calls(&[("e2", "send_email")]),
+        Message::assistant("sent what I could"),
+        // Back in the parent: its own try is over the limit too.
+        calls(&[("e3", "send_email")]),
+        Message::assistant("done"),
+    ]);
+    let agent = Agent::builder()
+        .model(model.clone())
+        .tool(send_email)
+        .general_purpose_subagent(true)
+        .middleware(ToolCallLimitMiddleware::for_tool("send_email").run_limit(1))
+        .build()
+        .unwrap();
+    let out = agent.invoke("Email everyone").await.unwrap();
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "one email in all");
+    let blocked = "Tool call limit exceeded. Do not call 'send_email' again.";
+    let texts = tool_texts(out.state());
+    assert_eq!(texts.last().map(String::as_str), Some(blocked), "{texts:?}");
+    // The subagent's second try was blocked where it ran.
+    let child_results: Vec<String> = model.requests()[3]
+        .messages
+        .iter()
+        .filter(|m| m.role == kit::message::Role::Tool)
+        .map(Message::text)
+        .collect();
+    assert_eq!(child_results, ["sent", blocked]);
+    assert_eq!(out.state().final_text(), "done");
+}
+
 /// An answer with 20,000 calls over a limit of 2: each blocked call is answered once, from a
 /// set, and only the 2 allowed run (every blocked call once re-read the whole blocked list).
 #[tokio::test]

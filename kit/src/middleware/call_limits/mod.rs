@@ -5,11 +5,15 @@
 //! and carry over to the thread's next run; the run counts start again at 0 with every
 //! invocation (`invoke`, `resume`), as LangChain's untracked run counters do.
 
+mod shares;
+
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::subagents::TASK_TOOL;
 use super::support::{Counter, with_custom};
 use crate::agent::{
     AgentError, AgentState, AgentStateUpdate, BuildContext, Hook, HookResult, HookUpdate, JumpTo,
@@ -367,7 +371,9 @@ impl ToolCounts {
 /// - `Error`: the run fails with [`ToolCallLimitExceeded`].
 ///
 /// As in LangChain, blocked calls count toward the run (they were tried) but not toward the
-/// thread. Several limiters can be combined, one per tool and one for all; each is named
+/// thread. Unlike LangChain, the limit holds in subagents too: a `task` call's subagent runs
+/// under a copy that may make only the calls the parent had left when the call started, and
+/// the calls it made count toward the parent's run and thread. Several limiters can be combined, one per tool and one for all; each is named
 /// `ToolCallLimitMiddleware[<tool>]` (or `ToolCallLimitMiddleware` for all tools).
 ///
 /// ```
@@ -383,6 +389,10 @@ pub struct ToolCallLimitMiddleware {
     key: String,
     tool_name: Option<String>,
     limits: Limits,
+    /// What this limiter's subagent runs may call, and what they called.
+    shares: Arc<shares::Shares>,
+    /// In a subagent's copy: the parent limiter's shares.
+    reports_to: Option<Arc<shares::Shares>>,
 }
 
 impl ToolCallLimitMiddleware {
@@ -396,6 +406,8 @@ impl ToolCallLimitMiddleware {
                 exit: ExitBehavior::Continue,
                 ..Limits::default()
             },
+            shares: Arc::default(),
+            reports_to: None,
         }
     }
 
@@ -482,14 +494,19 @@ impl Middleware for ToolCallLimitMiddleware {
             .iter()
             .filter(|c| self.matches(c))
             .collect();
+        let mut counter = Counter::read(rt, &self.key);
+        // What this run's subagents called since its last answer counts here too.
+        let by_subagents = self.shares.uncounted(rt.node().invocation_id());
+        counter.add(by_subagents);
         if calls.is_empty() {
             // The calls blocked in an earlier answer belong to that answer only.
-            if self
-                .blocked_list(rt.state())
-                .is_some_and(|list| !list.is_empty())
+            if by_subagents > 0
+                || self
+                    .blocked_list(rt.state())
+                    .is_some_and(|list| !list.is_empty())
             {
                 let counts = ToolCounts {
-                    counter: Counter::read(rt, &self.key),
+                    counter,
                     ..ToolCounts::default()
                 };
                 let value = serde_json::to_value(&counts).unwrap_or(Value::Null);
@@ -497,10 +514,12 @@ impl Middleware for ToolCallLimitMiddleware {
             }
             return Ok(execution);
         }
-        let mut counter = Counter::read(rt, &self.key);
+        // In a subagent: within what the parent had left when its `task` call started.
+        let share = self.reports_to.as_ref().zip(rt.node().parent_task_id());
         let mut blocked = Vec::new();
         for call in calls {
-            if self.limits.would_exceed(&counter) {
+            let granted = || share.is_none_or(|(parent, task)| parent.take(task, 1) == 1);
+            if self.limits.would_exceed(&counter) || !granted() {
                 blocked.push(call.id.clone());
             } else {
                 counter.add(1);
@@ -603,7 +622,7 @@ impl Middleware for ToolCallLimitMiddleware {
         &self,
         call: ToolCall,
         ctx: ToolContext,
-        _rt: &Runtime,
+        rt: &Runtime,
         next: ToolNext<'_>,
     ) -> Result<ToolExecution, Pause> {
         // Read in place, without copying the list: most calls that get here were allowed.
@@ -618,6 +637,27 @@ impl Middleware for ToolCallLimitMiddleware {
                 blocked_text(self.tool_name.as_deref()),
             ));
         }
+        if call.name != TASK_TOOL {
+            return next.call(call, ctx).await;
+        }
+        // A subagent run may make the calls this run has left, and what it makes counts here.
+        let invocation = rt.node().invocation_id();
+        let mut counter = Counter::read(rt, &self.key);
+        counter.add(self.shares.peek_uncounted(invocation));
+        let left =
+            |limit: Option<u64>, count: u64| limit.map_or(u64::MAX, |l| l.saturating_sub(count));
+        let allowed =
+            left(self.limits.run, counter.run).min(left(self.limits.thread, counter.thread));
+        let _share = self.shares.open(rt.node().run_id(), invocation, allowed);
         next.call(call, ctx).await
+    }
+
+    /// A subagent runs under a copy of this limiter holding it to what this run has left.
+    fn for_subagent(&self) -> Option<Arc<dyn Middleware>> {
+        Some(Arc::new(ToolCallLimitMiddleware {
+            shares: Arc::default(),
+            reports_to: Some(self.shares.clone()),
+            ..self.clone()
+        }))
     }
 }
