@@ -149,3 +149,92 @@ async fn a_kept_alive_connection_left_idle_is_closed() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     w.shutdown().await.unwrap();
 }
+
+/// Sends one HTTP/1.1 request and reads the whole answer (the request closes the connection).
+async fn send_raw(w: &WorkerHandle, head: &str, body: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr(w)).await.unwrap();
+    let request = format!(
+        "{head}\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        addr(w),
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    read_to_close(&mut stream).await
+}
+
+/// A web page on another site may not make a worker on this machine act: its POST (a
+/// "simple" one, `text/plain`, which needs no CORS preflight) is refused 403, even by a worker
+/// without auth. A page of the worker's own origin, and clients that send no `Origin` (SDKs,
+/// curl), are not affected; reads are not refused.
+#[tokio::test]
+async fn a_cross_site_request_from_a_browser_is_refused() {
+    let w = spawn_worker(Worker::builder().agent("research", researcher::agent(Gate::open())))
+        .await
+        .unwrap();
+    let body = br#"{"assistant_id": "research", "input": {"messages": [{"role": "user", "content": "hi"}]}}"#;
+    let refused = send_raw(
+        &w,
+        "POST /runs HTTP/1.1\r\nOrigin: https://evil.example\r\nContent-Type: text/plain",
+        body,
+    )
+    .await;
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert!(refused.contains("cross_site"), "{refused}");
+    // Marked cross-site by the browser, whatever the origin says.
+    let marked = send_raw(
+        &w,
+        &format!(
+            "POST /runs HTTP/1.1\r\nOrigin: http://{}\r\nSec-Fetch-Site: cross-site",
+            addr(&w)
+        ),
+        body,
+    )
+    .await;
+    assert!(marked.starts_with("HTTP/1.1 403"), "{marked}");
+    for head in [
+        format!("POST /runs HTTP/1.1\r\nOrigin: http://{}", addr(&w)),
+        "POST /runs HTTP/1.1\r\nContent-Type: application/json".to_string(),
+    ] {
+        let taken = send_raw(&w, &head, body).await;
+        assert!(!taken.starts_with("HTTP/1.1 403"), "{head}: {taken}");
+        assert!(taken.starts_with("HTTP/1.1 20"), "{head}: {taken}");
+    }
+    let read = send_raw(
+        &w,
+        "GET /runs/nope HTTP/1.1\r\nOrigin: https://evil.example",
+        b"",
+    )
+    .await;
+    assert!(read.starts_with("HTTP/1.1 404"), "{read}");
+}
+
+/// A body of a mebibyte of tiny objects is refused 413 before it is parsed (parsed, it would
+/// take some 90 MiB); a thread id with a control character is refused 400 (PostgreSQL text
+/// cannot hold a NUL, and logs would carry it).
+#[tokio::test]
+async fn a_body_of_too_many_objects_and_a_thread_id_with_a_nul_are_refused() {
+    let w = spawn_worker(Worker::builder().agent("research", researcher::agent(Gate::open())))
+        .await
+        .unwrap();
+    let objects = format!(
+        r#"{{"assistant_id": "research", "input": {{"x": [{}{{"b":0}}]}}}}"#,
+        r#"{"b":0},"#.repeat(120_000)
+    );
+    let refused = send_raw(&w, "POST /runs HTTP/1.1", objects.as_bytes()).await;
+    assert!(
+        refused.starts_with("HTTP/1.1 413"),
+        "{}",
+        &refused[..refused.len().min(300)]
+    );
+    assert!(
+        refused.contains("JSON objects and arrays"),
+        "{}",
+        &refused[..refused.len().min(300)]
+    );
+    let nul =
+        br#"{"assistant_id": "research", "thread_id": "a\u0000b", "input": {"messages": []}}"#;
+    let refused = send_raw(&w, "POST /runs HTTP/1.1", nul).await;
+    assert!(refused.starts_with("HTTP/1.1 400"), "{refused}");
+    assert!(refused.contains("control character"), "{refused}");
+}

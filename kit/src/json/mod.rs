@@ -44,6 +44,14 @@ pub(crate) fn to_string<T: ?Sized + Serialize>(value: &T) -> Result<String, serd
 /// thread unreadable.
 pub(crate) const MAX_KEPT_DEPTH: usize = 64;
 
+/// The most JSON objects and arrays kit parses from one request body a peer sent (see
+/// [`containers_within`]): some 60 MB parsed at worst, far more than any request holds.
+pub(crate) const MAX_PEER_CONTAINERS: usize = 100_000;
+
+/// The most JSON objects and arrays kit parses from one answer of a worker it called (a
+/// run's output holds a whole thread state, so ten times [`MAX_PEER_CONTAINERS`]).
+pub(crate) const MAX_ANSWER_CONTAINERS: usize = 10 * MAX_PEER_CONTAINERS;
+
 /// Whether `value` nests at most `levels` arrays or objects deep (recursion bounded by
 /// `levels`, whatever the value's depth).
 pub(crate) fn nests_within(value: &serde_json::Value, levels: usize) -> bool {

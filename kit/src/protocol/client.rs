@@ -217,6 +217,12 @@ impl HttpRunClient {
             // 204 from a cancel: report what happened.
             return Ok(json!({}));
         }
+        if !crate::json::containers_within(text.as_bytes(), crate::json::MAX_ANSWER_CONTAINERS) {
+            return Err(RunClientError::Malformed {
+                url,
+                message: too_many_containers(),
+            });
+        }
         match serde_json::from_str::<Value>(&text) {
             Ok(v @ Value::Object(_)) if nests_within(&v, MAX_KEPT_DEPTH) => Ok(v),
             Ok(Value::Object(_)) => Err(RunClientError::Malformed {
@@ -233,6 +239,15 @@ impl HttpRunClient {
             }),
         }
     }
+}
+
+/// Why an answer of more than [`MAX_ANSWER_CONTAINERS`](crate::json::MAX_ANSWER_CONTAINERS)
+/// objects and arrays is refused (parsed, it would take some 90 times its bytes).
+pub(crate) fn too_many_containers() -> String {
+    format!(
+        "the answer holds more than {} JSON objects and arrays; it was not read",
+        crate::json::MAX_ANSWER_CONTAINERS
+    )
 }
 
 /// Why an answer nesting deeper than [`MAX_KEPT_DEPTH`] is refused (it is kept in the

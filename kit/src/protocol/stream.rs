@@ -159,6 +159,12 @@ impl ThreadStream {
         event: crate::http::SseEvent,
     ) -> Option<Result<StreamItem, RunClientError>> {
         let kind = event.event.as_deref().unwrap_or("message");
+        if !crate::json::containers_within(
+            event.data.as_bytes(),
+            crate::json::MAX_ANSWER_CONTAINERS,
+        ) {
+            return Some(Err(self.malformed(super::client::too_many_containers())));
+        }
         let data: Value = match serde_json::from_str(&event.data) {
             Ok(v) => v,
             Err(e) => {

@@ -189,6 +189,7 @@ mod auth;
 mod body;
 mod commands;
 mod config;
+mod cross_site;
 mod event_log;
 mod hosted;
 mod interop;

@@ -144,6 +144,12 @@ pub(crate) fn check_new_thread_id(id: &str, named: NamedIn) -> ApiResult<()> {
             "{what} is empty; choose a thread id{otherwise}"
         )));
     }
+    if id.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(format!(
+            "{what} holds a control character; choose a thread id of printable \
+             characters{otherwise}"
+        )));
+    }
     if id.len() > MAX_THREAD_ID_BYTES {
         return Err(ApiError::bad_request(format!(
             "{what} is {} bytes long; a new thread's id has at most {MAX_THREAD_ID_BYTES} bytes \
@@ -188,6 +194,17 @@ pub(crate) fn body_object(
     })?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
+    }
+    // Counted before parsing: parsed, `{"a":0}` costs 90 times its bytes.
+    if !crate::json::containers_within(&bytes, crate::json::MAX_PEER_CONTAINERS) {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!(
+                "the request body holds more than {} JSON objects and arrays; send less",
+                crate::json::MAX_PEER_CONTAINERS
+            ),
+        ));
     }
     match serde_json::from_slice::<Value>(&bytes) {
         Ok(v @ Value::Object(_)) if !crate::json::nests_within(&v, crate::json::MAX_KEPT_DEPTH) => {
@@ -666,6 +683,10 @@ pub(crate) fn router(shared: Arc<Shared>, auth: Auth) -> Router {
         .route("/ok", get(ok))
         .merge(api)
         .layer(DefaultBodyLimit::max(limit))
+        // Outermost: a browser's cross-site request is refused before it is authenticated.
+        .layer(axum::middleware::from_fn(
+            super::cross_site::refuse_cross_site,
+        ))
         .with_state(shared)
 }
 
