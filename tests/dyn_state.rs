@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 #[tokio::test]
 async fn list_and_map_keys_read_as_empty_before_their_first_write() {
+    let checkpointer = Arc::new(MemoryCheckpointer::new());
     let seen = Arc::new(Mutex::new(Value::Null));
     let s = seen.clone();
     let graph = GraphBuilder::<DynState>::new("fresh")
@@ -28,7 +29,7 @@ async fn list_and_map_keys_read_as_empty_before_their_first_write() {
         })
         .edge(START, "look")
         .edge("look", END)
-        .checkpointer(Arc::new(MemoryCheckpointer::new()))
+        .checkpointer(checkpointer.clone())
         .compile()
         .unwrap();
     let opts = RunOptions::new().thread_id("fresh");
@@ -49,6 +50,25 @@ async fn list_and_map_keys_read_as_empty_before_their_first_write() {
         .await
         .unwrap();
     assert_eq!(out.state().get("items"), Some(&json!(["given", "x"])));
+    // Read back from storage (another graph on the same checkpointer): the initial values and
+    // the input changed the state twice before the input checkpoint, and both are kept.
+    let reread = GraphBuilder::<DynState>::new("fresh")
+        .add_channel("items", dyn_reducers::append())
+        .add_channel("totals", dyn_reducers::merge())
+        .initial("mode", "draft")
+        .sync_node("look", |_: &DynState, _: &NodeContext| DynUpdate::new())
+        .edge(START, "look")
+        .edge("look", END)
+        .checkpointer(checkpointer.clone())
+        .compile()
+        .unwrap();
+    let second = RunOptions::new().thread_id("second");
+    let stored = reread.get_state(&second).await.unwrap().unwrap();
+    assert_eq!(stored.values.get("items"), Some(&json!(["given", "x"])));
+    assert_eq!(stored.values.get("mode"), Some(&json!("draft")));
+    let history = reread.state_history(&second, None).await.unwrap();
+    let input = history.last().unwrap();
+    assert_eq!(input.values.get("items"), Some(&json!(["given"])));
 }
 
 #[tokio::test]

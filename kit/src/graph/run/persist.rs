@@ -52,6 +52,31 @@ pub(super) struct WriteScratch {
     prev: Vec<String>,
 }
 
+/// One change per channel. A channel changed twice before a checkpoint (a new thread's
+/// initial values then its input, a resume's update then the step) is written in full: two
+/// blobs of one channel under one version would read back as one of them (and PostgreSQL
+/// refuses to write both), and two deltas cannot always be joined into one (a dynamic state's
+/// delta is a step, in which an overwrite beats the step's other writes).
+fn merge_changes(changes: &mut Vec<ChannelChange>, channels: usize) {
+    if changes.len() < 2 {
+        return;
+    }
+    let mut at: Vec<Option<usize>> = vec![None; channels];
+    let mut merged: Vec<ChannelChange> = Vec::with_capacity(changes.len());
+    for change in changes.drain(..) {
+        match at.get(change.channel).copied().flatten() {
+            Some(i) => merged[i].delta = None,
+            None => {
+                if let Some(slot) = at.get_mut(change.channel) {
+                    *slot = Some(merged.len());
+                }
+                merged.push(change);
+            }
+        }
+    }
+    *changes = merged;
+}
+
 impl<S: State> Exec<S> {
     /// Makes the current step's checkpoint from the recorded channel changes (every channel in
     /// full with `full_all`): its id, the blobs, the body and the time; moves every changed
@@ -69,6 +94,7 @@ impl<S: State> Exec<S> {
                 })
                 .collect();
         }
+        merge_changes(&mut changes, channels.len());
         let mut prevs = 0;
         for change in changes.drain(..) {
             let name = channels[change.channel].name;
@@ -347,5 +373,33 @@ impl<S: State> Exec<S> {
             self.durable.extend(self.exit_checkpoint.take());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_channel_changed_twice_is_written_once_in_full() {
+        let change = |channel: usize, delta: Option<&str>| ChannelChange {
+            channel,
+            delta: delta.map(|d| d.as_bytes().to_vec()),
+        };
+        let mut changes = vec![
+            change(0, Some("[1]")),
+            change(1, Some("[\"a\"]")),
+            change(0, Some("[2]")),
+            change(2, None),
+        ];
+        merge_changes(&mut changes, 3);
+        assert_eq!(
+            changes,
+            [change(0, None), change(1, Some("[\"a\"]")), change(2, None)]
+        );
+        // Each channel once already: left as it is.
+        let mut once = vec![change(1, Some("[1]")), change(0, Some("[2]"))];
+        merge_changes(&mut once, 2);
+        assert_eq!(once, [change(1, Some("[1]")), change(0, Some("[2]"))]);
     }
 }
