@@ -96,6 +96,29 @@ async fn update_state_after_an_interrupt_after_is_seen_by_the_next_node() {
     assert_eq!(*seen.lock().unwrap(), ["polished"]);
 }
 
+/// `update_state` naming a node that does not exist, from an older checkpoint, fails without
+/// writing anything: the thread's head stays where it was (it once forked the thread first).
+#[tokio::test]
+async fn update_state_with_an_unknown_node_leaves_the_thread_as_it_was() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let graph = pipeline(&seen, &[], &["draft"]);
+    let opts = RunOptions::new().thread_id("typo");
+    graph.invoke(DocUpdate::new()).options(&opts).await.unwrap();
+    let history = graph.state_history(&opts, None).await.unwrap();
+    let head = history[0].checkpoint.id.clone();
+    let older = history.last().unwrap().checkpoint.id.clone();
+    assert_ne!(head, older);
+    let at_older = opts.clone().checkpoint_id(older);
+    let err = graph
+        .update_state(&at_older, DocUpdate::new().text("x"), Some("drafft"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("drafft"), "{err}");
+    let after = graph.state_history(&opts, None).await.unwrap();
+    assert_eq!(after.len(), history.len(), "nothing was written");
+    assert_eq!(after[0].checkpoint.id, head, "the head did not move");
+}
+
 #[tokio::test]
 async fn going_on_after_an_interrupt_after_does_not_stop_again_before_the_next_node() {
     // LangGraph: nothing ran since the last pause, so the breakpoint before `review` does not

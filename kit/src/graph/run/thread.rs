@@ -164,14 +164,17 @@ pub(crate) async fn update_state<S: State>(
 ) -> Result<String, GraphError> {
     persistence(graph, opts, "update_state")?;
     let mut exec = Exec::start(graph, opts).await?;
+    // Checked before anything is written: a wrong name must not leave the thread forked.
+    let as_node = as_node
+        .map(|node| exec.node_index(node, "update_state"))
+        .transpose()?;
     if exec.loaded && opts.checkpoint_id.is_some() && exec.parent != exec.head {
         exec.persist_all(CheckpointSource::Fork).await?;
     }
     exec.step += 1;
     let mut updates = vec![update];
     exec.apply(&mut updates)?;
-    if let Some(node) = as_node {
-        let i = exec.node_index(node, "update_state")?;
+    if let Some(i) = as_node {
         exec.schedule([(Some(i), &[][..])])?;
     }
     exec.pending.clear();
