@@ -1499,3 +1499,24 @@ async fn rollback_after_deletes_only_what_came_after_the_marker() {
         }
     }
 }
+
+/// A time to live too long for the clock (`Duration::MAX`) is taken, not a panic: the run
+/// holds its lease and finishes.
+#[tokio::test]
+async fn a_lease_with_the_longest_time_to_live_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = graph(dir.path()).with_checkpointer(Arc::new(MemoryCheckpointer::new()));
+    release(dir.path(), "forever");
+    let opts = RunOptions::new()
+        .thread_id("t")
+        .multitask_strategy(MultitaskStrategy::Reject)
+        .lease(LeaseOptions {
+            ttl: Duration::MAX,
+            poll: Duration::from_millis(20),
+        });
+    graph.invoke(input("forever")).options(&opts).await.unwrap();
+    assert_eq!(
+        log_of(&graph, "t").await,
+        strings(&["forever:start", "forever:a", "forever:b"])
+    );
+}

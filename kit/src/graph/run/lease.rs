@@ -309,7 +309,11 @@ impl Lease {
     /// How long, from now, the run may still go without a successful renewal: half the time
     /// to live after the last one began.
     fn grace_left(&self, renewed: Instant) -> Duration {
-        (renewed + self.options.ttl / 2).saturating_duration_since(Instant::now())
+        // A time to live too long for the clock (`Duration::MAX`) leaves all the time there is.
+        match renewed.checked_add(self.options.ttl / 2) {
+            Some(until) => until.saturating_duration_since(Instant::now()),
+            None => Duration::MAX,
+        }
     }
 
     async fn op(&self, op: LeaseOp) -> Result<LeaseState, CheckpointError> {
