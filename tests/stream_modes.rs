@@ -134,6 +134,101 @@ async fn modes_combine_and_values_and_checkpoints_come_when_asked() {
     );
 }
 
+/// A checkpointer whose writes finish only at their second poll, as a database's do.
+struct Slow(MemoryCheckpointer);
+
+#[kit::async_trait]
+impl kit::checkpoint::Checkpointer for Slow {
+    async fn put(
+        &self,
+        write: kit::checkpoint::CheckpointWrite,
+    ) -> Result<(), kit::checkpoint::CheckpointError> {
+        tokio::task::yield_now().await;
+        self.0.put(write).await
+    }
+    async fn put_writes(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: &str,
+        writes: Vec<kit::checkpoint::PendingWrite>,
+    ) -> Result<(), kit::checkpoint::CheckpointError> {
+        self.0
+            .put_writes(thread_id, ns, checkpoint_id, writes)
+            .await
+    }
+    async fn load(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        checkpoint_id: Option<&str>,
+    ) -> Result<Option<kit::checkpoint::LoadedCheckpoint>, kit::checkpoint::CheckpointError> {
+        self.0.load(thread_id, ns, checkpoint_id).await
+    }
+    async fn history(
+        &self,
+        thread_id: &str,
+        ns: &str,
+        limit: Option<usize>,
+    ) -> Result<Vec<kit::checkpoint::CheckpointMeta>, kit::checkpoint::CheckpointError> {
+        self.0.history(thread_id, ns, limit).await
+    }
+    async fn delete_thread(&self, thread_id: &str) -> Result<(), kit::checkpoint::CheckpointError> {
+        self.0.delete_thread(thread_id).await
+    }
+    async fn prune(
+        &self,
+        thread_id: &str,
+        strategy: kit::checkpoint::PruneStrategy,
+    ) -> Result<kit::checkpoint::PruneReport, kit::checkpoint::CheckpointError> {
+        self.0.prune(thread_id, strategy).await
+    }
+    async fn delete_threads_before(
+        &self,
+        cutoff: std::time::SystemTime,
+    ) -> Result<Vec<String>, kit::checkpoint::CheckpointError> {
+        self.0.delete_threads_before(cutoff).await
+    }
+    async fn threads(
+        &self,
+    ) -> Result<Vec<kit::checkpoint::ThreadInfo>, kit::checkpoint::CheckpointError> {
+        self.0.threads().await
+    }
+}
+
+/// With async durability on a back-end whose writes take time, every checkpoint is still
+/// reported once durable: one written while the next step ran was joined and then
+/// forgotten, and only the last one was reported.
+#[tokio::test]
+async fn async_durability_reports_every_checkpoint() {
+    let graph = two_steps().with_checkpointer(Arc::new(Slow(MemoryCheckpointer::new())));
+    let opts = RunOptions::new()
+        .thread_id("t")
+        .durability(kit::graph::Durability::Async)
+        .stream_mode([StreamMode::Checkpoints]);
+    let reported: Vec<String> = graph
+        .stream_events(SUpdate::new(), &opts)
+        .filter(|e| std::future::ready(e.kind() == EventKind::Checkpoint))
+        .map(|e| {
+            e.data.to_json()["checkpoint_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+        .await;
+    let mut written: Vec<String> = graph
+        .state_history(&opts, None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.checkpoint.id)
+        .collect();
+    written.reverse();
+    assert_eq!(written.len(), 3);
+    assert_eq!(reported, written);
+}
+
 #[tokio::test]
 async fn debug_carries_every_kind_values_included() {
     let kinds = kinds_of(

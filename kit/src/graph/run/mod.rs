@@ -549,6 +549,8 @@ impl<S: State> Exec<S> {
                 Some(put) => {
                     let (written, results) = futures::join!(put, self.run_tasks(&tasks));
                     written?;
+                    // Durable now: reported with the others (the next write would replace it).
+                    self.durable.extend(self.inflight_checkpoint.take());
                     results
                 }
             };
