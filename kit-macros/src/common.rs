@@ -113,6 +113,22 @@ pub fn camel_case(name: &str) -> String {
         .collect()
 }
 
+/// The name an identifier stands for, without the `r#` of a raw identifier (`r#type` names
+/// the node `type`).
+pub fn name_of(ident: &syn::Ident) -> String {
+    syn::ext::IdentExt::unraw(ident).to_string()
+}
+
+/// The type named after a function (`look_up` → `LookUp`, `r#move` → `Move`), spanned at it;
+/// `None` when the name makes no type name (`__`, a keyword such as `Self`).
+pub fn type_named_after(func: &syn::Ident) -> Option<syn::Ident> {
+    use syn::ext::IdentExt;
+    let camel = camel_case(&func.unraw().to_string());
+    let mut ident = syn::parse_str::<syn::Ident>(&camel).ok()?;
+    ident.set_span(func.span());
+    Some(ident)
+}
+
 /// A tool name the providers accept: 1-64 letters, digits, `_` or `-`.
 pub fn valid_tool_name(name: &str) -> bool {
     !name.is_empty()

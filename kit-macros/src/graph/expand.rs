@@ -12,7 +12,7 @@ fn endpoint_name(e: &Endpoint, kit: &TokenStream) -> TokenStream {
         Endpoint::Start(_) => quote!(#kit::graph::START),
         Endpoint::End(_) => quote!(#kit::graph::END),
         Endpoint::Node(i) => {
-            let s = i.to_string();
+            let s = crate::common::name_of(i);
             quote!(#s)
         }
     }
@@ -32,7 +32,7 @@ pub fn expand(def: &GraphDef) -> TokenStream {
     let mut calls = Vec::new();
 
     for node in &def.nodes {
-        let node_name = node.name.to_string();
+        let node_name = crate::common::name_of(&node.name);
         let func = match &node.func {
             NodeFunc::Path(path) => {
                 let call = quote_spanned! {path.span()=>
@@ -102,8 +102,16 @@ pub fn expand(def: &GraphDef) -> TokenStream {
         calls.push(quote!(.route(#from, [#(#targets),*], #router)));
     }
 
-    let before: Vec<String> = def.interrupt_before.iter().map(|i| i.to_string()).collect();
-    let after: Vec<String> = def.interrupt_after.iter().map(|i| i.to_string()).collect();
+    let before: Vec<String> = def
+        .interrupt_before
+        .iter()
+        .map(crate::common::name_of)
+        .collect();
+    let after: Vec<String> = def
+        .interrupt_after
+        .iter()
+        .map(crate::common::name_of)
+        .collect();
     if !before.is_empty() {
         calls.push(quote!(.interrupt_before([#(#before),*])));
     }
@@ -111,7 +119,7 @@ pub fn expand(def: &GraphDef) -> TokenStream {
         calls.push(quote!(.interrupt_after([#(#after),*])));
     }
     for cache in &def.caches {
-        let node = cache.node.to_string();
+        let node = crate::common::name_of(&cache.node);
         let policy = &cache.policy;
         calls.push(quote_spanned!(policy.span()=> .cache_policy(#node, #policy)));
     }
@@ -119,7 +127,7 @@ pub fn expand(def: &GraphDef) -> TokenStream {
         calls.push(quote_spanned!(store.span()=> .cache(#store)));
     }
     for retry in &def.retries {
-        let node = retry.node.to_string();
+        let node = crate::common::name_of(&retry.node);
         let policy = &retry.policy;
         calls.push(quote_spanned!(policy.span()=> .retry(#node, #policy)));
     }

@@ -32,6 +32,22 @@ pub fn validate(def: &GraphDef) -> Result<(), syn::Error> {
              Arc::new(MemoryCache::new());` (or a SqliteCache, a PostgresCache)",
         );
     }
+    // One retry policy and one cache policy per node: a second would silently replace the
+    // first.
+    for (policies, what) in [(&def.retries, "retry"), (&def.caches, "cache")] {
+        let mut seen = std::collections::HashSet::new();
+        for policy in policies.iter() {
+            if !seen.insert(crate::common::name_of(&policy.node)) {
+                errors.at(
+                    policy.node.span(),
+                    format!(
+                        "node `{}` already has a {what} policy; give each node one",
+                        crate::common::name_of(&policy.node)
+                    ),
+                );
+            }
+        }
+    }
     for problem in check(&shape(def)) {
         errors.at(problem.at, problem.message);
     }
@@ -44,7 +60,7 @@ fn shape(def: &GraphDef) -> Spec<'static, Span> {
     for node in &def.nodes {
         if !node.destinations.is_empty() {
             edges.push(Edge::Destinations {
-                node: (node.name.to_string().into(), node.name.span()),
+                node: (crate::common::name_of(&node.name).into(), node.name.span()),
                 targets: node.destinations.iter().map(endpoint).collect(),
             });
         }
@@ -75,14 +91,14 @@ fn shape(def: &GraphDef) -> Spec<'static, Span> {
     }
     let names = |list: &[syn::Ident]| {
         list.iter()
-            .map(|i| (i.to_string().into(), i.span()))
+            .map(|i| (crate::common::name_of(i).into(), i.span()))
             .collect()
     };
     Spec {
         nodes: def
             .nodes
             .iter()
-            .map(|n| (n.name.to_string().into(), n.name.span()))
+            .map(|n| (crate::common::name_of(&n.name).into(), n.name.span()))
             .collect(),
         edges,
         interrupt_before: names(&def.interrupt_before),
@@ -91,7 +107,7 @@ fn shape(def: &GraphDef) -> Spec<'static, Span> {
             .retries
             .iter()
             .chain(&def.caches)
-            .map(|r| (r.node.to_string().into(), r.node.span()))
+            .map(|r| (crate::common::name_of(&r.node).into(), r.node.span()))
             .collect(),
         whole: Span::call_site(),
         // graph! lists every way between nodes (edges, routes, goto destinations).
@@ -104,7 +120,7 @@ fn endpoint(e: &Endpoint) -> kit_graph_rules::Endpoint<'static, Span> {
         Endpoint::Start(span) => kit_graph_rules::Endpoint::Start(*span),
         Endpoint::End(span) => kit_graph_rules::Endpoint::End(*span),
         Endpoint::Node(ident) => {
-            kit_graph_rules::Endpoint::Node(ident.to_string().into(), ident.span())
+            kit_graph_rules::Endpoint::Node(crate::common::name_of(ident).into(), ident.span())
         }
     }
 }

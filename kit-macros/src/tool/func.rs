@@ -15,7 +15,7 @@ use syn::spanned::Spanned;
 
 use super::attrs::ToolAttrs;
 use super::derive::unsupported;
-use crate::common::{Errors, camel_case, doc_text, kit_path, kit_path_str};
+use crate::common::{Errors, doc_text, kit_path, kit_path_str, type_named_after, valid_tool_name};
 
 /// `#[arg(description = "..", default, default = expr)]` on a parameter.
 #[derive(FromAttributes, Default)]
@@ -222,10 +222,33 @@ fn model(args: TokenStream, mut func: syn::ItemFn) -> Result<Model, syn::Error> 
              order.`) or `#[tool(description = \"...\")]`",
         );
     }
+    // Named as written, without `r#`: `r#move` is the tool `move` of the type `Move`.
+    let fn_name = syn::ext::IdentExt::unraw(&func.sig.ident).to_string();
+    let value = type_named_after(&func.sig.ident);
+    if value.is_none() {
+        errors.at(
+            func.sig.ident.span(),
+            "the tool's type is named after its function, and this name makes none: give the \
+             function a name with a letter in it",
+        );
+    }
+    if options.name.is_none() && !valid_tool_name(&fn_name) {
+        errors.at(
+            func.sig.ident.span(),
+            "a tool name must be 1-64 characters of letters, digits, `_` or `-` (the \
+             providers' rule): rename the function, or name the tool with \
+             `#[tool(name = \"...\")]`",
+        );
+    }
     errors.into_result()?;
-    let fn_name = func.sig.ident.to_string();
+    let Some(value) = value else {
+        return Err(syn::Error::new(
+            func.sig.ident.span(),
+            "the tool needs a type name",
+        ));
+    };
     Ok(Model {
-        value: syn::Ident::new(&camel_case(&fn_name), func.sig.ident.span()),
+        value,
         name: options.name.unwrap_or(fn_name),
         description,
         max_result_chars: options.max_result_chars,
@@ -499,7 +522,8 @@ fn fallback(mut func: syn::ItemFn, krate: Option<&syn::Path>) -> TokenStream {
                 .retain(|a| !a.path().is_ident("arg") && !a.path().is_ident("doc"));
         }
     }
-    let value = syn::Ident::new(&camel_case(&func.sig.ident.to_string()), Span::call_site());
+    let value =
+        type_named_after(&func.sig.ident).unwrap_or_else(|| quote::format_ident!("InvalidTool"));
     let vis = &func.vis;
     let kit = kit_path(krate);
     quote! {
