@@ -353,6 +353,20 @@ async fn follow_ups_queue_by_default_or_interrupt_when_asked() {
         get(format!("{}/runs/{second_id}", w.url())).await.1["status"],
         "cancelled"
     );
+    // The queued run never ran, and its stream still ends: a client following it sees
+    // `failed` with `cancelled`, as for the run that was stopped while running.
+    let events = w.store().read_events(&thread, 0, 1000).await.unwrap();
+    let end_of = |run: &str| -> Vec<Value> {
+        events
+            .iter()
+            .filter(|e| e.run_id == run && e.method == "lifecycle")
+            .map(|e| e.data.clone())
+            .collect()
+    };
+    let second_end = end_of(&second_id);
+    assert_eq!(second_end.len(), 1, "{second_end:?}");
+    assert_eq!(second_end[0]["event"], "failed");
+    assert_eq!(second_end[0]["cancelled"], true);
     gate.release();
     let done = wait_status(&w, &third_id, &["success"]).await;
     assert_eq!(

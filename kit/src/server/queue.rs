@@ -144,11 +144,29 @@ impl Shared {
                 attempts = run.attempts,
                 "recovered a run left running by a stopped worker"
             );
+            if run.status.is_terminal() {
+                self.record_ending(run).await;
+            }
         }
         if !changed.is_empty() {
             self.wake();
         }
         Ok(changed)
+    }
+
+    /// Writes the last events of a run that ended without its worker writing them (cancelled
+    /// while pending, failed by recovery), so a client following its stream sees the end. A
+    /// failure is logged: the run's record already says how it ended.
+    pub(crate) async fn record_ending(&self, run: &RunRecord) {
+        let events =
+            super::event_log::ending(run.status, run.output.as_ref(), run.error.as_deref());
+        if let Err(e) = self
+            .store
+            .append_events(&run.thread_id, &run.run_id, &events)
+            .await
+        {
+            tracing::warn!(run_id = %run.run_id, error = %e, "the end of a run could not be written to its stream");
+        }
     }
 
     /// Turns true when the worker shuts down.

@@ -402,6 +402,11 @@ pub(crate) async fn cancel_run(
         return Err(unknown_id(&run.run_id));
     };
     if after.status != RunStatus::Running {
+        if run.status == RunStatus::Pending && after.status == RunStatus::Cancelled {
+            // Ended without running: its stream says so, as a run that ran says it (a client
+            // following the run waits for that event).
+            shared.record_ending(&after).await;
+        }
         return Ok(after);
     }
     let here = shared.stop_local(&run.run_id, Stop::Cancel);
