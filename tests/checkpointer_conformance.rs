@@ -1796,10 +1796,13 @@ async fn a_checkpoint_by_reference_stores_what_an_owned_write_stores() {
         let lb = wrapped.load("t", "", Some(&b.id)).await.unwrap().unwrap();
         assert_eq!(la.body, lb.body);
         assert_eq!(la.meta.parent_id, a.parent_id);
-        let data = |l: &LoadedCheckpoint| -> Vec<(String, Option<Vec<u8>>, Vec<Vec<u8>>)> {
+        let data = |l: &LoadedCheckpoint| -> Vec<kit::checkpoint::LoadedChannel> {
             l.channels
                 .iter()
-                .map(|c| (c.name.clone(), c.full.clone(), c.deltas.clone()))
+                .map(|c| kit::checkpoint::LoadedChannel {
+                    version: String::new(),
+                    ..c.clone()
+                })
                 .collect()
         };
         assert_eq!(data(&la), data(&lb), "step {}", a.step);
