@@ -684,6 +684,53 @@ async fn a_tool_call_limit_holds_through_a_subagent() {
     assert_eq!(out.state().final_text(), "done");
 }
 
+/// Two `task` calls of one answer run their subagents at once: together they may make only
+/// the calls the parent had left (each once got the whole allowance).
+#[tokio::test]
+async fn a_tool_call_limit_holds_through_parallel_subagents() {
+    let sent = Arc::new(AtomicUsize::new(0));
+    let send_email = Tool::from_fn(
+        "send_email",
+        "Sends an email.",
+        json!({"type": "object"}),
+        {
+            let sent = sent.clone();
+            move |_args: Value, _ctx| {
+                let sent = sent.clone();
+                async move {
+                    sent.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, ToolError>("sent")
+                }
+            }
+        },
+    );
+    let task = |id: &str| {
+        ToolCall::with_id(
+            id,
+            "task",
+            json!({"description": "Email one person", "subagent_type": "general-purpose"}),
+        )
+    };
+    let model = ScriptedModel::new([
+        Message::assistant_with_tool_calls("", vec![task("t1"), task("t2")]),
+        calls(&[("e1", "send_email")]),
+        calls(&[("e2", "send_email")]),
+        Message::assistant("child done"),
+        Message::assistant("child done"),
+        Message::assistant("done"),
+    ]);
+    let agent = Agent::builder()
+        .model(model)
+        .tool(send_email)
+        .general_purpose_subagent(true)
+        .middleware(ToolCallLimitMiddleware::for_tool("send_email").run_limit(1))
+        .build()
+        .unwrap();
+    let out = agent.invoke("Email two people").await.unwrap();
+    assert_eq!(sent.load(Ordering::SeqCst), 1, "one email in all");
+    assert_eq!(out.state().final_text(), "done");
+}
+
 /// An answer with 20,000 calls over a limit of 2: each blocked call is answered once, from a
 /// set, and only the 2 allowed run (every blocked call once re-read the whole blocked list).
 #[tokio::test]

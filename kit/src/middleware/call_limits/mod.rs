@@ -355,6 +355,15 @@ impl ToolCounts {
     }
 }
 
+/// Where a run's subagents' calls wait to be counted: its thread and namespace (so calls made
+/// before a pause count after the resume), or the run itself when it has no thread.
+fn counted_in(rt: &Runtime) -> String {
+    match rt.node().thread_id() {
+        Some(thread) => format!("thread:{thread}|{}", rt.node().namespace().join("|")),
+        None => format!("run:{}", rt.node().invocation_id()),
+    }
+}
+
 /// Limits tool calls, of one tool or of all, per run and per thread.
 ///
 /// After each model answer, its calls (of the limited tool, or all) are counted in order: a
@@ -371,9 +380,10 @@ impl ToolCounts {
 /// - `Error`: the run fails with [`ToolCallLimitExceeded`].
 ///
 /// As in LangChain, blocked calls count toward the run (they were tried) but not toward the
-/// thread. Unlike LangChain, the limit holds in subagents too: a `task` call's subagent runs
-/// under a copy that may make only the calls the parent had left when the call started, and
-/// the calls it made count toward the parent's run and thread. Several limiters can be combined, one per tool and one for all; each is named
+/// thread. Unlike LangChain, the limit holds in subagents too: the subagents a run starts with
+/// `task` run under copies that may make, together, only the calls the run had left (nested
+/// subagents draw from every level above), and the calls they made count toward the parent's
+/// run and thread at its next answer. Several limiters can be combined, one per tool and one for all; each is named
 /// `ToolCallLimitMiddleware[<tool>]` (or `ToolCallLimitMiddleware` for all tools).
 ///
 /// ```
@@ -496,7 +506,7 @@ impl Middleware for ToolCallLimitMiddleware {
             .collect();
         let mut counter = Counter::read(rt, &self.key);
         // What this run's subagents called since its last answer counts here too.
-        let by_subagents = self.shares.uncounted(rt.node().invocation_id());
+        let by_subagents = self.shares.uncounted(&counted_in(rt));
         counter.add(by_subagents);
         if calls.is_empty() {
             // The calls blocked in an earlier answer belong to that answer only.
@@ -518,7 +528,7 @@ impl Middleware for ToolCallLimitMiddleware {
         let share = self.reports_to.as_ref().zip(rt.node().parent_task_id());
         let mut blocked = Vec::new();
         for call in calls {
-            let granted = || share.is_none_or(|(parent, task)| parent.take(task, 1) == 1);
+            let granted = || share.is_none_or(|(parent, task)| parent.take(task));
             if self.limits.would_exceed(&counter) || !granted() {
                 blocked.push(call.id.clone());
             } else {
@@ -640,15 +650,30 @@ impl Middleware for ToolCallLimitMiddleware {
         if call.name != TASK_TOOL {
             return next.call(call, ctx).await;
         }
-        // A subagent run may make the calls this run has left, and what it makes counts here.
-        let invocation = rt.node().invocation_id();
+        // The subagent runs of this run may make, together, the calls it has left, and what
+        // they make counts here; a subagent's own subagents also draw from its share above.
+        let counted_in = counted_in(rt);
         let mut counter = Counter::read(rt, &self.key);
-        counter.add(self.shares.peek_uncounted(invocation));
+        counter.add(self.shares.peek_uncounted(&counted_in));
         let left =
             |limit: Option<u64>, count: u64| limit.map_or(u64::MAX, |l| l.saturating_sub(count));
         let allowed =
             left(self.limits.run, counter.run).min(left(self.limits.thread, counter.thread));
-        let _share = self.shares.open(rt.node().run_id(), invocation, allowed);
+        let upstream =
+            self.reports_to
+                .clone()
+                .zip(rt.node().parent_task_id())
+                .map(|(shares, task_run)| shares::Upstream {
+                    shares,
+                    task_run: task_run.to_string(),
+                });
+        let _share = self.shares.open(
+            rt.node().run_id(),
+            rt.node().invocation_id(),
+            &counted_in,
+            allowed,
+            upstream,
+        );
         next.call(call, ctx).await
     }
 
