@@ -4,8 +4,9 @@
 //! - reasoning deltas (`reasoning_content`, `reasoning`, `reasoning_details`, Mistral
 //!   `thinking` chunks) become reasoning chunks, each form its own block;
 //! - tool-call pieces with an `index`, or without one (a piece with a new id starts a call, a
-//!   piece without an id continues the last one), and with `id: ""`; a new id at an index
-//!   another call holds starts a call (Ollama sends index 0 for every parallel call);
+//!   piece without an id continues the last one), and with `id: ""`; a new id with a name at
+//!   an index another call holds starts a call (Ollama sends index 0 for every parallel
+//!   call), a new id without one continues it (servers that send a fresh id per piece);
 //! - a blank `finish_reason` on every chunk (not an end), and a usage-only last chunk with no
 //!   choices (or usage on the finish chunk itself);
 //! - an error object mid-stream, typed by its own code or type (a 400 is not a retryable 500),
@@ -38,8 +39,8 @@ pub(super) struct ChunkParser {
     call_ids: HashMap<String, usize>,
     /// A server's call index → the call it names now.
     by_given: HashMap<usize, usize>,
-    /// The calls that have an id.
-    with_id: HashSet<usize>,
+    /// The first id of each call.
+    ids_of: HashMap<usize, String>,
     /// Every call so far.
     used: HashSet<usize>,
     /// The call the last piece belonged to.
@@ -59,7 +60,7 @@ impl ChunkParser {
             meta: StreamMeta::default(),
             call_ids: HashMap::new(),
             by_given: HashMap::new(),
-            with_id: HashSet::new(),
+            ids_of: HashMap::new(),
             used: HashSet::new(),
             last_call: None,
             next_call: 0,
@@ -67,32 +68,37 @@ impl ChunkParser {
         }
     }
 
-    /// The index of a tool-call piece. A piece whose id is known continues that call. Otherwise
-    /// its own `index` places it, unless a call with another id already holds that index: a
-    /// new id there is a new call (Ollama numbers every parallel call 0). A piece with neither
-    /// starts a call when it has a new id, and continues the last call when it has none.
-    fn call_index(&mut self, call: &Value, id: Option<&str>) -> usize {
+    /// The index of a tool-call piece. A piece with its own `index` belongs to the call the
+    /// server names by it, unless it names a new call there: a new id *and* a name at an index
+    /// that holds a call with another id (Ollama sends every parallel call whole at index 0).
+    /// A new id alone at a held index continues the call (some servers send a fresh id with
+    /// every piece). A piece without an index goes by its id (a new id starts a call), or
+    /// continues the last call when it has none.
+    fn call_index(&mut self, call: &Value, id: Option<&str>, named: bool) -> usize {
         let given = call
             .get("index")
             .and_then(Value::as_u64)
             .map(|i| usize::try_from(i).unwrap_or(usize::MAX));
-        let known = id.and_then(|id| self.call_ids.get(id).copied());
-        let index = match (known, given) {
-            (Some(index), _) => index,
-            (None, Some(given)) => match self.by_given.get(&given) {
-                Some(&index) if id.is_some() && self.with_id.contains(&index) => self.next_call,
-                Some(&index) => index,
+        let index = match given {
+            Some(given) => match self.by_given.get(&given) {
+                Some(&index) => {
+                    let held = self.ids_of.get(&index);
+                    let new_call = named && id.is_some_and(|id| held.is_some_and(|h| h != id));
+                    if new_call { self.next_call } else { index }
+                }
                 None if self.used.contains(&given) => self.next_call,
                 None => given,
             },
-            (None, None) if id.is_some() => self.next_call,
-            (None, None) => self.last_call.unwrap_or(self.next_call),
+            None => match id {
+                Some(id) => self.call_ids.get(id).copied().unwrap_or(self.next_call),
+                None => self.last_call.unwrap_or(self.next_call),
+            },
         };
         if let Some(given) = given {
             self.by_given.insert(given, index);
         }
         if let Some(id) = id {
-            self.with_id.insert(index);
+            self.ids_of.entry(index).or_insert_with(|| id.to_string());
             self.call_ids.entry(id.to_string()).or_insert(index);
         }
         self.used.insert(index);
@@ -134,7 +140,8 @@ impl ChunkParser {
                         .map(str::to_string)
                 };
                 let id = text(call.get("id"));
-                let index = self.call_index(call, id.as_deref());
+                let name = text(function.get("name"));
+                let index = self.call_index(call, id.as_deref(), name.is_some());
                 if let Some(sig) = thought_signature(call) {
                     let mut part =
                         Reasoning::new(&self.provider, ReasoningFormat::GeminiThoughtSignature, "")
@@ -148,7 +155,7 @@ impl ChunkParser {
                 out.push_back(ModelChunk::ToolCall {
                     index,
                     id,
-                    name: text(function.get("name")),
+                    name,
                     args,
                 });
             }

@@ -323,6 +323,36 @@ fn interleaved_pieces_by_index_continue_their_own_call() {
 }
 
 #[test]
+fn a_fresh_id_per_piece_continues_the_call_its_index_names() {
+    // Servers that send a new id with every piece of one call (no name after the first).
+    let r = assemble_chunks(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"p1","function":{"name":"w","arguments":""}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"p2","function":{"arguments":"{\"p\":"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"p3","function":{"arguments":"1}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+    ]);
+    let calls = &r.message.tool_calls;
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(
+        (calls[0].name.as_str(), calls[0].args.clone()),
+        ("w", json!({"p": 1}))
+    );
+    // One id at two indexes: two calls, as the indexes say.
+    let r = assemble_chunks(&[
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"x","function":{"name":"a","arguments":"{}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"id":"x","function":{"name":"b","arguments":"{}"}}]}}]}"#,
+        r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+    ]);
+    let names: Vec<&str> = r
+        .message
+        .tool_calls
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+}
+
+#[test]
 fn stream_without_end_is_malformed() {
     let mut p = ChunkParser::new("openai", "gpt-4o-mini");
     assert!(p.at_end(&mut VecDeque::new()).is_err());
