@@ -657,4 +657,18 @@ async fn a_streamed_request_answered_with_json_gives_the_answer_or_the_error() {
         "{error:?}"
     );
     assert!(error.to_string().contains("<html>gateway"), "{error}");
+
+    // Events after all, under the wrong content type: read as events.
+    server.enqueue(MockResponse::raw(
+        200,
+        "application/json",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"evented\"}}]}\n\n\
+         data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n\
+         data: [DONE]\n\n",
+    ));
+    let (chunks, error) = collect(&model, request()).await;
+    assert!(error.is_none(), "{error:?}");
+    let mut answer = kit::model::StreamAssembler::new();
+    chunks.iter().for_each(|c| answer.push(c));
+    assert_eq!(answer.finish().message.text(), "evented");
 }

@@ -409,19 +409,34 @@ pub(crate) fn model_stream<P: SseParser>(
     .boxed()
 }
 
-/// The JSON body a server answered a streamed request with (a proxy's error, or the whole
-/// answer at once), read within [`HttpLimits::max_body_bytes`](crate::http::HttpLimits) and
-/// parsed within the bounds of a `generate` body. (Read as an event stream it would hold no
-/// event, and the answer or the error would be lost.)
+/// The body of a streamed request a server answered with `application/json`.
+pub(crate) enum JsonStreamBody {
+    /// A JSON value: a proxy's error, or the whole answer at once.
+    Json(Value),
+    /// Server-sent events after all, under the wrong content type.
+    Events(bytes::Bytes),
+}
+
+/// Reads the body a server answered a streamed request with under `application/json`, within
+/// [`HttpLimits::max_body_bytes`](crate::http::HttpLimits): JSON parsed within the bounds of
+/// a `generate` body, or events when it reads as events (`data:`, `event:`, `:` first).
+/// (Read only as an event stream, a JSON answer or error would hold no event and be lost.)
 pub(crate) async fn json_answer_of_stream(
     provider: &str,
     response: crate::http::HttpStream,
     secrets: &Secrets,
-) -> Result<Value, ModelError> {
+) -> Result<JsonStreamBody, ModelError> {
     let body = response
         .read_all()
         .await
         .map_err(|e| map_http_error_scrubbed(provider, e, secrets))?;
+    let start = body.trim_ascii_start();
+    if [&b"data:"[..], b"event:", b":", b"id:"]
+        .iter()
+        .any(|field| start.starts_with(field))
+    {
+        return Ok(JsonStreamBody::Events(body));
+    }
     within_answer_bounds(provider, "the answer", &body)?;
     let v = serde_json::from_slice(&body).map_err(|e| {
         ModelError::MalformedResponse {
@@ -434,7 +449,7 @@ pub(crate) async fn json_answer_of_stream(
         }
         .scrubbed(secrets)
     })?;
-    within_answer_depth(provider, v)
+    within_answer_depth(provider, v).map(JsonStreamBody::Json)
 }
 
 /// A complete answer as the stream of chunks it would have been streamed as.

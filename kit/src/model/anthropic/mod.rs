@@ -53,8 +53,9 @@ use wire::{mark_last_message, turns};
 use serde_json::{Map, Value, json};
 
 use super::common::{
-    DEFAULT_MODEL_TIMEOUT, answer_stream, f32_json, json_answer_of_stream, map_http_error_scrubbed,
-    merge_extra, model_stream, within_answer_bounds, within_answer_depth,
+    DEFAULT_MODEL_TIMEOUT, JsonStreamBody, answer_stream, f32_json, json_answer_of_stream,
+    map_http_error_scrubbed, merge_extra, model_stream, replay_stream, within_answer_bounds,
+    within_answer_depth,
 };
 use super::{
     ChatModel, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse, ModelStream,
@@ -443,8 +444,14 @@ impl ChatModel for AnthropicModel {
             .await
             .map_err(|e| map_http_error_scrubbed("anthropic", e, &secrets))?;
         if response.is_json() {
-            let v = json_answer_of_stream(wire::PROVIDER, response, &secrets).await?;
-            let answer = self.parse_response(&v).map_err(|e| e.scrubbed(&secrets))?;
+            let limits = *self.http.get_limits();
+            let answer = match json_answer_of_stream(wire::PROVIDER, response, &secrets).await? {
+                JsonStreamBody::Json(v) => self.parse_response(&v),
+                JsonStreamBody::Events(body) => {
+                    replay_stream(&body, &limits, EventParser::new(&self.model))
+                }
+            }
+            .map_err(|e| e.scrubbed(&secrets))?;
             return Ok(answer_stream(&answer));
         }
         Ok(model_stream(

@@ -63,8 +63,9 @@ use wire::openai_context_window;
 use serde_json::Value;
 
 use super::common::{
-    DEFAULT_MODEL_TIMEOUT, answer_stream, json_answer_of_stream, map_http_error_scrubbed,
-    model_stream, within_answer_bounds, within_answer_depth,
+    DEFAULT_MODEL_TIMEOUT, JsonStreamBody, answer_stream, json_answer_of_stream,
+    map_http_error_scrubbed, model_stream, replay_stream, within_answer_bounds,
+    within_answer_depth,
 };
 use super::{
     ChatModel, ModelError, ModelOptions, ModelProfile, ModelRequest, ModelResponse, ModelStream,
@@ -420,8 +421,23 @@ impl ChatModel for OpenAiModel {
             .await
             .map_err(|e| self.map_error(e, &secrets))?;
         if response.is_json() {
-            let v = json_answer_of_stream(&self.provider, response, &secrets).await?;
-            let answer = self.parse_body(&v).map_err(|e| e.scrubbed(&secrets))?;
+            let limits = *self.http.get_limits();
+            let answer = match json_answer_of_stream(&self.provider, response, &secrets).await? {
+                JsonStreamBody::Json(v) => self.parse_body(&v),
+                JsonStreamBody::Events(body) => match self.api {
+                    OpenAiApi::ChatCompletions => replay_stream(
+                        &body,
+                        &limits,
+                        ChunkParser::new(&self.provider, &self.model),
+                    ),
+                    OpenAiApi::Responses => replay_stream(
+                        &body,
+                        &limits,
+                        responses::EventParser::new(&self.provider, &self.model),
+                    ),
+                },
+            }
+            .map_err(|e| e.scrubbed(&secrets))?;
             return Ok(answer_stream(&answer));
         }
         Ok(match self.api {
