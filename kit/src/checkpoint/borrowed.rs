@@ -80,8 +80,15 @@ pub struct BlobRef<'a> {
 }
 
 impl CheckpointRef<'_> {
-    /// The owned write [`Checkpointer::put`](super::Checkpointer::put) takes.
+    /// The owned write [`Checkpointer::put`](super::Checkpointer::put) takes; the nodes due
+    /// next are read from the body.
     pub fn to_write(&self) -> CheckpointWrite {
+        self.owned_with_next(next_nodes(self.body).unwrap_or_default())
+    }
+
+    /// [`to_write`](Self::to_write) with the nodes due next as the writer knows them (the
+    /// body, with every `Send` argument, is not read again).
+    pub(crate) fn owned_with_next(&self, next: Vec<String>) -> CheckpointWrite {
         CheckpointWrite {
             thread_id: self.thread_id.to_string(),
             ns: self.ns.to_string(),
@@ -91,7 +98,7 @@ impl CheckpointRef<'_> {
                 step: self.step,
                 source: self.source,
                 created_at: self.created_at.to_string(),
-                next: next_nodes(self.body).unwrap_or_default(),
+                next,
                 metadata: Value::Object(self.metadata.clone()),
             },
             channel_versions: self.channel_versions.clone(),

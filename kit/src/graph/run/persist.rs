@@ -205,6 +205,15 @@ impl<S: State> Exec<S> {
         }
     }
 
+    /// The names of the nodes due next (an owned write lists them).
+    fn next_names(&self) -> Vec<String> {
+        let nodes = &self.graph.inner.nodes;
+        self.next
+            .iter()
+            .map(|t| nodes[t.node].name.to_string())
+            .collect()
+    }
+
     /// The checkpoint just written is the thread's head and the next one's parent (their
     /// buffers reused).
     fn advance(&mut self, id: String) {
@@ -225,7 +234,9 @@ impl<S: State> Exec<S> {
         let prepared = self.prepare(full_all)?;
         let write = {
             let blobs = self.blob_refs(&prepared);
-            let mut write = self.borrowed(&prepared, &blobs, source).to_write();
+            let mut write = self
+                .borrowed(&prepared, &blobs, source)
+                .owned_with_next(self.next_names());
             if self.persist.is_none() {
                 write.expected_head = None;
             }
@@ -257,7 +268,7 @@ impl<S: State> Exec<S> {
                     written?;
                     None
                 }
-                None => Some(borrowed.to_write()),
+                None => Some(borrowed.owned_with_next(self.next_names())),
             }
         };
         // Streamed runs report each checkpoint once it is durable, when asked to.
