@@ -196,6 +196,70 @@ async fn a_resume_with_an_update_answers_a_node_interrupt_and_the_node_sees_both
     assert_eq!(done.state().log, ["after / \"yes\""]);
 }
 
+/// A pending interrupt write that does not read (a tampered store) is a clear error naming the
+/// checkpoint and task, not an interrupt silently forgotten (the task would run again and
+/// its answer vanish).
+#[tokio::test]
+async fn an_unreadable_pending_interrupt_is_an_error() {
+    use kit::checkpoint::{Checkpointer, PendingWrite, pending};
+    let checkpointer = Arc::new(MemoryCheckpointer::new());
+    let graph = GraphBuilder::<Doc>::new("ask")
+        .sync_node(
+            "ask",
+            |_: &Doc, ctx: &NodeContext| -> Result<DocUpdate, NodeError> {
+                ctx.interrupt(json!({"question": "ok?"}))?;
+                Ok(DocUpdate::new())
+            },
+        )
+        .edge(START, "ask")
+        .edge("ask", END)
+        .checkpointer(checkpointer.clone())
+        .compile()
+        .unwrap();
+    let opts = RunOptions::new().thread_id("tampered");
+    graph.invoke(DocUpdate::new()).options(&opts).await.unwrap();
+    let loaded = checkpointer
+        .load("tampered", "", None)
+        .await
+        .unwrap()
+        .unwrap();
+    let task = loaded
+        .pending_writes
+        .iter()
+        .find(|w| w.channel == pending::INTERRUPT)
+        .map(|w| w.task_id.clone())
+        .unwrap();
+    checkpointer
+        .put_writes(
+            "tampered",
+            "",
+            &loaded.meta.id,
+            vec![PendingWrite {
+                task_id: task.clone(),
+                channel: pending::INTERRUPT.to_string(),
+                value: json!("not a list of interrupts"),
+            }],
+        )
+        .await
+        .unwrap();
+    // Another graph on the store reads the thread from it.
+    let reread = GraphBuilder::<Doc>::new("ask")
+        .sync_node("ask", |_: &Doc, _: &NodeContext| DocUpdate::new())
+        .edge(START, "ask")
+        .edge("ask", END)
+        .checkpointer(checkpointer)
+        .compile()
+        .unwrap();
+    let err = reread
+        .resume(Resume::value("yes"))
+        .options(&opts)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("does not read"), "{err}");
+    assert!(err.contains(&task), "{err}");
+}
+
 /// START -> ok and START -> other, in one step; `other` fails once or pauses.
 fn siblings(other_pauses: bool) -> Graph<Doc> {
     GraphBuilder::<Doc>::new("siblings")

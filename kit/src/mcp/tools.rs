@@ -211,11 +211,15 @@ fn image_part(mime_type: String, data: String, kept: &mut usize) -> ContentPart 
     ContentPart::image_base64(media, data)
 }
 
-/// Whether `data` is base64 (standard alphabet, padded or not, no whitespace).
+/// Whether `data` is base64 (standard alphabet, padded or not, no whitespace): a length
+/// that leaves one character over is no encoding, and padding fills a group of four.
 fn is_base64(data: &str) -> bool {
     let body = data.trim_end_matches('=');
-    data.len() - body.len() <= 2
+    let padding = data.len() - body.len();
+    padding <= 2
         && !body.is_empty()
+        && body.len() % 4 != 1
+        && (padding == 0 || data.len().is_multiple_of(4))
         && body
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
@@ -385,7 +389,10 @@ mod tests {
         );
         assert_eq!(shown.iter().filter(|s| *s == "image").count(), 5);
         assert!(shown[5].contains("not shown"), "{}", shown[5]);
-        assert!(is_base64("aGk=") && is_base64("aGk") && !is_base64("a===") && !is_base64("a b"));
+        assert!(is_base64("aGk=") && is_base64("aGk") && is_base64("aGVsbG8="));
+        for bad in ["a===", "a b", "a", "aGVsb", "aGk==", "="] {
+            assert!(!is_base64(bad), "{bad}");
+        }
     }
 
     #[test]

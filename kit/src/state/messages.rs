@@ -117,7 +117,20 @@ impl List {
 fn track_calls(open: &mut FastMap<Box<str>, u32>, message: &Message) {
     match message.role {
         Role::Assistant => {
-            for call in &message.tool_calls {
+            // An id an answer repeats is one call to answer (as the dangling-call patch reads
+            // it): counted once, or one result would leave it open for good.
+            let calls = &message.tool_calls;
+            // Allocates only for a long answer (a short one is scanned).
+            let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+            for (i, call) in calls.iter().enumerate() {
+                let again = if calls.len() <= 16 {
+                    calls[..i].iter().any(|c| c.id == call.id)
+                } else {
+                    !seen.insert(call.id.as_str())
+                };
+                if again {
+                    continue;
+                }
                 let n = open.entry(call.id.as_str().into()).or_insert(0);
                 *n = n.saturating_add(1);
             }
@@ -470,6 +483,17 @@ mod tests {
         m.push(calls(&["call_0"]));
         m.push(Message::tool("call_0", "ok"));
         assert!(m.has_open_tool_calls());
+        // An id repeated within one answer is one call: one result closes it.
+        let mut m = Messages::from(vec![calls(&["x", "x"])]);
+        m.push(Message::tool("x", "ok"));
+        assert!(!m.has_open_tool_calls());
+        let many: Vec<String> = (0..40).map(|i| format!("c{}", i % 20)).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        let mut m = Messages::from(vec![calls(&many)]);
+        for i in 0..20 {
+            m.push(Message::tool(format!("c{i}"), "ok"));
+        }
+        assert!(!m.has_open_tool_calls());
     }
 
     #[test]

@@ -291,15 +291,28 @@ impl<S: State> Exec<S> {
         self.versions = Arc::new(loaded.channel_versions);
         self.head = Some(loaded.head.clone());
         self.parent = Some(loaded.meta.id.clone());
+        // A pending write that does not read is an error, as a body that does not read is:
+        // taken as empty, its answers would vanish and its task run again.
+        let checkpoint = &loaded.meta.id;
+        let unreadable = |write: &str, task: &str, e: serde_json::Error| {
+            CheckpointError::Corrupt(format!(
+                "checkpoint {checkpoint}: the {write} write of task {task} does not read ({e})"
+            ))
+        };
         for write in loaded.pending_writes {
             let entry = self.pending.entry(write.task_id.clone()).or_default();
             match write.channel.as_str() {
                 pending::OUTPUT => entry.output = Some(write.value),
+                // `null` is what kit writes should a list not serialize: nothing.
+                pending::INTERRUPT if write.value.is_null() => {}
+                pending::RESUME if write.value.is_null() => {}
                 pending::INTERRUPT => {
-                    entry.interrupts = serde_json::from_value(write.value).unwrap_or_default()
+                    entry.interrupts = serde_json::from_value(write.value)
+                        .map_err(|e| unreadable(pending::INTERRUPT, &write.task_id, e))?;
                 }
                 pending::RESUME => {
-                    entry.resume = serde_json::from_value(write.value).unwrap_or_default()
+                    entry.resume = serde_json::from_value(write.value)
+                        .map_err(|e| unreadable(pending::RESUME, &write.task_id, e))?;
                 }
                 pending::ERROR => entry.error = write.value.as_str().map(String::from),
                 _ => {}
