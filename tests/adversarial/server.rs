@@ -200,6 +200,18 @@ async fn a_cross_site_request_from_a_browser_is_refused() {
         assert!(!taken.starts_with("HTTP/1.1 403"), "{head}: {taken}");
         assert!(taken.starts_with("HTTP/1.1 20"), "{head}: {taken}");
     }
+    // DNS rebinding: a page whose name now resolves here is same-origin to the browser, but
+    // its host is no loopback name.
+    let mut stream = TcpStream::connect(addr(&w)).await.unwrap();
+    let rebound = format!(
+        "POST /runs HTTP/1.1\r\nHost: rebind.evil:8123\r\nOrigin: http://rebind.evil:8123\r\n\
+         Sec-Fetch-Site: same-origin\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(rebound.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let rebound = read_to_close(&mut stream).await;
+    assert!(rebound.starts_with("HTTP/1.1 403"), "{rebound}");
     let read = send_raw(
         &w,
         "GET /runs/nope HTTP/1.1\r\nOrigin: https://evil.example",

@@ -228,8 +228,9 @@ fn model(args: TokenStream, mut func: syn::ItemFn) -> Result<Model, syn::Error> 
     if value.is_none() {
         errors.at(
             func.sig.ident.span(),
-            "the tool's type is named after its function, and this name makes none: give the \
-             function a name with a letter in it",
+            "the tool's type is named after its function in CamelCase, and this name makes \
+             none Rust allows (no letter, as `__`, or a keyword, as `self_` makes `Self`): \
+             rename the function",
         );
     }
     if options.name.is_none() && !valid_tool_name(&fn_name) {
