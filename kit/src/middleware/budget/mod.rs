@@ -400,7 +400,9 @@ impl Middleware for BudgetMiddleware {
         let child = (call.name == TASK_TOOL).then(|| {
             // Each call runs as a task of its own: its run is the subagent run's parent.
             let key = rt.node().run_id().to_string();
-            self.ledger.open(key, budget.left_after(&spent, elapsed))
+            let pool = rt.node().invocation_id();
+            self.ledger
+                .open(key, pool, budget.left_after(&spent, elapsed))
         });
         let result = match budget.wall_time {
             Some(wall) => {
